@@ -1,0 +1,77 @@
+"""promptslim: make LLM prompts cheaper to prefill, before every request.
+
+The public API is what this module re-exports; ``tests/test_public_api.py`` checks ``__all__``.
+Importing promptslim loads no heavy dependency (torch, transformers, faiss, llmlingua...).
+"""
+
+from .budget import Allocation as Allocation
+from .budget import allocate as allocate
+from .errors import BackendError as BackendError
+from .errors import BackendUnavailable as BackendUnavailable
+from .errors import BudgetInfeasible as BudgetInfeasible
+from .errors import ConfigError as ConfigError
+from .errors import DatasetError as DatasetError
+from .errors import InvalidRequest as InvalidRequest
+from .errors import PromptSlimError as PromptSlimError
+from .errors import StageTimeout as StageTimeout
+from .errors import UnknownName as UnknownName
+from .pipeline import Pipeline as Pipeline
+from .registry import STAGES as STAGES
+from .registry import Registry as Registry
+from .render import render_documents as render_documents
+from .stages.base import BaseStage as BaseStage
+from .stages.base import PassThrough as PassThrough
+from .stages.base import Stage as Stage
+from .stages.base import StageLog as StageLog
+from .tokens import TokenCounter as TokenCounter
+from .tokens import count_messages as count_messages
+from .tokens import count_request as count_request
+from .tokens import get_counter as get_counter
+from .types import Budget as Budget
+from .types import Change as Change
+from .types import ContentPart as ContentPart
+from .types import Document as Document
+from .types import Message as Message
+from .types import Report as Report
+from .types import Request as Request
+from .types import Result as Result
+from .types import StageReport as StageReport
+from .types import ToolCall as ToolCall
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Allocation",
+    "BackendError",
+    "BackendUnavailable",
+    "BaseStage",
+    "Budget",
+    "BudgetInfeasible",
+    "Change",
+    "ConfigError",
+    "ContentPart",
+    "DatasetError",
+    "Document",
+    "InvalidRequest",
+    "Message",
+    "PassThrough",
+    "Pipeline",
+    "PromptSlimError",
+    "Registry",
+    "Report",
+    "Request",
+    "Result",
+    "STAGES",
+    "Stage",
+    "StageLog",
+    "StageReport",
+    "StageTimeout",
+    "TokenCounter",
+    "ToolCall",
+    "UnknownName",
+    "allocate",
+    "count_messages",
+    "count_request",
+    "get_counter",
+    "render_documents",
+]

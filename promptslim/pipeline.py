@@ -1,0 +1,246 @@
+"""The Pipeline: stages in sequence, itself a Stage.
+
+It times each stage, checks that no stage touched the stable prefix (invariant 7), enforces
+the total budget at the end (invariant 3), and merges the stage reports into one Report.
+OpenTelemetry spans are emitted per stage when opentelemetry is installed (sizes and timings
+only, never prompt text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import BudgetInfeasible, ConfigError, PromptSlimError
+from .registry import STAGES
+from .stages.base import Stage
+from .tokens import count_request, get_counter
+from .types import Budget, Report, Request, Result, invalid_from_validation
+
+__all__ = ["DEFAULT_STAGES", "Pipeline", "PipelineConfig", "StageSpec"]
+
+#: the built-in stages of the default pipeline, in order
+DEFAULT_STAGES: tuple[str, ...] = ("passthrough",)
+
+OnInfeasible = Literal["raise", "best_effort"]
+
+
+class StageSpec(BaseModel):
+    """``{"name": "history", ...options}``: the options are the stage's ``__init__`` arguments."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+
+class PipelineConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    budget: Budget = Field(default_factory=Budget)
+    stages: list[StageSpec] = Field(default_factory=list)
+    on_infeasible: OnInfeasible = "raise"
+
+
+class Pipeline:
+    """Stages run in order; a Pipeline is a Stage, so pipelines nest.
+
+    ``on_infeasible="raise"`` (default) raises BudgetInfeasible when the result is over
+    ``budget.total``; ``"best_effort"`` returns it and records the overflow in
+    ``Report.degraded``. A stage that cannot meet its own share raises on its own.
+    """
+
+    name = "pipeline"
+
+    def __init__(
+        self,
+        stages: Sequence[Stage] = (),
+        *,
+        budget: Budget | None = None,
+        on_infeasible: OnInfeasible = "raise",
+    ) -> None:
+        self.stages = list(stages)
+        self.budget = budget or Budget()
+        self.on_infeasible = on_infeasible
+
+    # ---- construction
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | str | Path) -> Pipeline:
+        """Build from a dict, or a JSON / TOML / YAML file, of the shape
+        ``{"budget": {...}, "stages": [{"name": "prefix", ...}, ...]}``."""
+        data = _read_config(config) if isinstance(config, (str, Path)) else config
+        try:
+            parsed = PipelineConfig.model_validate(data)
+        except ValidationError as exc:
+            err = invalid_from_validation(exc)
+            raise ConfigError(err.reason, field=err.field) from exc
+        stages = [_build_stage(spec, i) for i, spec in enumerate(parsed.stages)]
+        return cls(stages, budget=parsed.budget, on_infeasible=parsed.on_infeasible)
+
+    @classmethod
+    def default(cls, *, budget: Budget | None = None) -> Pipeline:
+        """Every built-in stage with its defaults."""
+        return cls([STAGES.get(n)() for n in DEFAULT_STAGES], budget=budget)
+
+    def to_config(self) -> dict[str, Any]:
+        """The configuration as a dict ``from_config`` accepts (built-in stages only)."""
+        stages = []
+        for stage in self.stages:
+            params = stage.get_params() if hasattr(stage, "get_params") else {}
+            stages.append({"name": stage.name, **params})
+        return {
+            "budget": self.budget.model_dump(exclude_defaults=True),
+            "stages": stages,
+            "on_infeasible": self.on_infeasible,
+        }
+
+    # ---- running
+
+    def run(self, request: Request, budget: Budget | None = None) -> Result:
+        budget = budget or self.budget
+        counter = get_counter(request.tokenizer)
+        start = time.perf_counter()
+        tokens_in = count_request(request, counter)
+        reports = []
+        warnings = list(request.warnings)
+        fingerprint = cacheable = None
+        for stage in self.stages:
+            with _span(stage.name) as span:
+                result = stage.run(request, budget)
+                _check_prefix_kept(request, result.request, stage.name)
+                request = result.request
+                if span is not None:
+                    span.set_attribute("promptslim.tokens_in", result.report.tokens_in)
+                    span.set_attribute("promptslim.tokens_out", result.report.tokens_out)
+            reports.extend(result.report.stages)
+            warnings.extend(result.report.warnings)
+            fingerprint = result.report.prefix_fingerprint or fingerprint
+            cacheable = (
+                result.report.cacheable_tokens
+                if result.report.cacheable_tokens is not None
+                else cacheable
+            )
+        tokens_out = count_request(request, counter)
+        degraded = None
+        if budget.total is not None and tokens_out > budget.total:
+            if self.on_infeasible == "raise":
+                raise BudgetInfeasible(
+                    "the stages could not fit the prompt into the budget",
+                    minimum=tokens_out,
+                    budget=budget.total,
+                )
+            degraded = f"over budget by {tokens_out - budget.total} tokens (best_effort)"
+            warnings.append(degraded)
+        report = Report(
+            stages=reports,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            ms=(time.perf_counter() - start) * 1e3,
+            warnings=warnings,
+            prefix_fingerprint=fingerprint,
+            cacheable_tokens=cacheable,
+            degraded=degraded,
+        )
+        return Result(request=request.replace(warnings=[]), report=report)
+
+    async def arun(self, request: Request, budget: Budget | None = None) -> Result:
+        """``run`` in a worker thread, so the event loop is not blocked by CPU work."""
+        return await asyncio.to_thread(self.run, request, budget)
+
+    def __repr__(self) -> str:
+        return f"Pipeline({self.stages!r}, budget={self.budget!r})"
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _read_config(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config: {exc.strerror}", field=str(path)) from exc
+    try:
+        if path.suffix == ".toml":
+            try:
+                import tomllib
+            except ImportError:  # Python 3.10
+                import tomli as tomllib  # type: ignore[no-redef]
+            return tomllib.loads(text)
+        if path.suffix in (".yaml", ".yml"):
+            try:
+                import yaml
+            except ImportError as exc:
+                raise ConfigError(
+                    "YAML configs need PyYAML: pip install 'promptslim[config]'", field=str(path)
+                ) from exc
+            return yaml.safe_load(text)
+        return json.loads(text)
+    except ConfigError:
+        raise
+    except Exception as exc:  # each parser has its own error type; all mean "unreadable"
+        raise ConfigError(f"cannot parse config: {exc}", field=str(path)) from exc
+
+
+def _build_stage(spec: StageSpec, i: int) -> Stage:
+    cls = STAGES.get(spec.name, field=f"stages[{i}].name")
+    options = dict(spec.model_extra or {})
+    import inspect
+
+    accepted = {
+        p
+        for p, s in inspect.signature(cls.__init__).parameters.items()
+        if p != "self" and s.kind is not s.VAR_KEYWORD
+    }
+    for key in options:
+        if key not in accepted:
+            raise ConfigError(
+                f"unknown option for stage {spec.name!r}; known: {', '.join(sorted(accepted)) or '(none)'}",
+                field=f"stages[{i}].{key}",
+            )
+    try:
+        stage: Stage = cls(**options)
+    except ConfigError as exc:
+        field = f"stages[{i}]" + (f".{exc.field}" if exc.field else "")
+        raise ConfigError(exc.reason, field=field) from exc
+    except ValidationError as exc:
+        err = invalid_from_validation(exc, root=f"stages[{i}]")
+        raise ConfigError(err.reason, field=err.field) from exc
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc), field=f"stages[{i}]") from exc
+    return stage
+
+
+def _check_prefix_kept(before: Request, after: Request, stage: str) -> None:
+    """Invariant 7: once a stage has frozen the prefix, later stages leave its bytes alone."""
+    n = before.frozen_prefix
+    if not n:
+        return
+    old, new = before.messages[:n], after.messages[:n]
+    if len(new) != n or any(a is not b and a != b for a, b in zip(old, new)):
+        raise PromptSlimError(f"stage {stage!r} changed the frozen stable prefix")
+
+
+_otel: Any = None
+
+
+@contextlib.contextmanager
+def _span(stage: str) -> Iterator[Any]:
+    global _otel
+    if _otel is None:
+        _otel = False
+        if importlib.util.find_spec("opentelemetry") is not None:
+            from opentelemetry import trace
+
+            _otel = trace.get_tracer("promptslim")
+    if not _otel:
+        yield None
+        return
+    with _otel.start_as_current_span(f"promptslim.{stage}") as span:
+        yield span

@@ -1,0 +1,41 @@
+"""How kept documents are written into the prompt.
+
+One format, used both for counting a document's tokens and for the message that is sent, so
+the budget the stages plan with is the prompt the model gets. The shape is the one of the
+"Lost in the Middle" study: ``Document [n](Title: t) text``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .types import Document
+
+__all__ = ["DOCUMENTS_ROLE", "insert_documents", "render_document", "render_documents"]
+
+#: role of the message that carries the documents (user: every chat template accepts it)
+DOCUMENTS_ROLE = "user"
+
+
+def render_document(document: Document, number: int) -> str:
+    title = document.title
+    head = f"Document [{number}](Title: {title})" if title else f"Document [{number}]"
+    return f"{head} {document.text}"
+
+
+def render_documents(documents: Sequence[Document]) -> str:
+    return "\n".join(render_document(d, i) for i, d in enumerate(documents, 1))
+
+
+def insert_documents(
+    messages: list[dict[str, Any]], documents: Sequence[Document], last_user: int | None
+) -> list[dict[str, Any]]:
+    """Messages with one documents message placed just before the last user message (or at
+    the end when there is none). The last user message is left as it is (invariant 1)."""
+    if not documents:
+        return messages
+    block = {"role": DOCUMENTS_ROLE, "content": render_documents(documents)}
+    at = last_user if last_user is not None else len(messages)
+    return [*messages[:at], block, *messages[at:]]

@@ -1,0 +1,1 @@
+"""Pipeline stages: each a small class behind the ``Stage`` protocol (see ``base``)."""

@@ -1,0 +1,138 @@
+"""The Stage protocol and the base class the built-in stages share.
+
+A stage has one required method, ``run(request, budget) -> Result``. ``BaseStage`` does the
+bookkeeping every stage needs (timing, token counts, the StageReport) so a stage only writes
+``apply``, which returns the new Request and records what it did in a ``StageLog``::
+
+    class Shout(BaseStage):
+        name = "shout"
+
+        def apply(self, request, budget, log):
+            log.warn("all caps")
+            return request.replace(messages=[m.with_text(m.text.upper()) for m in request.messages])
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from ..tokens import TokenCounter, count_request, get_counter
+from ..types import Budget, Change, Report, Request, Result, StageReport
+
+__all__ = ["BaseStage", "PassThrough", "Stage", "StageLog"]
+
+
+@runtime_checkable
+class Stage(Protocol):
+    """Anything with a ``name`` and ``run(request, budget) -> Result`` is a stage."""
+
+    name: str
+
+    def run(self, request: Request, budget: Budget | None = None) -> Result: ...
+
+
+class StageLog:
+    """What a stage records while it runs; becomes its StageReport."""
+
+    __slots__ = ("changes", "warnings", "details", "counter")
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.changes: list[Change] = []
+        self.warnings: list[str] = []
+        self.details: dict[str, Any] = {}
+
+    def change(
+        self,
+        kind: str,
+        target: str,
+        *,
+        tokens: int = 0,
+        reason: str = "",
+        score: float | None = None,
+    ) -> None:
+        self.changes.append(
+            Change(kind=kind, target=target, tokens=tokens, reason=reason, score=score)  # type: ignore[arg-type]
+        )
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+class BaseStage(ABC):
+    """Timing, token counting and reporting around ``apply``; config read back from ``__init__``.
+
+    Every setting is an explicit keyword argument of ``__init__`` stored under the same name,
+    so ``get_params()`` can read the configuration back (and ``==``/``repr`` use it).
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        """Return the transformed request; record changes and warnings in ``log``."""
+
+    def run(self, request: Request, budget: Budget | None = None) -> Result:
+        counter = get_counter(request.tokenizer)
+        start = time.perf_counter()
+        tokens_in = count_request(request, counter)
+        log = StageLog(counter)
+        out = self.apply(request, budget or Budget(), log)
+        ms = (time.perf_counter() - start) * 1e3
+        tokens_out = count_request(out, counter)
+        report = StageReport(
+            stage=self.name,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            ms=ms,
+            changes=log.changes,
+            warnings=log.warnings,
+            details=log.details,
+        )
+        return Result(
+            request=out,
+            report=Report(
+                stages=[report],
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
+                ms=ms,
+                warnings=list(log.warnings),
+                prefix_fingerprint=log.details.get("fingerprint"),
+                cacheable_tokens=log.details.get("cacheable_tokens"),
+            ),
+        )
+
+    # ---- configuration
+
+    def get_params(self) -> dict[str, Any]:
+        """The ``__init__`` keyword arguments as currently set (sklearn's ``get_params``)."""
+        params = inspect.signature(type(self).__init__).parameters
+        return {
+            p: getattr(self, p)
+            for p, spec in params.items()
+            if p != "self" and spec.kind not in (spec.VAR_POSITIONAL, spec.VAR_KEYWORD)
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.get_params() == other.get_params()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+
+class PassThrough(BaseStage):
+    """Changes nothing. The overhead benchmark's baseline, and a seam for tests."""
+
+    name = "passthrough"
+
+    def __init__(self) -> None:
+        pass
+
+    def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        return request

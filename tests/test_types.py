@@ -1,0 +1,166 @@
+import copy
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from promptslim import Document, InvalidRequest, Report, Request, Result
+from promptslim.render import DOCUMENTS_ROLE
+
+from .conftest import chat_body
+
+FULL_BODY = {
+    "model": "gpt-x",
+    "temperature": 0.3,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+    "response_format": {"type": "json_object"},
+    "messages": [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "system", "content": "You are helpful.", "name": "sys"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is in this image?"},
+                {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "refusal": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "lookup", "arguments": "{\"q\": \"cat\"}"}},
+                {"id": "call_2", "type": "function", "function": {"name": "time", "arguments": "{}"}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "a cat"},
+        {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "noon"}]},
+        {"role": "user", "content": "thanks", "x_vendor_field": {"keep": [1, 2, 3]}},
+    ],
+    "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}],
+    "tool_choice": "auto",
+    "some_future_field": [None, 1.5, "x"],
+}
+
+
+def test_openai_body_round_trips_losslessly() -> None:
+    body = copy.deepcopy(FULL_BODY)
+    request = Request.from_openai(body)
+    assert request.to_openai() == FULL_BODY
+    # a Result with no documents sends exactly the body it got
+    assert Result(request=request, report=Report()).to_openai() == FULL_BODY
+    assert body == FULL_BODY  # input not mutated
+
+
+def test_round_trip_survives_json_serialisation() -> None:
+    request = Request.from_openai(FULL_BODY)
+    again = Request.from_openai(json.loads(json.dumps(request.to_openai())))
+    assert again.to_openai() == FULL_BODY
+
+
+def test_documents_render_before_last_user_message() -> None:
+    body = chat_body(1)
+    body["documents"] = [{"id": "a", "text": "alpha", "metadata": {"title": "A"}}, "beta"]
+    request = Request.from_openai(body)
+    assert [d.id for d in request.documents] == ["a", "doc-1"]
+    sent = Result(request=request, report=Report()).to_openai()
+    assert "documents" not in sent
+    assert sent["messages"][-1] == body["messages"][-1]  # the last user message, untouched
+    block = sent["messages"][-2]
+    assert block["role"] == DOCUMENTS_ROLE
+    assert block["content"] == "Document [1](Title: A) alpha\nDocument [2] beta"
+    # Request.to_openai keeps documents as data
+    assert request.to_openai()["documents"][0]["id"] == "a"
+
+
+def test_query_defaults_to_last_user_message() -> None:
+    request = Request.from_openai(chat_body(2))
+    assert request.effective_query == "and the final question?"
+    assert Request.from_openai(chat_body(2), query="q").effective_query == "q"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ([], "body"),
+        ({}, "messages"),
+        ({"messages": {"role": "user"}}, "messages"),
+        ({"messages": ["hi"]}, "messages[0]"),
+        ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        ({"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "x"}]},
+         "messages[1].tool_call_id"),
+        ({"messages": [{"role": "assistant", "tool_calls": [{"id": "1", "type": "function"}]}]},
+         "messages[0].tool_calls[0].function"),
+        ({"messages": [{"role": "user", "content": [{"text": "no type"}]}]}, "messages[0].content"),
+        ({"messages": [], "model": 3}, "model"),
+        ({"messages": [], "tools": "x"}, "tools"),
+        ({"messages": [], "documents": "x"}, "documents"),
+    ],
+)
+def test_malformed_input_names_the_field(body: object, field: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        Request.from_openai(body)  # type: ignore[arg-type]
+    assert info.value.field is not None
+    assert info.value.field.startswith(field), info.value.field
+
+
+def test_bad_documents_are_skipped_and_reported_not_fatal() -> None:
+    body = chat_body(1)
+    body["documents"] = [{"id": "ok", "text": "fine"}, {"id": "bad", "text": 42}, 17, {"text": "also ok"}]
+    request = Request.from_openai(body)
+    assert [d.id for d in request.documents] == ["ok", "doc-3"]
+    assert any("documents[1].text" in w for w in request.warnings)
+    assert any("documents[2]" in w for w in request.warnings)
+
+
+def test_pinned_is_ours_and_never_sent() -> None:
+    request = Request.from_openai({"messages": [{"role": "user", "content": "x", "pinned": True}]})
+    assert request.messages[0].pinned
+    assert "pinned" not in request.to_openai()["messages"][0]
+
+
+def test_models_are_frozen() -> None:
+    request = Request.from_openai(chat_body(1))
+    with pytest.raises(Exception):
+        request.messages[0].content = "changed"  # type: ignore[misc]
+    doc = Document(id="a", text="t")
+    with pytest.raises(Exception):
+        doc.text = "u"  # type: ignore[misc]
+
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+text_part = st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=40)})
+message = st.one_of(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["system", "developer", "user", "assistant"]),
+         "content": st.text(max_size=80) | st.lists(text_part, max_size=3)},
+        optional={"name": st.text(min_size=1, max_size=10), "x_extra": json_values},
+    ),
+    st.fixed_dictionaries(
+        {"role": st.just("tool"), "tool_call_id": st.text(min_size=1, max_size=8),
+         "content": st.text(max_size=40)}
+    ),
+)
+
+
+@given(
+    messages=st.lists(message, min_size=1, max_size=6),
+    extra=st.dictionaries(
+        st.text(min_size=1, max_size=10).filter(lambda k: k not in {"messages", "model", "tools", "documents"}),
+        json_values,
+        max_size=4,
+    ),
+)
+def test_round_trip_property(messages: list[dict], extra: dict) -> None:
+    body = {"messages": messages, **extra}
+    assert Request.from_openai(body).to_openai() == body
