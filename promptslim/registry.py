@@ -70,5 +70,9 @@ STAGES: Registry[type] = Registry(
     "stage",
     {
         "passthrough": "promptslim.stages.base:PassThrough",
+        "prefix": "promptslim.stages.prefix:PrefixStage",
+        "history": "promptslim.stages.history:HistoryStage",
+        "retrieval": "promptslim.stages.retrieval:RetrievalStage",
+        "compress": "promptslim.stages.compress:CompressStage",
     },
 )

