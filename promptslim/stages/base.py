@@ -82,8 +82,9 @@ class BaseStage(ABC):
         log = StageLog(counter)
         out = self.apply(request, budget or Budget(), log)
         ms = (time.perf_counter() - start) * 1e3
-        tokens_out = count_request(out, counter)
-        report = StageReport(
+        tokens_out = tokens_in if out is request else count_request(out, counter)
+        # model_construct: these values are ours and already typed; validation is pure overhead here
+        report = StageReport.model_construct(
             stage=self.name,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
@@ -92,9 +93,9 @@ class BaseStage(ABC):
             warnings=log.warnings,
             details=log.details,
         )
-        return Result(
+        return Result.model_construct(
             request=out,
-            report=Report(
+            report=Report.model_construct(
                 stages=[report],
                 tokens_in=tokens_in,
                 tokens_out=tokens_out,
@@ -102,6 +103,7 @@ class BaseStage(ABC):
                 warnings=list(log.warnings),
                 prefix_fingerprint=log.details.get("fingerprint"),
                 cacheable_tokens=log.details.get("cacheable_tokens"),
+                degraded=None,
             ),
         )
 
