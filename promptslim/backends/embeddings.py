@@ -1,0 +1,291 @@
+"""The embedding service: sentence embeddings as normalised float32 vectors, cached and shared.
+
+Every part of promptslim that needs sentence embeddings (dense retrieval, near-duplicate
+detection, MMR, sentence similarity in compression) goes through this module, which loads its
+model through :func:`promptslim.backends.models.load_embedder` (the one model loader)::
+
+    from promptslim.backends.embeddings import EmbeddingService
+
+    service = EmbeddingService.get()              # all-MiniLM-L6-v2, shared by every caller
+    vectors = service.embed(["a passage", "another passage"])   # (2, 384) float32, unit rows
+    query = service.embed_one("a question")                     # (384,) float32, unit norm
+    similarity = vectors @ query                                # cosine similarities
+
+``EmbeddingService.get(model, backend=..., device=..., max_seq_length=...)`` returns one shared
+service per configuration. A service is thread-safe: the model is used under a per-model lock
+(fast tokenizers are not re-entrant) and the cache under its own lock.
+
+Why each part is here:
+
+- **Cache keyed by content hash.** Retrieved documents recur across requests (the same
+  passages answer many questions), and on CPU embedding them is the dominant cost. The cache is
+  an in-memory LRU bounded by entry count, keyed by a BLAKE2b digest of the text, per service
+  (so per model and truncation length).
+- **Truncation** (``max_seq_length``, in the model's word pieces): scoring needs the head of a
+  passage, not all of it, and encoder cost grows with length. ``None`` keeps the model's own.
+- **Precomputed vectors**: vector stores already hold an embedding for each passage;
+  :func:`normalise` turns them into the same unit float32 rows so they can be used as they are.
+- **ONNX**: ``backend="onnx"`` uses sentence-transformers' ONNX backend and raises
+  ``BackendUnavailable`` without onnxruntime; ``backend="auto"`` takes ONNX when onnxruntime
+  and optimum are installed and torch otherwise.
+- **Batching**: texts not in the cache are encoded in batches of ``batch_size``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import BackendError, BackendUnavailable, ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["DEFAULT_CACHE_SIZE", "EmbeddingBackend", "EmbeddingService", "normalise"]
+
+EmbeddingBackend = Literal["torch", "onnx", "auto"]
+_BACKENDS = ("torch", "onnx", "auto")
+DEFAULT_CACHE_SIZE = 50_000  # vectors; at 384 float32 each, about 77 MB when full
+
+_services: dict[tuple[Any, ...], EmbeddingService] = {}
+_services_lock = threading.Lock()
+# one lock per loaded model object: services with different truncation share a model
+_model_locks: dict[int, threading.Lock] = {}
+
+
+def _text_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def normalise(vectors: Any) -> np.ndarray:
+    """Rows as unit-norm float32 (a zero row stays zero). Accepts lists or arrays, 1-D or 2-D."""
+    import numpy as np
+
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim == 1:
+        norm = float(np.linalg.norm(array))
+        return array / norm if norm > 0 else array
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(array / norms, dtype=np.float32)
+
+
+def _resolve_backend(backend: str) -> str:
+    if backend not in _BACKENDS:
+        raise ConfigError(f"expected one of {', '.join(_BACKENDS)}, got {backend!r}", field="backend")
+    has_onnx = importlib.util.find_spec("onnxruntime") is not None
+    if backend == "onnx" and not has_onnx:
+        raise BackendUnavailable("onnxruntime (the ONNX embedding backend)", extra="retrieval")
+    if backend == "auto":
+        has_optimum = importlib.util.find_spec("optimum") is not None
+        return "onnx" if has_onnx and has_optimum else "torch"
+    return backend
+
+
+class _VectorLRU:
+    """A bounded, thread-safe LRU of vectors keyed by text digest."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._data: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get_many(self, keys: Sequence[bytes]) -> list[np.ndarray | None]:
+        with self._lock:
+            out: list[np.ndarray | None] = []
+            for key in keys:
+                value = self._data.get(key)
+                if value is not None:
+                    self._data.move_to_end(key)
+                    self.hits += 1
+                else:
+                    self.misses += 1
+                out.append(value)
+            return out
+
+    def put_many(self, items: Sequence[tuple[bytes, np.ndarray]]) -> None:
+        if self.maxsize <= 0:
+            return
+        with self._lock:
+            for key, value in items:
+                self._data[key] = value
+                self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class EmbeddingService:
+    """Embeds texts with one sentence-transformers model; cached, batched, thread-safe.
+
+    Use :meth:`get` to share one service per configuration; construct directly only for a
+    private cache. ``model`` is None (the packaged all-MiniLM-L6-v2), a local path or a name in
+    the local Hugging Face cache.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        backend: EmbeddingBackend = "torch",
+        device: str | None = None,
+        max_seq_length: int | None = None,
+        batch_size: int = 32,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        if max_seq_length is not None and max_seq_length < 1:
+            raise ConfigError("must be a positive number of word pieces", field="max_seq_length")
+        if batch_size < 1:
+            raise ConfigError("must be at least 1", field="batch_size")
+        if cache_size < 0:
+            raise ConfigError("must be 0 (no cache) or more", field="cache_size")
+        self.model = model
+        self.backend = backend
+        self.device = device
+        self.max_seq_length = max_seq_length
+        self.batch_size = batch_size
+        self.cache_size = cache_size
+        self._resolved_backend = _resolve_backend(backend)
+        self._cache = _VectorLRU(cache_size)
+        self._st: Any = None
+        self._dim: int | None = None
+        self._load_lock = threading.Lock()
+
+    # ---- sharing
+
+    @classmethod
+    def get(
+        cls,
+        model: str | None = None,
+        *,
+        backend: EmbeddingBackend = "torch",
+        device: str | None = None,
+        max_seq_length: int | None = None,
+    ) -> EmbeddingService:
+        """The shared service for this configuration (created on first use; the model itself
+        loads on the first ``embed``)."""
+        key = (model, backend, device, max_seq_length)
+        found = _services.get(key)
+        if found is not None:
+            return found
+        with _services_lock:
+            found = _services.get(key)
+            if found is None:
+                found = cls(
+                    model=model, backend=backend, device=device, max_seq_length=max_seq_length
+                )
+                _services[key] = found
+        return found
+
+    # ---- the model
+
+    def load(self) -> Any:
+        """The underlying ``SentenceTransformer`` (loaded once, through ``load_embedder``)."""
+        if self._st is None:
+            with self._load_lock:
+                if self._st is None:
+                    from .models import load_embedder
+
+                    st = load_embedder(
+                        self.model, device=self.device, backend=self._resolved_backend
+                    )
+                    with _services_lock:
+                        _model_locks.setdefault(id(st), threading.Lock())
+                    # renamed in sentence-transformers 5.x; older releases have only the old name
+                    get_dim = getattr(st, "get_embedding_dimension", None) or getattr(
+                        st, "get_sentence_embedding_dimension"
+                    )
+                    dim = get_dim()
+                    self._dim = int(dim) if dim else None
+                    self._st = st
+        return self._st
+
+    @property
+    def dim(self) -> int:
+        """The embedding dimension (loads the model)."""
+        self.load()
+        if self._dim is None:
+            self._dim = int(self.embed(["dimension probe"]).shape[1])
+        return self._dim
+
+    @property
+    def loaded(self) -> bool:
+        return self._st is not None
+
+    # ---- embedding
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), dim)`` float32 rows of unit norm, in order. Cached texts cost a lookup."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        keys = [_text_key(t) for t in texts]
+        found = self._cache.get_many(keys)
+        missing: dict[bytes, int] = {}
+        for i, (key, vector) in enumerate(zip(keys, found)):
+            if vector is None and key not in missing:
+                missing[key] = i
+        if missing:
+            fresh = self._encode([texts[i] for i in missing.values()])
+            new = list(zip(missing, fresh))
+            self._cache.put_many(new)
+            computed = dict(new)
+            found = [v if v is not None else computed[k] for k, v in zip(keys, found)]
+        return np.stack(found)  # type: ignore[arg-type]
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """One text as a ``(dim,)`` unit vector."""
+        return self.embed([text])[0]
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        st = self.load()
+        lock = _model_locks[id(st)]
+        with lock:
+            # the model object is shared by every service of this model: set the truncation
+            # for this call only, and put the model's own back afterwards
+            previous = st.max_seq_length
+            if self.max_seq_length is not None:
+                st.max_seq_length = self.max_seq_length
+            try:
+                out = st.encode(
+                    texts,
+                    batch_size=self.batch_size,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                    show_progress_bar=False,
+                )
+            except (RuntimeError, ValueError) as exc:
+                raise BackendError(f"embedding failed: {exc}", backend="embeddings") from exc
+            finally:
+                st.max_seq_length = previous
+        return normalise(out)
+
+    # ---- cache
+
+    def cache_info(self) -> dict[str, int]:
+        """Entries, capacity, hits and misses of this service's cache."""
+        c = self._cache
+        return {"size": len(c), "maxsize": c.maxsize, "hits": c.hits, "misses": c.misses}
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def __repr__(self) -> str:
+        return (
+            f"EmbeddingService(model={self.model!r}, backend={self.backend!r}, "
+            f"max_seq_length={self.max_seq_length!r})"
+        )
