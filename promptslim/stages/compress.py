@@ -1,0 +1,226 @@
+"""The compress stage: shrink the dynamic context (documents, optionally older history) to
+its budget with a compressor from ``promptslim.backends.compress.COMPRESSORS``.
+
+Never touched: the stable prefix (``messages[:prefix_end()]``) and the last user message
+(unless ``Request.compress_last_user``). Protected spans (DESIGN.md invariant 5: code, JSON,
+ids, numbers, dates, quotes and the caller's ``Request.protect`` literals) are found here once
+with ``text.find_protected_spans`` and handed to the compressor, which keeps them byte-exact.
+
+The target is the tightest of ``rate`` × the documents' tokens, ``target_tokens``, and the
+documents cap that ``budget.allocate`` gives when the Budget sets a total or a documents cap.
+Documents keep their id, metadata and score; a document compressed to nothing is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..backends.compress import COMPRESSORS, Compressor, Item
+from ..budget import allocate, history_span
+from ..errors import ConfigError
+from ..text import find_protected_spans
+from ..tokens import TokenCounter, count_document, count_message
+from ..types import Budget, Document, Message, Request
+from .base import BaseStage, StageLog
+
+__all__ = ["CompressStage"]
+
+# tokenisation at joins can drift a few tokens from the compressor's per-sentence counts:
+# re-run with the overshoot taken off the budget, this many times at most
+_MAX_RETRIES = 4
+
+
+class CompressStage(BaseStage):
+    """Compress retrieved documents (and, with ``compress_history``, older history messages).
+
+    ``compressor``: a name in ``COMPRESSORS`` (``extractive``, ``lm``, ``llmlingua``...).
+    ``options``: keyword arguments for the compressor (``{"model": "path"}``...).
+    ``rate``: target share of the documents' tokens to keep, in (0, 1].
+    ``target_tokens``: target tokens for the documents.
+    ``compress_history``: also compress history messages between the stable prefix and the
+    last user message (tool calls and pinned messages are left alone), to ``rate`` or the
+    history cap. With neither ``rate``, ``target_tokens`` nor a Budget cap, nothing changes.
+    """
+
+    name = "compress"
+
+    def __init__(
+        self,
+        *,
+        compressor: str = "extractive",
+        options: dict[str, Any] | None = None,
+        rate: float | None = None,
+        target_tokens: int | None = None,
+        compress_history: bool = False,
+    ) -> None:
+        if not isinstance(compressor, str) or compressor not in COMPRESSORS:
+            raise ConfigError(
+                f"unknown compressor {compressor!r}; known: {', '.join(COMPRESSORS.names())}",
+                field="compressor",
+            )
+        if rate is not None and not (isinstance(rate, (int, float)) and 0.0 < rate <= 1.0):
+            raise ConfigError(f"must be in (0, 1], got {rate!r}", field="rate")
+        if target_tokens is not None and not (isinstance(target_tokens, int) and target_tokens >= 0):
+            raise ConfigError(f"must be a non-negative integer, got {target_tokens!r}", field="target_tokens")
+        if options is not None and not isinstance(options, dict):
+            raise ConfigError("must be a mapping of compressor options", field="options")
+        self.compressor = compressor
+        self.options = options
+        self.rate = rate
+        self.target_tokens = target_tokens
+        self.compress_history = compress_history
+        self._backend: Compressor | None = None
+
+    @property
+    def backend(self) -> Compressor:
+        """The compressor instance, built on first use (a model loads only when needed)."""
+        if self._backend is None:
+            cls = COMPRESSORS.get(self.compressor, field="compressor")
+            try:
+                self._backend = cls(**(self.options or {}))
+            except TypeError as exc:
+                raise ConfigError(str(exc), field="options") from exc
+        return self._backend
+
+    # ---- the stage
+
+    def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        counter = log.counter
+        capped = budget.total is not None or budget.documents is not None or budget.history is not None
+        allocation = allocate(request, budget, counter) if capped else None
+        out = request
+        if request.documents:
+            cap = allocation.documents if allocation else None
+            out = out.replace(documents=self._documents(request, cap, counter, log))
+        if self.compress_history or request.compress_last_user:
+            cap = allocation.history if allocation else None
+            out = out.replace(messages=self._messages(request, cap, counter, log))
+        return out
+
+    # ---- documents
+
+    def _documents(
+        self, request: Request, cap: int | None, counter: TokenCounter, log: StageLog
+    ) -> list[Document]:
+        docs = request.documents
+        before = [count_document(d, counter) for d in docs]
+        target = self._target(sum(before), cap)
+        log.details["documents_target"] = target
+        if target is None or target >= sum(before):
+            return docs
+        items = [
+            Item(
+                text=d.text,
+                title=d.title,
+                score=d.score,
+                overhead=max(0, n - counter.count(d.text)),
+                protected=tuple(find_protected_spans(d.text, extra=request.protect)),
+            )
+            for d, n in zip(docs, before)
+        ]
+        texts = self._fit(items, request.effective_query, target, counter, _docs_cost(docs, counter))
+        kept: list[Document] = []
+        for d, n, text in zip(docs, before, texts):
+            if not text:
+                log.change("dropped", f"document:{d.id}", tokens=n, reason=f"{self.compressor}: not relevant enough for the budget")
+            elif text == d.text:
+                kept.append(d)
+            else:
+                new = d.model_copy(update={"text": text})
+                saved = n - count_document(new, counter)
+                log.change("compressed", f"document:{d.id}", tokens=saved, reason=self.compressor)
+                kept.append(new)
+        return kept
+
+    def _target(self, need: int, cap: int | None) -> int | None:
+        targets = [t for t in (cap, self.target_tokens) if t is not None]
+        if self.rate is not None:
+            targets.append(int(self.rate * need))
+        return min(targets) if targets else None
+
+    def _fit(
+        self,
+        items: Sequence[Item],
+        query: str,
+        target: int,
+        counter: TokenCounter,
+        cost: Any,
+    ) -> list[str]:
+        """Compress to ``target``; when joins make the real count overshoot, retry with the
+        overshoot off the budget, and as a last resort drop the last kept items."""
+        budget = target
+        texts: list[str] = []
+        for _ in range(_MAX_RETRIES):
+            texts = self.backend.compress(items, query=query, budget=max(0, budget), counter=counter)
+            over = cost(texts) - target
+            if over <= 0:
+                return texts
+            budget -= over
+        texts = list(texts)
+        for i in range(len(texts) - 1, -1, -1):
+            if cost(texts) <= target:
+                break
+            texts[i] = ""
+        return texts
+
+    # ---- history
+
+    def _messages(
+        self, request: Request, cap: int | None, counter: TokenCounter, log: StageLog
+    ) -> list[Message]:
+        messages = list(request.messages)
+        start, end = history_span(request)
+        chosen = [
+            i
+            for i in range(start, end)
+            if self.compress_history
+            and not messages[i].pinned
+            and not messages[i].tool_calls
+            and messages[i].role not in ("tool", "function")
+            and messages[i].text
+        ]
+        last = request.last_user_index()
+        if request.compress_last_user and last is not None and last >= start:
+            chosen.append(last)
+        if not chosen:
+            return messages
+        need = sum(count_message(messages[i], counter) for i in chosen)
+        target = self._target(need, cap)
+        log.details["history_target"] = target
+        if target is None or target >= need:
+            return messages
+        items = [
+            Item(
+                text=messages[i].text,
+                overhead=count_message(messages[i], counter) - counter.count(messages[i].text),
+                protected=tuple(find_protected_spans(messages[i].text, extra=request.protect)),
+            )
+            for i in chosen
+        ]
+        overhead = [it.overhead for it in items]
+
+        def cost(texts: Sequence[str]) -> int:
+            # a message is never removed (turn structure): it costs its overhead either way
+            return sum(o + counter.count(t) for o, t in zip(overhead, texts))
+
+        texts = self._fit(items, request.effective_query, target, counter, cost)
+        for i, text in zip(chosen, texts):
+            if text != messages[i].text:
+                old = count_message(messages[i], counter)
+                messages[i] = messages[i].with_text(text)
+                log.change("compressed", f"messages[{i}]", tokens=old - count_message(messages[i], counter), reason=self.compressor)
+        return messages
+
+
+def _docs_cost(docs: Sequence[Document], counter: TokenCounter) -> Any:
+    def cost(texts: Sequence[str]) -> int:
+        return sum(
+            count_document(d if t == d.text else d.model_copy(update={"text": t}), counter)
+            for d, t in zip(docs, texts)
+            if t
+        )
+
+    return cost
+
+
