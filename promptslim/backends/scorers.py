@@ -1,0 +1,305 @@
+"""Relevance scorers for retrieved documents, behind one interface, and score fusion.
+
+A scorer turns ``(query, texts)`` into one score per text, higher meaning more relevant::
+
+    from promptslim.backends.scorers import SCORERS
+
+    scorer = SCORERS.get("hybrid")()             # BM25 + MiniLM, weighted normalised fusion
+    scored = scorer.score("who won?", ["text one", "text two"])
+    scored.scores                                 # float64 array, one per text
+    scored.vectors                                # unit document embeddings, when computed
+
+Built-in names in ``SCORERS``: ``bm25`` (rank-bm25), ``dense`` (sentence-transformers through
+the shared :class:`~promptslim.backends.embeddings.EmbeddingService`), ``cross_encoder`` (any
+local sentence-transformers ``CrossEncoder``; none ships) and ``hybrid`` (BM25 + dense, fused by
+weighted normalised scores or reciprocal rank fusion). Register your own with
+``SCORERS.register("name", MyScorer)``. Nothing heavy is imported until a scorer runs; the BM25
+scorer never imports torch.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from ..errors import BackendError, ConfigError
+from ..registry import Registry
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "SCORERS",
+    "CrossEncoderScorer",
+    "DenseScorer",
+    "Fusion",
+    "HybridScorer",
+    "Scored",
+    "Scorer",
+    "minmax",
+    "reciprocal_rank_fusion",
+    "weighted_fusion",
+]
+
+Fusion = Literal["weighted", "rrf"]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One score per text (``scores``), and the unit embeddings of the texts when the scorer
+    computed them (``vectors``; near-duplicate removal and MMR reuse them). ``details`` holds
+    numbers worth reporting (precomputed embeddings reused, per-scorer scores...)."""
+
+    scores: np.ndarray
+    vectors: np.ndarray | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Scorer(ABC):
+    """Scores candidate texts for a query. One required method, ``score``.
+
+    ``embeddings``, when given, has one entry per text: a precomputed vector (a vector store's)
+    or None. Scorers that do not use embeddings ignore it.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def score(
+        self, query: str, texts: Sequence[str], *, embeddings: Sequence[Any] | None = None
+    ) -> Scored: ...
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({args})"
+
+
+# ---------------------------------------------------------------- fusion
+
+
+def minmax(scores: np.ndarray) -> np.ndarray:
+    """Scores mapped onto [0, 1] by the request's best and worst (all equal: all 0)."""
+    import numpy as np
+
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0:
+        return scores
+    low, high = float(scores.min()), float(scores.max())
+    if high - low <= 1e-12:
+        return np.zeros_like(scores)
+    return (scores - low) / (high - low)
+
+
+def weighted_fusion(runs: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
+    """Weighted sum of min-max normalised scores: keeps how far apart documents score, which
+    the score-gap cut-off relies on (rank fusion throws that away)."""
+    import numpy as np
+
+    total = float(sum(weights)) or 1.0
+    out = np.zeros(len(runs[0]), dtype=np.float64)
+    for run, w in zip(runs, weights):
+        out += (w / total) * minmax(run)
+    return out
+
+
+def reciprocal_rank_fusion(
+    runs: Sequence[np.ndarray], weights: Sequence[float] | None = None, *, k: int = 60
+) -> np.ndarray:
+    """RRF (Cormack et al. 2009): ``sum_r w_r / (k + rank_r)``, ranks from 1, ties by position."""
+    import numpy as np
+
+    weights = weights or [1.0] * len(runs)
+    out = np.zeros(len(runs[0]), dtype=np.float64)
+    for run, w in zip(runs, weights):
+        order = np.argsort(-np.asarray(run, dtype=np.float64), kind="stable")
+        ranks = np.empty(len(order), dtype=np.float64)
+        ranks[order] = np.arange(1, len(order) + 1)
+        out += w / (k + ranks)
+    return out
+
+
+# ---------------------------------------------------------------- dense
+
+
+class DenseScorer(Scorer):
+    """Cosine similarity of sentence embeddings (default: the packaged all-MiniLM-L6-v2).
+
+    Precomputed embeddings of the model's dimension are used as they are; texts are embedded
+    through the shared, cached :class:`EmbeddingService`, truncated to ``max_seq_length`` word
+    pieces for scoring. For large candidate sets the search goes through faiss.
+    """
+
+    name: ClassVar[str] = "dense"
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        max_seq_length: int | None = 256,
+        backend: Literal["torch", "onnx", "auto"] = "torch",
+        device: str | None = None,
+    ) -> None:
+        if max_seq_length is not None and max_seq_length < 1:
+            raise ConfigError("must be a positive number of word pieces", field="max_seq_length")
+        self.model = model
+        self.max_seq_length = max_seq_length
+        self.backend = backend
+        self.device = device
+
+    def service(self) -> Any:
+        from .embeddings import EmbeddingService
+
+        return EmbeddingService.get(
+            self.model, backend=self.backend, device=self.device, max_seq_length=self.max_seq_length
+        )
+
+    def score(
+        self, query: str, texts: Sequence[str], *, embeddings: Sequence[Any] | None = None
+    ) -> Scored:
+        import numpy as np
+
+        from .embeddings import normalise
+        from .index import FAISS_MIN_CANDIDATES, inner_product_top_k
+
+        service = self.service()
+        query_vector = service.embed_one(query)
+        dim = query_vector.shape[0]
+        rows: list[np.ndarray | None] = [None] * len(texts)
+        reused = mismatched = 0
+        for i, given in enumerate(embeddings or ()):
+            if given is None:
+                continue
+            if len(given) == dim:
+                rows[i] = normalise(given)
+                reused += 1
+            else:  # another model's vector: embed the text instead, and say so
+                mismatched += 1
+        todo = [i for i, row in enumerate(rows) if row is None]
+        if todo:
+            for i, vector in zip(todo, service.embed([texts[i] for i in todo])):
+                rows[i] = vector
+        vectors = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)  # type: ignore[arg-type]
+        if len(texts) >= FAISS_MIN_CANDIDATES:
+            top, ids = inner_product_top_k(query_vector, vectors, len(texts))
+            scores = np.empty(len(texts), dtype=np.float64)
+            scores[ids] = top
+        else:
+            scores = (vectors @ query_vector).astype(np.float64)
+        details = {"embeddings_reused": reused, "embeddings_mismatched": mismatched}
+        return Scored(scores=scores, vectors=vectors, details=details)
+
+
+# ---------------------------------------------------------------- cross-encoder
+
+
+class CrossEncoderScorer(Scorer):
+    """A sentence-transformers ``CrossEncoder`` (local path or cached name) scoring each
+    (query, text) pair: slower than dense, usually more accurate. None ships with promptslim."""
+
+    name: ClassVar[str] = "cross_encoder"
+    _lock = threading.Lock()  # fast tokenizers are not re-entrant
+
+    def __init__(
+        self, *, model: str | None = None, batch_size: int = 32, device: str | None = None
+    ) -> None:
+        if not model:
+            raise ConfigError("the cross-encoder scorer needs a model path or name", field="model")
+        if batch_size < 1:
+            raise ConfigError("must be at least 1", field="batch_size")
+        self.model = model
+        self.batch_size = batch_size
+        self.device = device
+
+    def score(
+        self, query: str, texts: Sequence[str], *, embeddings: Sequence[Any] | None = None
+    ) -> Scored:
+        import numpy as np
+
+        from .models import load_cross_encoder
+
+        encoder = load_cross_encoder(self.model, device=self.device)  # type: ignore[arg-type]
+        if not texts:
+            return Scored(scores=np.zeros(0, dtype=np.float64))
+        with self._lock:
+            try:
+                out = encoder.predict(
+                    [(query, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False
+                )
+            except (RuntimeError, ValueError) as exc:
+                raise BackendError(f"scoring failed: {exc}", backend="cross_encoder") from exc
+        scores = np.asarray(out, dtype=np.float64)
+        return Scored(scores=scores.reshape(len(texts), -1)[:, -1])
+
+
+# ---------------------------------------------------------------- hybrid
+
+
+class HybridScorer(Scorer):
+    """BM25 and dense scores fused: ``weighted`` (default; ``dense_weight`` on the dense side
+    of min-max normalised scores) or ``rrf`` (reciprocal rank fusion, constant ``rrf_k``).
+
+    Lexical matching catches names and rare terms that embeddings blur; embeddings catch
+    paraphrase that term overlap misses. Equal weights are the default: neither is assumed
+    better in general.
+    """
+
+    name: ClassVar[str] = "hybrid"
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        max_seq_length: int | None = 256,
+        backend: Literal["torch", "onnx", "auto"] = "torch",
+        device: str | None = None,
+        fusion: Fusion = "weighted",
+        dense_weight: float = 0.5,
+        rrf_k: int = 60,
+    ) -> None:
+        if fusion not in ("weighted", "rrf"):
+            raise ConfigError(f"expected 'weighted' or 'rrf', got {fusion!r}", field="fusion")
+        if not 0.0 <= dense_weight <= 1.0:
+            raise ConfigError("must be between 0 and 1", field="dense_weight")
+        if rrf_k < 1:
+            raise ConfigError("must be at least 1", field="rrf_k")
+        self.model = model
+        self.max_seq_length = max_seq_length
+        self.backend = backend
+        self.device = device
+        self.fusion = fusion
+        self.dense_weight = dense_weight
+        self.rrf_k = rrf_k
+        from .lexical import BM25Scorer
+
+        self._bm25 = BM25Scorer()
+        self._dense = DenseScorer(
+            model=model, max_seq_length=max_seq_length, backend=backend, device=device
+        )
+
+    def score(
+        self, query: str, texts: Sequence[str], *, embeddings: Sequence[Any] | None = None
+    ) -> Scored:
+        lexical = self._bm25.score(query, texts)
+        dense = self._dense.score(query, texts, embeddings=embeddings)
+        runs = [lexical.scores, dense.scores]
+        weights = [1.0 - self.dense_weight, self.dense_weight]
+        if self.fusion == "rrf":
+            fused = reciprocal_rank_fusion(runs, weights, k=self.rrf_k)
+        else:
+            fused = weighted_fusion(runs, weights)
+        return Scored(scores=fused, vectors=dense.vectors, details=dict(dense.details))
+
+
+#: Scorer classes by name; ``RetrievalStage(scorer=...)`` looks names up here.
+SCORERS: Registry[type[Scorer]] = Registry(
+    "scorer",
+    {
+        "bm25": "promptslim.backends.lexical:BM25Scorer",
+        "dense": "promptslim.backends.scorers:DenseScorer",
+        "cross_encoder": "promptslim.backends.scorers:CrossEncoderScorer",
+        "hybrid": "promptslim.backends.scorers:HybridScorer",
+    },
+)
