@@ -1,0 +1,63 @@
+"""The one model loader: packaged models, offline, loaded once, shared by threads."""
+
+import threading
+
+import pytest
+
+from promptslim import ConfigError, get_counter
+from promptslim.backends import models
+
+
+@pytest.mark.slow
+def test_embedder_loads_once_under_concurrent_first_use() -> None:
+    seen = []
+    barrier = threading.Barrier(6)
+
+    def work() -> None:
+        barrier.wait()
+        seen.append(models.load_embedder(device="cpu"))
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(m) for m in seen}) == 1
+    vec = seen[0].encode(["prefix caching needs byte-stable prompts"])
+    assert vec.shape == (1, 384)
+
+
+@pytest.mark.slow
+def test_converted_smollm2_matches_the_gguf_it_came_from() -> None:
+    import torch
+
+    converted = models.load_causal_lm(device="cpu")
+    direct = models.load_causal_lm(str(models.smollm2_gguf_path()), device="cpu")
+    assert converted.model.config.rope_theta == direct.model.config.rope_theta
+    ids = converted.tokenizer("The capital of France is", return_tensors="pt").input_ids
+    assert ids.tolist() == direct.tokenizer("The capital of France is", return_tensors="pt").input_ids.tolist()
+    with torch.inference_mode():
+        a = converted.model(ids).logits
+        b = direct.model(ids).logits
+    assert torch.allclose(a, b, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_hf_token_counter_uses_the_local_tokenizer() -> None:
+    folder = models._smollm2_folder()
+    counter = get_counter(str(folder))
+    lm = models.load_causal_lm(device="cpu")
+    text = "Prefill dominates time to first token."
+    assert counter.encode(text) == lm.tokenizer.encode(text, add_special_tokens=False)
+    assert counter.count(text) == len(counter.encode(text))
+    assert counter.name.startswith("hf:")
+
+
+def test_unknown_model_path_is_a_config_error(tmp_path) -> None:
+    with pytest.raises(ConfigError):
+        models.load_causal_lm(str(tmp_path / "nope"), device="cpu")
+
+
+def test_cache_dir_follows_environment(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("PROMPTSLIM_CACHE", str(tmp_path))
+    assert models.cache_dir() == tmp_path
