@@ -1,0 +1,395 @@
+"""LangChain adapters (langchain-core 1.x): thin type translation around promptslim stages.
+
+- ``PromptSlimCompressor``: a ``BaseDocumentCompressor`` running the retrieval stage (and the
+  compress stage with ``compress=True``) over retrieved documents.
+- ``PromptSlimRetriever``: any retriever followed by that compressor (LangChain's
+  ContextualCompressionRetriever pattern, without langchain-classic).
+- ``PromptSlimRunnable``: messages (or a ``ChatPromptValue``) in, slimmed messages out, through
+  the prefix and history stages (and compress with ``compress=True``): ``slimmer | chat_model``.
+
+No logic lives here: documents keep their identity (``Document.id``, else ``metadata[id_key]``,
+else their position) and metadata, and get promptslim's score in ``metadata[score_key]``;
+messages the stages did not change come back as the very same LangChain objects, changed ones
+as copies with only their content replaced (ids, tool calls, ``additional_kwargs`` kept).
+
+    retriever = PromptSlimRetriever(base_retriever=store.as_retriever(), budget=Budget(documents=800))
+    chain = prompt | PromptSlimRunnable(budget=Budget(total=4000)) | chat_model
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import BackendUnavailable, InvalidRequest
+from ..stages.base import Stage
+from ..types import Budget, ContentPart, Document, FunctionCall, Message, Request, Result, ToolCall
+from ._common import arun_stage, default_stage, origin, query_messages, tag, unique_ids
+
+try:
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManagerForRetrieverRun,
+        Callbacks,
+    )
+    from langchain_core.documents import BaseDocumentCompressor
+    from langchain_core.documents import Document as LCDocument
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        ChatMessage,
+        FunctionMessage,
+        HumanMessage,
+        MessageLikeRepresentation,
+        SystemMessage,
+        ToolMessage,
+        convert_to_messages,
+    )
+    from langchain_core.prompt_values import ChatPromptValue, PromptValue
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnableConfig, RunnableSerializable
+    from pydantic import ConfigDict, Field
+    from pydantic import ValidationError as _ValidationError
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise BackendUnavailable("langchain-core", extra="langchain") from exc
+
+__all__ = [
+    "PromptSlimCompressor",
+    "PromptSlimRetriever",
+    "PromptSlimRunnable",
+    "from_langchain_messages",
+    "to_langchain_messages",
+]
+
+#: what the Runnable accepts: a prompt value or anything ``convert_to_messages`` reads
+MessagesInput = PromptValue | Sequence[MessageLikeRepresentation]
+#: what it returns: a ChatPromptValue for a prompt value, else a list of messages
+MessagesOutput = ChatPromptValue | list[BaseMessage]
+
+
+# ---------------------------------------------------------------- documents
+
+
+class PromptSlimCompressor(BaseDocumentCompressor):
+    """Runs a promptslim stage over retrieved documents.
+
+    ``stage``: any promptslim Stage or Pipeline; default the ``retrieval`` stage (followed by
+    ``compress`` when ``compress=True``). ``budget``: passed to the stage (None: the stage's
+    own default). ``id_key``: metadata key holding a document's id when ``Document.id`` is
+    unset. ``score_key``: metadata key the stage's score is written to.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    stage: Stage | None = None
+    budget: Budget | None = None
+    compress: bool = False
+    id_key: str = "id"
+    score_key: str = "promptslim_score"
+
+    def model_post_init(self, context: Any, /) -> None:
+        if self.stage is None:
+            self.stage = default_stage(
+                ("retrieval", "compress") if self.compress else ("retrieval",)
+            )
+
+    def compress_documents(
+        self,
+        documents: Sequence[LCDocument],
+        query: str,
+        callbacks: Callbacks | None = None,
+    ) -> Sequence[LCDocument]:
+        if not documents:
+            return []
+        request = self._request(documents, query)
+        return self._documents(self._stage.run(request, self.budget), documents)
+
+    async def acompress_documents(
+        self,
+        documents: Sequence[LCDocument],
+        query: str,
+        callbacks: Callbacks | None = None,
+    ) -> Sequence[LCDocument]:
+        if not documents:
+            return []
+        request = self._request(documents, query)
+        return self._documents(await arun_stage(self._stage, request, self.budget), documents)
+
+    # ---- translation
+
+    @property
+    def _stage(self) -> Stage:
+        assert self.stage is not None  # set in model_post_init
+        return self.stage
+
+    def _request(self, documents: Sequence[LCDocument], query: str) -> Request:
+        ids = unique_ids(_document_id(d, self.id_key) for d in documents)
+        docs = [
+            Document(id=doc_id, text=d.page_content, metadata=d.metadata)
+            for doc_id, d in zip(ids, documents)
+        ]
+        return Request(messages=query_messages(query), documents=docs, query=query)
+
+    def _documents(self, result: Result, documents: Sequence[LCDocument]) -> list[LCDocument]:
+        by_id = dict(zip(unique_ids(_document_id(d, self.id_key) for d in documents), documents))
+        out: list[LCDocument] = []
+        for kept in result.request.documents:
+            original = by_id[kept.id]
+            metadata = dict(original.metadata)  # a copy: the caller's documents stay as they were
+            if kept.score is not None:
+                metadata[self.score_key] = kept.score
+            out.append(
+                LCDocument(
+                    page_content=kept.text,  # the compress stage may have shortened it
+                    metadata=metadata,
+                    id=original.id,
+                )
+            )
+        return out
+
+
+def _document_id(document: LCDocument, id_key: str) -> str | None:
+    if document.id:
+        return document.id
+    value = document.metadata.get(id_key)
+    return None if value is None else str(value)
+
+
+class PromptSlimRetriever(BaseRetriever):
+    """``base_retriever`` followed by ``compressor``; at most ``k`` documents (None: all the
+    stage kept). ``k`` can also be given per call: ``retriever.invoke(query, k=3)``; other
+    keyword arguments go to the base retriever."""
+
+    base_retriever: BaseRetriever
+    compressor: PromptSlimCompressor = Field(default_factory=PromptSlimCompressor)
+    k: int | None = Field(default=None, ge=0)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[LCDocument]:
+        k = kwargs.pop("k", self.k)
+        docs = self.base_retriever.invoke(
+            query, config={"callbacks": run_manager.get_child()}, **kwargs
+        )
+        kept = self.compressor.compress_documents(docs, query, callbacks=run_manager.get_child())
+        return _first(kept, k)
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[LCDocument]:
+        k = kwargs.pop("k", self.k)
+        docs = await self.base_retriever.ainvoke(
+            query, config={"callbacks": run_manager.get_child()}, **kwargs
+        )
+        kept = await self.compressor.acompress_documents(
+            docs, query, callbacks=run_manager.get_child()
+        )
+        return _first(kept, k)
+
+
+def _first(documents: Sequence[LCDocument], k: int | None) -> list[LCDocument]:
+    # The stage decides order and what is kept; ``k`` only caps the count, LangChain-style.
+    return list(documents) if k is None else list(documents)[:k]
+
+
+# ---------------------------------------------------------------- messages
+
+
+class PromptSlimRunnable(RunnableSerializable[MessagesInput, MessagesOutput]):
+    """Slims chat messages before a chat model: ``prompt | PromptSlimRunnable() | chat_model``.
+
+    ``stage``: any promptslim Stage or Pipeline; default ``prefix`` then ``history`` (then
+    ``compress`` when ``compress=True``). ``budget``: passed to the stage. Returns a
+    ``ChatPromptValue`` when given a prompt value, else a list of messages.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    stage: Stage | None = None
+    budget: Budget | None = None
+    compress: bool = False
+
+    def model_post_init(self, context: Any, /) -> None:
+        if self.stage is None:
+            names = ("prefix", "history", "compress") if self.compress else ("prefix", "history")
+            self.stage = default_stage(names)
+
+    def invoke(
+        self, input: MessagesInput, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> MessagesOutput:
+        return self._call_with_config(self._slim, input, config, run_type="prompt")
+
+    async def ainvoke(
+        self, input: MessagesInput, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> MessagesOutput:
+        return await self._acall_with_config(self._aslim, input, config, run_type="prompt")
+
+    def _slim(self, input: MessagesInput) -> MessagesOutput:
+        messages = _as_messages(input)
+        if not messages:
+            return _like(input, [])
+        assert self.stage is not None  # set in model_post_init
+        result = self.stage.run(Request(messages=from_langchain_messages(messages)), self.budget)
+        return _like(input, to_langchain_messages(result.request.messages, messages))
+
+    async def _aslim(self, input: MessagesInput) -> MessagesOutput:
+        messages = _as_messages(input)
+        if not messages:
+            return _like(input, [])
+        assert self.stage is not None
+        request = Request(messages=from_langchain_messages(messages))
+        result = await arun_stage(self.stage, request, self.budget)
+        return _like(input, to_langchain_messages(result.request.messages, messages))
+
+
+def _as_messages(input: MessagesInput) -> list[BaseMessage]:
+    if isinstance(input, PromptValue):
+        return input.to_messages()
+    return convert_to_messages(input)
+
+
+def _like(input: MessagesInput, messages: list[BaseMessage]) -> MessagesOutput:
+    return ChatPromptValue(messages=messages) if isinstance(input, PromptValue) else messages
+
+
+# ---- LangChain -> promptslim
+
+_ROLES = {
+    "human": "user",
+    "ai": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "function": "function",
+}
+
+
+def from_langchain_messages(messages: Sequence[BaseMessage]) -> list[Message]:
+    """LangChain messages as promptslim Messages, each tagged with its position so that
+    ``to_langchain_messages`` can map a stage's output back to the original objects."""
+    return [tag(_from_langchain(m, i), i) for i, m in enumerate(messages)]
+
+
+def _from_langchain(message: BaseMessage, i: int) -> Message:
+    fields: dict[str, Any] = {"role": _role(message, i), "content": _content(message.content)}
+    if message.name is not None:
+        fields["name"] = message.name
+    if isinstance(message, AIMessage):
+        calls = [
+            ToolCall(
+                id=c["id"] or "",
+                function=FunctionCall(name=c["name"], arguments=json.dumps(c["args"])),
+            )
+            for c in message.tool_calls
+        ]
+        # malformed calls the model produced are still prompt tokens: keep them, args as written
+        calls += [
+            ToolCall(
+                id=c["id"] or "",
+                function=FunctionCall(name=c["name"] or "", arguments=c["args"] or ""),
+            )
+            for c in message.invalid_tool_calls
+        ]
+        if calls:
+            fields["tool_calls"] = calls
+    elif isinstance(message, ToolMessage):
+        fields["tool_call_id"] = message.tool_call_id
+    try:
+        return Message.model_validate(fields)
+    except _ValidationError as exc:
+        raise InvalidRequest(str(exc.errors()[0]["msg"]), field=f"messages[{i}]") from exc
+
+
+def _role(message: BaseMessage, i: int) -> str:
+    if isinstance(message, SystemMessage):
+        # langchain-openai marks developer messages this way
+        developer = message.additional_kwargs.get("__openai_role__") == "developer"
+        return "developer" if developer else "system"
+    if isinstance(message, ChatMessage):
+        role = {"human": "user", "ai": "assistant"}.get(message.role, message.role)
+        if role not in ("system", "developer", "user", "assistant", "tool", "function"):
+            raise InvalidRequest(
+                f"unknown chat message role {message.role!r}", field=f"messages[{i}].role"
+            )
+        return role
+    mapped = _ROLES.get(message.type)
+    if mapped is None:
+        raise InvalidRequest(f"unsupported message type {message.type!r}", field=f"messages[{i}]")
+    return mapped
+
+
+def _content(content: str | list[str | dict[str, Any]]) -> str | list[ContentPart]:
+    if isinstance(content, str):
+        return content
+    # a bare string part is a text part; dict parts keep every key (ContentPart allows extras)
+    return [
+        ContentPart(type="text", text=p) if isinstance(p, str) else ContentPart.model_validate(p)
+        for p in content
+    ]
+
+
+# ---- promptslim -> LangChain
+
+
+def to_langchain_messages(
+    messages: Sequence[Message], originals: Sequence[BaseMessage] = ()
+) -> list[BaseMessage]:
+    """A stage's output messages as LangChain messages: the original object where the stage
+    left a message alone, a copy with new content where it changed the text, a new message
+    where the stage made one (a summary, moved volatile content)."""
+    out: list[BaseMessage] = []
+    for message in messages:
+        at = origin(message)
+        if at is None or at >= len(originals):
+            out.append(_new_langchain(message))
+            continue
+        original = originals[at]
+        content = _lc_content(message.content)
+        if content == _lc_content(_content(original.content)):
+            out.append(original)  # unchanged: the very same object, every field intact
+        else:
+            out.append(original.model_copy(update={"content": content}))
+    return out
+
+
+def _lc_content(content: str | list[ContentPart] | None) -> str | list[str | dict[str, Any]]:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return [p.model_dump(exclude_unset=True) for p in content]
+
+
+def _new_langchain(message: Message) -> BaseMessage:
+    content = _lc_content(message.content)
+    name = message.name
+    if message.role == "system":
+        return SystemMessage(content=content, name=name)
+    if message.role == "developer":
+        return SystemMessage(
+            content=content, name=name, additional_kwargs={"__openai_role__": "developer"}
+        )
+    if message.role == "user":
+        return HumanMessage(content=content, name=name)
+    if message.role == "assistant":
+        calls, invalid = [], []
+        for call in message.tool_calls or ():
+            try:
+                args = json.loads(call.function.arguments or "{}")
+            except ValueError:
+                args = None
+            if isinstance(args, dict):
+                calls.append({"name": call.function.name, "args": args, "id": call.id or None})
+            else:
+                invalid.append(
+                    {
+                        "name": call.function.name,
+                        "args": call.function.arguments,
+                        "id": call.id or None,
+                        "error": None,
+                    }
+                )
+        return AIMessage(content=content, name=name, tool_calls=calls, invalid_tool_calls=invalid)
+    if message.role == "tool":
+        return ToolMessage(content=content, name=name, tool_call_id=message.tool_call_id or "")
+    return FunctionMessage(content=content, name=name or "")

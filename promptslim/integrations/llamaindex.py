@@ -1,0 +1,250 @@
+"""LlamaIndex adapters (llama-index-core 0.14): thin type translation around promptslim stages.
+
+- ``PromptSlimPostprocessor``: a node postprocessor running the retrieval stage (and compress
+  with ``compress=True``) over retrieved nodes, sync and async.
+- ``slim_chat_history`` / ``aslim_chat_history``: the history stage over ``ChatMessage`` lists.
+
+No logic lives here. Nodes keep their identity: each kept ``NodeWithScore`` wraps the very same
+node object (a copy with the same ``node_id`` and metadata only when the compress stage
+shortened its text) and carries promptslim's score. Text is never joined and re-split.
+
+    engine = index.as_query_engine(node_postprocessors=[PromptSlimPostprocessor(budget=Budget(documents=800))])
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import BackendUnavailable
+from ..stages.base import Stage
+from ..types import Budget, ContentPart, Document, FunctionCall, Message, Request, Result, ToolCall
+from ._common import arun_stage, default_stage, origin, query_messages, tag, unique_ids
+
+try:
+    from llama_index.core.base.llms.types import (
+        ChatMessage,
+        MessageRole,
+        TextBlock,
+        ToolCallBlock,
+    )
+    from llama_index.core.bridge.pydantic import Field
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
+    from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise BackendUnavailable("llama-index-core", extra="llamaindex") from exc
+
+__all__ = [
+    "PromptSlimPostprocessor",
+    "aslim_chat_history",
+    "from_llamaindex_messages",
+    "slim_chat_history",
+    "to_llamaindex_messages",
+]
+
+
+# ---------------------------------------------------------------- nodes
+
+
+class PromptSlimPostprocessor(BaseNodePostprocessor):
+    """Runs a promptslim stage over retrieved nodes.
+
+    ``stage``: any promptslim Stage or Pipeline; default the ``retrieval`` stage (followed by
+    ``compress`` when ``compress=True``). ``budget``: passed to the stage (None: the stage's
+    own default). A kept node's score becomes promptslim's score when the stage set one.
+    """
+
+    # not serialisable configuration objects: kept out of LlamaIndex's to_dict/to_json
+    stage: Any = Field(default=None, exclude=True)
+    budget: Budget | None = Field(default=None, exclude=True)
+    compress: bool = False
+
+    def model_post_init(self, context: Any, /) -> None:
+        if self.stage is None:
+            self.stage = default_stage(
+                ("retrieval", "compress") if self.compress else ("retrieval",)
+            )
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PromptSlimPostprocessor"
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        if not nodes:
+            return []
+        stage: Stage = self.stage
+        return _nodes(stage.run(_request(nodes, query_bundle), self.budget), nodes)
+
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        if not nodes:
+            return []
+        result = await arun_stage(self.stage, _request(nodes, query_bundle), self.budget)
+        return _nodes(result, nodes)
+
+
+def _request(nodes: Sequence[NodeWithScore], query_bundle: QueryBundle | None) -> Request:
+    ids = unique_ids(n.node.node_id for n in nodes)
+    docs = [
+        Document(
+            id=doc_id,
+            # the node's own text: metadata is passed as metadata, not pasted into the text
+            text=n.node.get_content(metadata_mode=MetadataMode.NONE),
+            metadata=n.node.metadata,
+            score=n.score,
+            embedding=n.node.embedding,  # a vector store's embedding, reused by dense scoring
+        )
+        for doc_id, n in zip(ids, nodes)
+    ]
+    query = query_bundle.query_str if query_bundle is not None else None
+    return Request(messages=query_messages(query), documents=docs, query=query)
+
+
+def _nodes(result: Result, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
+    by_id = dict(zip(unique_ids(n.node.node_id for n in nodes), nodes))
+    out: list[NodeWithScore] = []
+    for kept in result.request.documents:
+        original = by_id[kept.id]
+        node = original.node
+        if kept.text != node.get_content(metadata_mode=MetadataMode.NONE):
+            node = node.model_copy()  # same node_id and metadata, shortened text
+            node.set_content(kept.text)
+        score = kept.score if kept.score is not None else original.score
+        out.append(NodeWithScore(node=node, score=score))
+    return out
+
+
+# ---------------------------------------------------------------- chat history
+
+
+def slim_chat_history(
+    messages: Sequence[ChatMessage], *, stage: Stage | None = None, budget: Budget | None = None
+) -> list[ChatMessage]:
+    """``messages`` through the history stage (or ``stage``): untouched messages come back as
+    the same objects, shortened ones as copies keeping their non-text blocks and kwargs."""
+    if not messages:
+        return []
+    stage = stage or default_stage(("history",))
+    result = stage.run(Request(messages=from_llamaindex_messages(messages)), budget)
+    return to_llamaindex_messages(result.request.messages, messages)
+
+
+async def aslim_chat_history(
+    messages: Sequence[ChatMessage], *, stage: Stage | None = None, budget: Budget | None = None
+) -> list[ChatMessage]:
+    """``slim_chat_history`` without blocking the event loop."""
+    if not messages:
+        return []
+    stage = stage or default_stage(("history",))
+    request = Request(messages=from_llamaindex_messages(messages))
+    result = await arun_stage(stage, request, budget)
+    return to_llamaindex_messages(result.request.messages, messages)
+
+
+# ---- LlamaIndex -> promptslim
+
+_ROLES = {"chatbot": "assistant", "model": "assistant"}
+
+
+def from_llamaindex_messages(messages: Sequence[ChatMessage]) -> list[Message]:
+    """LlamaIndex messages as promptslim Messages, tagged with their positions."""
+    return [tag(_from_llamaindex(m), i) for i, m in enumerate(messages)]
+
+
+def _from_llamaindex(message: ChatMessage) -> Message:
+    role = _ROLES.get(message.role.value, message.role.value)
+    kwargs = message.additional_kwargs
+    parts = [
+        ContentPart(type="text", text=b.text)
+        if isinstance(b, TextBlock)
+        else ContentPart(type=b.block_type)
+        for b in message.blocks
+        if not isinstance(b, ToolCallBlock)
+    ]
+    # one text block is the common case: plain string content, as an OpenAI body would have it
+    content: str | list[ContentPart] = parts
+    if len(parts) == 1 and parts[0].text is not None:
+        content = parts[0].text
+    calls = [_tool_call(c) for c in kwargs.get("tool_calls") or ()]
+    calls += [
+        ToolCall(
+            id=b.tool_call_id or "",
+            function=FunctionCall(name=b.tool_name, arguments=_args(b.tool_kwargs)),
+        )
+        for b in message.blocks
+        if isinstance(b, ToolCallBlock)
+    ]
+    return Message.model_validate(
+        {
+            "role": role,
+            "content": content,
+            "name": kwargs.get("name"),
+            "tool_calls": calls or None,
+            "tool_call_id": kwargs.get("tool_call_id"),
+        }
+    )
+
+
+def _tool_call(call: Any) -> ToolCall:
+    # OpenAI-style tool calls in additional_kwargs: dicts or the openai SDK's objects
+    if isinstance(call, dict):
+        function = call.get("function") or {}
+        return ToolCall(
+            id=call.get("id") or "",
+            function=FunctionCall(
+                name=function.get("name") or "", arguments=function.get("arguments") or ""
+            ),
+        )
+    return ToolCall(
+        id=getattr(call, "id", None) or "",
+        function=FunctionCall(
+            name=call.function.name or "", arguments=call.function.arguments or ""
+        ),
+    )
+
+
+def _args(kwargs: dict[str, Any] | str) -> str:
+    return kwargs if isinstance(kwargs, str) else json.dumps(kwargs)
+
+
+# ---- promptslim -> LlamaIndex
+
+
+def to_llamaindex_messages(
+    messages: Sequence[Message], originals: Sequence[ChatMessage] = ()
+) -> list[ChatMessage]:
+    """A stage's output as ChatMessages: the original object where the message is unchanged,
+    a copy with its text blocks replaced where the text changed, a new message otherwise."""
+    out: list[ChatMessage] = []
+    for message in messages:
+        at = origin(message)
+        if at is None or at >= len(originals):
+            out.append(_new_llamaindex(message))
+            continue
+        original = originals[at]
+        if message.text == (original.content or ""):
+            out.append(original)
+        else:
+            blocks = [
+                TextBlock(text=message.text),
+                *(b for b in original.blocks if not isinstance(b, TextBlock)),
+            ]
+            out.append(original.model_copy(update={"blocks": blocks}))
+    return out
+
+
+def _new_llamaindex(message: Message) -> ChatMessage:
+    kwargs: dict[str, Any] = {}
+    if message.name is not None:
+        kwargs["name"] = message.name
+    if message.tool_call_id is not None:
+        kwargs["tool_call_id"] = message.tool_call_id
+    if message.tool_calls:
+        kwargs["tool_calls"] = [c.model_dump() for c in message.tool_calls]
+    return ChatMessage(
+        role=MessageRole(message.role), content=message.text, additional_kwargs=kwargs
+    )
