@@ -63,6 +63,8 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     ),
     "time": re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?\s*(?:[ap]\.?m\.?|UTC|GMT|Z)?(?![\w:])", re.I),
     "unix_timestamp": re.compile(r"\b1[5-9]\d{8}(?:\d{3})?\b"),
+    # "3 pm", "11:30am" without seconds is "time"; this catches the colon-less clock times
+    "time_ampm": re.compile(r"\b\d{1,2}\s?(?:[ap]\.m\.|[ap]m)(?!\w)", re.I),
     "number_unit": re.compile(
         r"(?<![\w.\-])[$€£¥]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
         r"(?:\s?(?:%|[KMGTPE]i?B|[kMGT]?(?:Hz|W|V)|[kmµn]?(?:g|m|s|l)|°[CF]|USD|EUR|GBP|"

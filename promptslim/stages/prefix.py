@@ -1,0 +1,590 @@
+"""The prefix stage: make the stable system prefix byte-stable so prefix caches hit.
+
+For the leading system/developer messages (and ``Request.tools``) it
+
+1. canonicalises: Unicode NFC, ``\\n`` line endings, no trailing whitespace, at most one blank
+   line in a row; JSON objects in the text and tool schemas re-serialised with sorted keys and
+   fixed separators (checked equal as data); tools sorted by type and name (stable sort);
+2. finds volatile content (dates and times, Unix timestamps, UUIDs, hex ids and hashes, JWTs and
+   API keys, emails, and the caller's declared ``variables`` / ``templates``);
+3. with ``policy="move"`` replaces each volatile span by a stable reference (``[date 1]``) and
+   puts the values, verbatim, into one context block after the stable prefix: a message of its
+   own (``placement="message"``) or the start of the first user turn (``"first_user"``, used
+   only when that turn is not the last user message, DESIGN.md invariant 1). The block is
+   ``pinned`` so history trimming keeps it. ``policy="flag"`` only reports;
+4. fingerprints the stable prefix (SHA-256 of its canonical bytes, optional ``tenant_salt``),
+   counts its cacheable leading tokens under each cache model, optionally pads it to a whole
+   number of ``block_size`` blocks, and adds provider hints when asked (Anthropic
+   ``cache_control`` on the prefix's last content part, OpenAI ``prompt_cache_key``).
+
+``Request.frozen_prefix`` is set to the number of stable messages, so later stages leave them
+alone (invariant 7). Canonicalisation is memoised by text in a bounded LRU: the same system
+prompt recurs on every request, so a warm request costs a few dictionary lookups.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import ConfigError
+from ..text import PATTERNS, Span, find_protected_spans, merge_spans
+from ..tokens import TokenCounter, count_message
+from ..types import ContentPart, Message, Request
+from .base import BaseStage, StageLog
+
+__all__ = [
+    "DEFAULT_VOLATILE_KINDS",
+    "PrefixStage",
+    "cacheable_by_model",
+    "canonicalise_json",
+    "canonicalise_text",
+    "canonicalise_tools",
+]
+
+Policy = Literal["move", "flag"]
+Placement = Literal["message", "first_user"]
+
+#: PATTERNS kinds treated as volatile by default
+DEFAULT_VOLATILE_KINDS: tuple[str, ...] = (
+    "iso_datetime",
+    "date",
+    "time",
+    "time_ampm",
+    "unix_timestamp",
+    "uuid",
+    "jwt",
+    "api_key",
+    "hex_id",
+    "email",
+)
+_LABELS = {
+    "iso_datetime": "date",
+    "date": "date",
+    "time": "time",
+    "time_ampm": "time",
+    "unix_timestamp": "timestamp",
+    "uuid": "id",
+    "hex_id": "id",
+    "jwt": "token",
+    "api_key": "key",
+    "email": "email",
+}
+_HINTS = ("anthropic", "openai")
+_CONTEXT_HEADER = "Context for the instructions above (values that change per request):"
+#: appended to pad the prefix to a block boundary: one token per copy in common BPEs
+_PAD_UNIT = " ."
+
+# ---------------------------------------------------------------- canonicalisation
+
+_LINE_ENDINGS = re.compile(r"\r\n?")
+_TRAILING_CHARS = " \t\f\v\u00a0"
+_HAS_TRAILING_WS = re.compile(r"[ \t\f\v\u00a0](?:\n|\Z)")
+_BLANK_RUNS = re.compile(r"\n{3,}")
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("duplicate keys")  # re-serialising would drop one: leave the block as is
+    return out
+
+
+def canonicalise_json(value: Any) -> str:
+    """JSON with sorted keys, ``,``/``:`` separators and UTF-8 characters kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _canonical_json_blocks(text: str) -> str:
+    if "{" not in text:
+        return text
+    out: list[str] = []
+    pos = 0
+    for span in find_protected_spans(text, kinds=()):  # kinds=(): JSON spans only
+        raw = span.of(text)
+        if not raw.lstrip("[").startswith("{"):
+            continue  # "[1, 2]" in prose is a citation more often than data: leave it
+        try:
+            value = json.loads(raw, object_pairs_hook=_reject_duplicates)
+            new = canonicalise_json(value)
+            if json.loads(new) != value:  # e.g. NaN: not equal to itself, keep the original
+                continue
+        except ValueError:
+            continue
+        out.append(text[pos : span.start])
+        out.append(new)
+        pos = span.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def canonicalise_text(text: str) -> str:
+    """NFC, ``\\n`` line endings, no trailing whitespace, no runs of blank lines, no leading or
+    trailing blank lines, JSON objects re-serialised canonically. Idempotent; keeps every word."""
+    # each step is skipped when a cheap check shows it has nothing to do (re.sub over a long
+    # prompt costs ~1 ms on its own)
+    if not unicodedata.is_normalized("NFC", text):
+        text = unicodedata.normalize("NFC", text)
+    if "\r" in text:
+        text = _LINE_ENDINGS.sub("\n", text)
+    text = _canonical_json_blocks(text)
+    if _HAS_TRAILING_WS.search(text) is not None:
+        text = "\n".join([line.rstrip(_TRAILING_CHARS) for line in text.split("\n")])
+    if "\n\n\n" in text:
+        text = _BLANK_RUNS.sub("\n\n", text)
+    return text.strip("\n")
+
+
+def _sorted_value(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _sorted_value(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_value(v) for v in value]
+    return value
+
+
+def canonicalise_tools(
+    tools: Sequence[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Tools with keys sorted at every level, in a stable order (type, then function name).
+
+    A tool that cannot be serialised, or whose ``parameters`` is a string that is not JSON, is
+    kept exactly as it is and named in the returned warnings."""
+    out: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for i, tool in enumerate(tools):
+        try:
+            canonicalise_json(tool)  # raises on values JSON cannot hold
+            params = tool.get("function", {}).get("parameters")
+            if isinstance(params, str):
+                parsed = json.loads(params)
+                tool = {
+                    **tool,
+                    "function": {**tool["function"], "parameters": canonicalise_json(parsed)},
+                }
+            out.append(_sorted_value(tool))
+        except (TypeError, ValueError, AttributeError):
+            warnings.append(f"tools[{i}]: not a valid JSON schema; left as is")
+            out.append(tool)
+    out.sort(key=_tool_order)
+    return out, warnings
+
+
+def _tool_order(tool: dict[str, Any]) -> tuple[str, str]:
+    function = tool.get("function")
+    name = function.get("name") if isinstance(function, dict) else tool.get("name")
+    return (str(tool.get("type", "")), str(name or ""))
+
+
+# ---------------------------------------------------------------- cache-model counts
+
+
+def cacheable_by_model(tokens: int, *, block_size: int = 16) -> dict[str, int]:
+    """Leading tokens of a stable prefix of ``tokens`` tokens each cache model would reuse:
+    vLLM whole blocks, SGLang every token, OpenAI 1,024 + 128-token steps (0 below 1,024),
+    Anthropic all of it with a breakpoint at its end (0 below 1,024)."""
+    openai = 1024 + (tokens - 1024) // 128 * 128 if tokens >= 1024 else 0
+    return {
+        "vllm": tokens // block_size * block_size,
+        "sglang": tokens,
+        "openai": openai,
+        "anthropic": tokens if tokens >= 1024 else 0,
+    }
+
+
+# ---------------------------------------------------------------- the stage
+
+
+@dataclass(frozen=True)
+class _Analysed:
+    """One prefix text, canonicalised and cut at its volatile spans (memoised per text)."""
+
+    canonical: str
+    segments: tuple[str, ...]  # stable text around the spans: len(spans) + 1 pieces
+    spans: tuple[Span, ...]  # positions in ``canonical``
+
+
+class PrefixStage(BaseStage):
+    """Byte-stable system prefix: canonicalise, move volatile content out, fingerprint."""
+
+    name = "prefix"
+
+    def __init__(
+        self,
+        *,
+        policy: Policy = "move",
+        placement: Placement = "message",
+        volatile_kinds: Sequence[str] = DEFAULT_VOLATILE_KINDS,
+        variables: Sequence[str] = (),
+        templates: Sequence[str] = (),
+        canonicalise: bool = True,
+        sort_tools: bool = True,
+        tenant_salt: str | None = None,
+        align_to_block: bool = False,
+        block_size: int = 16,
+        cache_hints: Sequence[str] = (),
+        cache_size: int = 1024,
+    ) -> None:
+        if policy not in ("move", "flag"):
+            raise ConfigError(f"expected 'move' or 'flag', got {policy!r}", field="policy")
+        if placement not in ("message", "first_user"):
+            raise ConfigError(
+                f"expected 'message' or 'first_user', got {placement!r}", field="placement"
+            )
+        unknown = [k for k in volatile_kinds if k not in PATTERNS]
+        if unknown:
+            raise ConfigError(
+                f"unknown pattern {unknown[0]!r}; known: {', '.join(sorted(PATTERNS))}",
+                field="volatile_kinds",
+            )
+        if any(not isinstance(v, str) or not v for v in variables):
+            raise ConfigError("expected non-empty strings", field="variables")
+        self._template_res = [_compile_template(t) for t in templates]
+        if not isinstance(block_size, int) or block_size < 1:
+            raise ConfigError(
+                f"expected a positive integer, got {block_size!r}", field="block_size"
+            )
+        bad_hint = [h for h in cache_hints if h not in _HINTS]
+        if bad_hint:
+            raise ConfigError(
+                f"unknown hint {bad_hint[0]!r}; known: {', '.join(_HINTS)}", field="cache_hints"
+            )
+        if not isinstance(cache_size, int) or cache_size < 0:
+            raise ConfigError(f"expected an integer >= 0, got {cache_size!r}", field="cache_size")
+        if tenant_salt is not None and not isinstance(tenant_salt, str):
+            raise ConfigError("expected a string", field="tenant_salt")
+        self.policy = policy
+        self.placement = placement
+        self.volatile_kinds = tuple(volatile_kinds)
+        self.variables = tuple(variables)
+        self.templates = tuple(templates)
+        self.canonicalise = canonicalise
+        self.sort_tools = sort_tools
+        self.tenant_salt = tenant_salt
+        self.align_to_block = align_to_block
+        self.block_size = block_size
+        self.cache_hints = tuple(cache_hints)
+        self.cache_size = cache_size
+        self._patterns = [(k, PATTERNS[k]) for k in self.volatile_kinds]
+        # longest first, so "Ann Lee" wins over "Ann"
+        self._variables_re = (
+            re.compile(
+                "|".join(re.escape(v) for v in sorted(set(variables), key=len, reverse=True))
+            )
+            if variables
+            else None
+        )
+        self._memo: OrderedDict[str, _Analysed] = OrderedDict()
+        self._tools_memo: OrderedDict[str, tuple[list[dict[str, Any]], list[str], str, bool]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    # ---- the stage
+
+    def apply(self, request: Request, budget: Any, log: StageLog) -> Request:
+        end = request.prefix_end()
+        messages = list(request.messages)
+        moved: list[tuple[str, str]] = []  # (reference, value) in order
+        volatile: list[dict[str, Any]] = []
+        for i in range(end):
+            messages[i] = self._stabilise(messages[i], i, moved, volatile, log)
+        tools, tools_json = self._tools(request.tools, log)
+        log.details["volatile"] = volatile
+
+        changes: dict[str, Any] = {"messages": messages, "frozen_prefix": end}
+        if tools is not request.tools:
+            changes["tools"] = tools
+        if moved and self.policy == "move":
+            self._place_context(messages, end, moved, request, log)
+        if end and self.align_to_block:
+            messages[end - 1] = self._align(messages, end, tools_json, log.counter, log)
+        if end and "anthropic" in self.cache_hints:
+            messages[end - 1] = _with_cache_control(messages[end - 1])
+
+        fingerprint = self._fingerprint(messages[:end], tools_json) if end or tools_json else None
+        cacheable = self._prefix_tokens(messages[:end], tools_json, log.counter)
+        log.details["fingerprint"] = fingerprint
+        log.details["cacheable_tokens"] = cacheable
+        log.details["stable_messages"] = end
+        log.details["cacheable_by_model"] = cacheable_by_model(
+            cacheable, block_size=self.block_size
+        )
+        if fingerprint and "openai" in self.cache_hints and "prompt_cache_key" not in request.extra:
+            changes["extra"] = {**request.extra, "prompt_cache_key": f"ps-{fingerprint[:32]}"}
+        return request.replace(**changes)
+
+    # ---- per message
+
+    def _stabilise(
+        self,
+        message: Message,
+        i: int,
+        moved: list[tuple[str, str]],
+        volatile: list[dict[str, Any]],
+        log: StageLog,
+    ) -> Message:
+        content = message.content
+        if isinstance(content, list) and any(p.text is None for p in content):
+            log.warn(f"messages[{i}]: non-text content parts in the prefix; left as is")
+            return message
+        if content is None or content == "":
+            return message
+        texts = [content] if isinstance(content, str) else [p.text or "" for p in content]
+        new_texts: list[str] = []
+        for part, text in enumerate(texts):
+            analysed = self._analyse(text)
+            where = f"messages[{i}]" + (f".content[{part}]" if isinstance(content, list) else "")
+            for span in analysed.spans:
+                volatile.append(
+                    {"target": where, "start": span.start, "end": span.end, "kind": span.kind}
+                )
+            if self.policy == "move" and analysed.spans:
+                pieces = [analysed.segments[0]]
+                for span, after in zip(analysed.spans, analysed.segments[1:]):
+                    ref = f"[{_LABELS.get(span.kind, 'value')} {len(moved) + 1}]"
+                    moved.append((ref, span.of(analysed.canonical)))
+                    pieces.append(ref)
+                    pieces.append(after)
+                    log.change(
+                        "moved",
+                        f"{where}:{span.start}-{span.end}",
+                        tokens=log.counter.count(span.of(analysed.canonical)),
+                        reason=f"volatile {span.kind}",
+                    )
+                new_texts.append("".join(pieces))
+            else:
+                new_texts.append(analysed.canonical)
+            if analysed.canonical != text:
+                log.change("rewritten", where, reason="canonicalised")
+        if new_texts == texts:
+            return message
+        new_content: str | list[ContentPart] = (
+            new_texts[0]
+            if isinstance(content, str)
+            else [p.model_copy(update={"text": t}) for p, t in zip(content, new_texts)]
+        )
+        stable: Message = message.model_copy(update={"content": new_content})
+        return stable
+
+    def _analyse(self, text: str) -> _Analysed:
+        found = self._memo.get(text)
+        if found is not None:
+            with self._lock:
+                if text in self._memo:
+                    self._memo.move_to_end(text)
+            return found
+        canonical = canonicalise_text(text) if self.canonicalise else text
+        spans = self._volatile_spans(canonical)
+        cuts = [0, *(p for s in spans for p in (s.start, s.end)), len(canonical)]
+        segments = tuple(canonical[cuts[k] : cuts[k + 1]] for k in range(0, len(cuts), 2))
+        analysed = _Analysed(canonical, segments, tuple(spans))
+        if self.cache_size:
+            with self._lock:
+                self._memo[text] = analysed
+                if len(self._memo) > self.cache_size:
+                    self._memo.popitem(last=False)
+        return analysed
+
+    def _volatile_spans(self, text: str) -> list[Span]:
+        spans: list[Span] = []
+        # a pattern only runs on the lines that hold one of its trigger strings: a pattern
+        # anchored on \\b tries every position, ~1-4 ms each over a 4,000-token prompt
+        windows: dict[tuple[str, ...], list[tuple[int, int]]] = {}
+        for kind, rx in self._patterns:
+            needles = _TRIGGERS.get(kind)
+            if needles is None:
+                ranges = [(0, len(text))]
+            else:
+                ranges = windows.get(needles) or windows.setdefault(
+                    needles, _lines_with(text, needles)
+                )
+            for start, end in ranges:
+                spans.extend(Span(m.start(), m.end(), kind) for m in rx.finditer(text, start, end))
+        if self._variables_re is not None:
+            spans.extend(
+                Span(m.start(), m.end(), "variable") for m in self._variables_re.finditer(text)
+            )
+        for rx in self._template_res:
+            for m in rx.finditer(text):
+                spans.extend(
+                    Span(m.start(g), m.end(g), "variable")
+                    for g in range(1, (rx.groups or 0) + 1)
+                    if m.end(g) > m.start(g)
+                )
+        return merge_spans(spans)
+
+    # ---- tools
+
+    def _tools(
+        self, tools: list[dict[str, Any]] | None, log: StageLog
+    ) -> tuple[list[dict[str, Any]] | None, str]:
+        """Canonical tools and their canonical JSON. Memoised by the caller's serialisation;
+        the returned list is shared between requests with the same tools: treat it as
+        read-only (copying it would cost more than the rest of the stage)."""
+        if not tools:
+            return tools, ""
+        try:
+            raw = json.dumps(tools, ensure_ascii=False)
+        except (TypeError, ValueError):
+            log.warn("tools: not serialisable as JSON; left as is")
+            return tools, ""
+        found = self._tools_memo.get(raw)
+        if found is None:
+            canonical, warnings = canonicalise_tools(tools) if self.sort_tools else (tools, [])
+            try:
+                tools_json = canonicalise_json(canonical)
+            except (TypeError, ValueError):
+                tools_json = raw
+            unchanged = json.dumps(canonical, ensure_ascii=False) == raw
+            found = (canonical, warnings, tools_json, unchanged)
+            if self.cache_size:
+                with self._lock:
+                    self._tools_memo[raw] = found
+                    if len(self._tools_memo) > self.cache_size:
+                        self._tools_memo.popitem(last=False)
+        canonical, warnings, tools_json, unchanged = found
+        for w in warnings:
+            log.warn(w)
+        if unchanged:
+            return tools, tools_json  # already canonical: keep the caller's objects
+        log.change("reordered", "tools", reason="canonical key order and tool order")
+        return canonical, tools_json
+
+    # ---- placement, alignment, hints, fingerprint
+
+    def _place_context(
+        self,
+        messages: list[Message],
+        end: int,
+        moved: list[tuple[str, str]],
+        request: Request,
+        log: StageLog,
+    ) -> None:
+        block = "\n".join([_CONTEXT_HEADER, *(f"{ref}: {value}" for ref, value in moved)])
+        first_user = next(
+            (k for k in range(end, len(messages)) if messages[k].role == "user"), None
+        )
+        if (
+            self.placement == "first_user"
+            and first_user is not None
+            and first_user != request.last_user_index()
+            and not messages[first_user].pinned
+        ):
+            m = messages[first_user]
+            messages[first_user] = m.with_text(f"{block}\n\n{m.text}").model_copy(
+                update={"pinned": True}
+            )
+            log.details["context_placement"] = f"messages[{first_user}]"
+            return
+        role = messages[end - 1].role if end else "system"
+        messages.insert(end, Message(role=role, content=block, pinned=True))
+        log.details["context_placement"] = f"messages[{end}]"
+
+    def _align(
+        self,
+        messages: list[Message],
+        end: int,
+        tools_json: str,
+        counter: TokenCounter,
+        log: StageLog,
+    ) -> Message:
+        last = messages[end - 1]
+        base = self._prefix_tokens(messages[:end], tools_json, counter)
+        need = -base % self.block_size
+        if need == 0 or isinstance(last.content, list):
+            return last
+        text = last.text
+        # one pad unit is one token in common BPEs; check, and give up rather than loop
+        for extra in range(need, need + self.block_size):
+            candidate = last.with_text(text + _PAD_UNIT * extra)
+            tokens = self._prefix_tokens([*messages[: end - 1], candidate], tools_json, counter)
+            if tokens % self.block_size == 0:
+                log.details["alignment_pad_tokens"] = tokens - base
+                return candidate
+        log.warn(f"could not align the prefix to {self.block_size}-token blocks")
+        return last
+
+    def _prefix_tokens(
+        self, prefix: Sequence[Message], tools_json: str, counter: TokenCounter
+    ) -> int:
+        tools = counter.count(tools_json) if tools_json else 0
+        return tools + sum(count_message(m, counter) for m in prefix)
+
+    def _fingerprint(self, prefix: Sequence[Message], tools_json: str) -> str:
+        digest = hashlib.sha256()
+        if self.tenant_salt:
+            digest.update(b"salt\x00" + self.tenant_salt.encode() + b"\x1e")
+        digest.update(b"tools\x00" + tools_json.encode() + b"\x1e")
+        for m in prefix:
+            digest.update(m.role.encode() + b"\x00" + m.text.encode() + b"\x1e")
+        return digest.hexdigest()
+
+
+# ---------------------------------------------------------------- helpers
+
+_DIGITS = tuple("0123456789")
+#: strings one of which is on every line a pattern can match (patterns not listed run everywhere)
+_TRIGGERS: dict[str, tuple[str, ...]] = {
+    "iso_datetime": _DIGITS,
+    "date": (*_DIGITS, "day"),
+    "time": _DIGITS,
+    "time_ampm": _DIGITS,
+    "unix_timestamp": _DIGITS,
+    "uuid": _DIGITS,
+    "hex_id": _DIGITS,
+    "email": ("@",),
+    "jwt": ("eyJ",),
+    "api_key": ("sk-", "sk_", "pk-", "pk_", "rk-", "rk_", "ghp_", "gho_", "xox", "AKIA"),
+}
+
+
+def _lines_with(text: str, needles: tuple[str, ...]) -> list[tuple[int, int]]:
+    """``(start, end)`` of each line holding one of ``needles`` (str.find: no regex)."""
+    lines: set[tuple[int, int]] = set()
+    for needle in needles:
+        pos = text.find(needle)
+        while pos != -1:
+            start = text.rfind("\n", 0, pos) + 1
+            end = text.find("\n", pos)
+            end = len(text) if end == -1 else end
+            lines.add((start, end))
+            pos = text.find(needle, end)
+    return sorted(lines)
+
+
+def _compile_template(template: str) -> re.Pattern[str]:
+    """``"The user's name is {name}."`` matches the literal text, each ``{...}`` a value."""
+    if not isinstance(template, str) or not re.search(r"\{[^{}]*\}", template):
+        raise ConfigError("a template needs a {placeholder}", field="templates")
+    parts = re.split(r"\{[^{}]*\}", template)
+    pattern = ""
+    for k, literal in enumerate(parts):
+        pattern += re.escape(literal)
+        if k < len(parts) - 1:
+            # up to the next literal on the same line; to the line's end when nothing follows
+            pattern += r"([^\n]+?)" if parts[k + 1] else r"([^\n]+)"
+    return re.compile(pattern)
+
+
+def _with_cache_control(message: Message) -> Message:
+    """The message in content-part form, ``cache_control`` on its last text part."""
+    if isinstance(message.content, list):
+        parts = list(message.content)
+    else:
+        parts = [ContentPart(type="text", text=message.content or "")]
+    for k in range(len(parts) - 1, -1, -1):
+        if parts[k].text is not None:
+            data = parts[k].model_dump()
+            data["cache_control"] = {"type": "ephemeral"}
+            parts[k] = ContentPart.model_validate(data)
+            break
+    hinted: Message = message.model_copy(update={"content": parts})
+    return hinted
