@@ -91,6 +91,108 @@ def cmd_compress(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_lint(args: argparse.Namespace) -> int:
+    """What breaks prefix caching in a stream of request bodies; exit 1 if the prefix varies."""
+    import hashlib
+
+    from .cache import default_models, simulate
+    from .errors import DatasetError
+    from .stages.prefix import PrefixStage, canonicalise_text
+    from .tokens import get_counter
+    from .types import Request
+
+    def bodies(path: str) -> list[tuple[int, Any]]:
+        text = read_text(path)
+        try:
+            whole = json.loads(text)
+        except json.JSONDecodeError:
+            whole = None
+        if isinstance(whole, dict):
+            return [(1, whole)]
+        if isinstance(whole, list):
+            return [(i + 1, b) for i, b in enumerate(whole)]
+        out = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    out.append((n, json.loads(line)))
+                except json.JSONDecodeError as exc:
+                    raise DatasetError(f"invalid JSON: {exc.msg}", path=path, line=n) from exc
+        return out
+
+    def render(request: Request) -> tuple[list[int], int]:
+        """Tokens as a server would see them (tools, then messages), and the prefix length."""
+        tokens: list[int] = []
+        if request.tools:
+            tokens += counter.encode(json.dumps(request.tools, ensure_ascii=False))
+        end = request.prefix_end()
+        prefix_len = 0
+        for i, m in enumerate(request.messages):
+            if i == end:
+                prefix_len = len(tokens)
+            tokens += counter.encode(f"<|{m.role}|>\n{m.text}\n")
+        return tokens, prefix_len if end < len(request.messages) else len(tokens)
+
+    flagger = PrefixStage(policy="flag")
+    mover = PrefixStage()
+    counter = get_counter()
+    before: list[list[int]] = []
+    after: list[list[int]] = []
+    points_before: list[list[int] | None] = []
+    points_after: list[list[int] | None] = []
+    raw_prefixes: set[str] = set()
+    lines: list[str] = []
+    for path in args.files:
+        for n, body in bodies(path):
+            where = f"{path}:{n}"
+            try:
+                request = Request.from_openai(body)
+            except InvalidRequest as exc:
+                raise DatasetError(exc.reason, path=path, line=n, field=exc.field) from exc
+            end = request.prefix_end()
+            raw = json.dumps([request.tools, [m.to_openai() for m in request.messages[:end]]])
+            raw_prefixes.add(hashlib.sha256(raw.encode()).hexdigest())
+            flagged = flagger.run(request).report
+            moved = mover.run(request)
+            fingerprint = moved.report.prefix_fingerprint or "-"
+            lines.append(f"{where}: stable-prefix fingerprint {fingerprint}")
+            details = flagged.stages[0].details
+            for v in details["volatile"]:
+                index = int(v["target"].split("[")[1].split("]")[0])
+                value = canonicalise_text(request.messages[index].text)[v["start"] : v["end"]]
+                lines.append(
+                    f"  {v['target']}:{v['start']}-{v['end']} {v['kind']} {value!r}: "
+                    "varies per request, breaks every cache block after it"
+                )
+            for change in flagged.stages[0].changes:
+                if change.kind in ("rewritten", "reordered"):
+                    lines.append(f"  {change.target}: not canonical ({change.reason})")
+            for warning in flagged.warnings:
+                lines.append(f"  warning: {warning}")
+            for tokens_list, points, req in (
+                (before, points_before, request),
+                (after, points_after, moved.request),
+            ):
+                tokens, prefix_len = render(req)
+                tokens_list.append(tokens)
+                points.append([prefix_len] if prefix_len else None)
+    summary = {}
+    for label, stream, points in (("before", before, points_before), ("after", after, points_after)):
+        results = simulate(stream, {k: m for k, m in default_models().items() if k != "anthropic"})
+        results.update(simulate(stream, {"anthropic": default_models()["anthropic"]}, breakpoints=points))
+        summary[label] = {k: r.hit_rate for k, r in results.items()}
+    varies = len(raw_prefixes) > 1
+    if args.json:
+        print(json.dumps({"requests": len(before), "prefix_varies": varies, "hit_rate": summary}))
+    else:
+        print("\n".join(lines))
+        print(f"{len(before)} requests; stable prefix {'VARIES' if varies else 'is identical'}")
+        print("hit rate      " + "  ".join(f"{k:>9}" for k in summary["before"]))
+        for label, rates in summary.items():
+            print(f"{label + ' prefix':<13} " + "  ".join(f"{r:>9.1%}" for r in rates.values()))
+    return EXIT_ERROR if varies else EXIT_OK
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -109,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--example", action="store_true", help="use the bundled example request and config"
     )
     p.set_defaults(func=cmd_compress)
+
+    p = sub.add_parser("lint", help="find what breaks prefix caching in request bodies")
+    p.add_argument("files", nargs="+", metavar="FILE", help="JSON or JSONL request bodies ('-' for stdin)")
+    p.add_argument("--json", action="store_true", help="print one JSON summary line instead")
+    p.set_defaults(func=cmd_lint)
     return parser
 
 
