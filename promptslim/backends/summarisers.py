@@ -1,0 +1,471 @@
+"""Summarisers for the history stage, behind one interface, looked up by name in ``SUMMARISERS``.
+
+- ``extractive`` (default): no model. Picks the most salient sentences (names, numbers,
+  identifiers, decisions, open questions) under a token cap. Deterministic and fast.
+- ``lm``: a local Hugging Face causal LM through ``load_causal_lm`` (default: the packaged
+  SmolLM2-135M-Instruct; any local path or GGUF file). Greedy decoding, so deterministic.
+- ``openai``: any OpenAI-compatible chat-completions endpoint (vLLM, llama.cpp, OpenAI...),
+  called with the standard library and a timeout. Failures raise ``BackendError``; the history
+  stage then falls back to ``extractive`` and says so in its report.
+
+A summariser turns a span of messages (plus, for a rolling summary, the previous summary's text)
+into text of at most ``max_tokens`` tokens in the request's counter::
+
+    text = SUMMARISERS.get("extractive")().summarise(messages, max_tokens=200, counter=counter)
+
+Summaries are cached by the history stage through ``SummaryCache`` (``get``/``set`` of strings
+by key): ``LRUSummaryCache`` in memory by default; anything with the same two methods (a Redis
+client wrapper, say) can be shared by processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from abc import ABC, abstractmethod
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from ..errors import BackendError, ConfigError, StageTimeout
+from ..registry import Registry
+from ..text import PATTERNS, split_sentences
+from ..tokens import TokenCounter
+from ..types import Message
+
+__all__ = [
+    "SUMMARISERS",
+    "ExtractiveSummariser",
+    "LMSummariser",
+    "LRUSummaryCache",
+    "OpenAISummariser",
+    "Summariser",
+    "SummaryCache",
+    "clip_to_tokens",
+    "render_transcript",
+]
+
+#: what the model-based summarisers are asked to do (kept short: small models follow short asks)
+INSTRUCTION = (
+    "Summarise the conversation below in a few short sentences. Keep every name, number, "
+    "identifier, decision and open question. Write only the summary."
+)
+
+
+# ---------------------------------------------------------------- interface
+
+
+class Summariser(ABC):
+    """Turns messages into a summary of at most ``max_tokens`` tokens (in ``counter``).
+
+    ``previous`` is the text of the summary these messages follow (a rolling summary); the
+    result must cover both. Implementations are deterministic for the same input and settings,
+    raise ``BackendError`` when their backend fails at run time, and keep every setting as an
+    explicit keyword argument of ``__init__`` stored under the same name (``cache_id`` reads
+    them back, so two differently configured summarisers never share cached summaries).
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def summarise(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        counter: TokenCounter,
+        previous: str | None = None,
+    ) -> str: ...
+
+    def get_params(self) -> dict[str, Any]:
+        import inspect
+
+        params = inspect.signature(type(self).__init__).parameters
+        return {p: getattr(self, p) for p in params if p != "self"}
+
+    def cache_id(self) -> str:
+        """Identifies the summariser and the settings that change its output."""
+        return f"{self.name}:{json.dumps(self.get_params(), sort_keys=True, default=str)}"
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.get_params() == other.get_params()  # type: ignore[attr-defined,unused-ignore]
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+# ---------------------------------------------------------------- cache
+
+
+@runtime_checkable
+class SummaryCache(Protocol):
+    """Where summaries are kept, by key. A shared store (Redis...) needs only these two."""
+
+    def get(self, key: str) -> str | None: ...
+
+    def set(self, key: str, value: str) -> None: ...
+
+
+class LRUSummaryCache:
+    """A bounded, thread-safe in-memory LRU of summaries (the default cache)."""
+
+    def __init__(self, *, maxsize: int = 4096) -> None:
+        if maxsize < 1:
+            raise ConfigError("must be >= 1", field="maxsize")
+        self.maxsize = maxsize
+        self._data: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def set(self, key: str, value: str) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"LRUSummaryCache(maxsize={self.maxsize})"
+
+
+# ---------------------------------------------------------------- shared helpers
+
+
+def render_transcript(messages: Sequence[Message]) -> list[str]:
+    """One line per message, ``role: text``; tool calls shown by name (their JSON arguments are
+    rarely worth summary space)."""
+    lines: list[str] = []
+    for m in messages:
+        text = " ".join(m.text.split())
+        if m.tool_calls:
+            calls = ", ".join(c.function.name for c in m.tool_calls)
+            text = f"{text} [called {calls}]".strip()
+        if text:
+            lines.append(f"{m.role}: {text}")
+    return lines
+
+
+def clip_to_tokens(text: str, max_tokens: int, counter: TokenCounter) -> str:
+    """``text`` cut at a sentence boundary so it fits ``max_tokens`` (models may run long)."""
+    if counter.count(text) <= max_tokens:
+        return text
+    kept = ""
+    for span in split_sentences(text):
+        candidate = text[: span.end]
+        if counter.count(candidate) > max_tokens:
+            break
+        kept = candidate
+    return kept.strip()
+
+
+def _tail_within(lines: Sequence[str], max_tokens: int, counter: TokenCounter) -> list[str]:
+    """The newest lines that fit ``max_tokens`` (older context lives in the previous summary)."""
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        n = counter.count(line) + 1
+        if used + n > max_tokens:
+            break
+        kept.append(line)
+        used += n
+    return kept[::-1]
+
+
+# ---------------------------------------------------------------- extractive
+
+_DECISION = re.compile(
+    r"\b(?:decid\w*|agree\w*|confirm\w*|approv\w*|chose|choose|chosen|will|won't|must|plan\w*|"
+    r"deadline|due|budget|priority|prefer\w*|require\w*|need\w*|settled|final\w*|remember|"
+    r"important|always|never|todo|action)\b",
+    re.IGNORECASE,
+)
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+(?:[A-Z][a-z]+)*\b|\b[A-Z]{2,}\b")
+_IDENTIFIER_KINDS = ("url", "email", "uuid", "hex_id", "iso_datetime", "date", "time", "quoted")
+_FILLER = re.compile(
+    r"^(?:ok(?:ay)?|sure|thanks?(?: you)?|thank you|great|got it|sounds good|hi|hello|yes|no|"
+    r"of course|you're welcome|no problem)\W*$",
+    re.IGNORECASE,
+)
+
+
+class ExtractiveSummariser(Summariser):
+    """Salient sentences in their original order, under the token cap; no model.
+
+    A sentence scores for what a later turn is likely to need: numbers and amounts, identifiers
+    (URLs, ids, dates), names, decision words, and questions (a user's question may still be
+    open). Long sentences pay for their length. The best sentences are taken greedily until the
+    cap; ties go to the earlier sentence, so the output is deterministic. Sentences of the
+    previous summary compete on the same terms, so a rolling summary keeps its best facts.
+    """
+
+    name = "extractive"
+
+    def __init__(self, *, max_sentence_tokens: int = 60) -> None:
+        if max_sentence_tokens < 1:
+            raise ConfigError("must be >= 1", field="max_sentence_tokens")
+        self.max_sentence_tokens = max_sentence_tokens
+
+    def summarise(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        counter: TokenCounter,
+        previous: str | None = None,
+    ) -> str:
+        candidates = self._candidates(messages, previous)
+        order = sorted(range(len(candidates)), key=lambda i: (-candidates[i][0], i))
+        chosen: list[int] = []
+        used = 0
+        for i in order:
+            if candidates[i][0] <= 0:
+                break
+            n = counter.count(candidates[i][1]) + 1  # +1: the newline joining lines
+            if n > self.max_sentence_tokens + 1 or used + n > max_tokens:
+                continue
+            chosen.append(i)
+            used += n
+            if max_tokens - used < 4:
+                break
+        text = "\n".join(candidates[i][1] for i in sorted(chosen))
+        # per-line counts can differ from the joined text's count by a token here and there
+        return clip_to_tokens(text, max_tokens, counter)
+
+    def _candidates(
+        self, messages: Sequence[Message], previous: str | None
+    ) -> list[tuple[float, str]]:
+        out: list[tuple[float, str]] = []
+        seen: set[str] = set()
+        if previous:
+            for line in previous.splitlines():
+                line = line.strip()
+                if line and line not in seen:
+                    seen.add(line)
+                    # a fact that survived earlier folds keeps a small edge over new chatter
+                    out.append((_score(line.partition(": ")[2] or line, "") + 0.5, line))
+        for m in messages:
+            text = m.text
+            if not text:
+                continue
+            for span in split_sentences(text):
+                sentence = " ".join(span.of(text).split())
+                line = f"{m.role}: {sentence}"
+                if line in seen:
+                    continue
+                seen.add(line)
+                out.append((_score(sentence, m.role), line))
+        return out
+
+
+def _score(sentence: str, role: str) -> float:
+    if len(sentence) < 12 or _FILLER.match(sentence):
+        return 0.0
+    score = 0.0
+    score += 2.0 * min(3, len(PATTERNS["number_unit"].findall(sentence)))
+    score += 2.5 * min(2, sum(len(PATTERNS[k].findall(sentence)) for k in _IDENTIFIER_KINDS))
+    score += 1.0 * min(3, len(_NAME.findall(sentence)))
+    score += 1.5 * min(2, len(_DECISION.findall(sentence)))
+    if sentence.rstrip().endswith("?"):
+        score += 2.0 if role == "user" else 1.0
+    if role == "tool":
+        score += 0.5  # tool output is ground truth the assistant may refer back to
+    words = sentence.count(" ") + 1
+    score -= max(0, words - 25) * 0.05
+    return score + 0.5  # every real sentence beats nothing
+
+
+# ---------------------------------------------------------------- local LM
+
+
+class LMSummariser(Summariser):
+    """Summarises with a local causal LM (greedy decoding) loaded by ``load_causal_lm``.
+
+    ``model``: None for the packaged SmolLM2-135M-Instruct, else a local HF folder, a cached
+    name or a ``.gguf`` file. The transcript is cut to its newest ``max_input_tokens`` (older
+    context is carried by ``previous``), so a small model's context is never exceeded.
+    """
+
+    name = "lm"
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        device: str | None = None,
+        max_input_tokens: int = 1536,
+        max_new_tokens: int = 160,
+    ) -> None:
+        if max_input_tokens < 16:
+            raise ConfigError("must be >= 16", field="max_input_tokens")
+        if max_new_tokens < 1:
+            raise ConfigError("must be >= 1", field="max_new_tokens")
+        self.model = model
+        self.device = device
+        self.max_input_tokens = max_input_tokens
+        self.max_new_tokens = max_new_tokens
+
+    def summarise(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        counter: TokenCounter,
+        previous: str | None = None,
+    ) -> str:
+        from .models import load_causal_lm
+
+        lm = load_causal_lm(self.model, device=self.device)
+        prompt = _prompt_text(messages, previous, self.max_input_tokens, counter)
+        try:
+            import torch
+
+            chat = [
+                {"role": "system", "content": INSTRUCTION},
+                {"role": "user", "content": prompt},
+            ]
+            ids = lm.tokenizer.apply_chat_template(
+                chat, add_generation_prompt=True, return_tensors="pt"
+            ).to(lm.device)
+            with torch.no_grad():
+                out = lm.model.generate(
+                    ids,
+                    attention_mask=torch.ones_like(ids),
+                    max_new_tokens=min(self.max_new_tokens, max(1, max_tokens)),
+                    do_sample=False,
+                    pad_token_id=lm.tokenizer.pad_token_id,
+                )
+            text = lm.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+        except (RuntimeError, ValueError) as exc:
+            raise BackendError(f"generation failed: {type(exc).__name__}", backend="lm") from exc
+        return clip_to_tokens(" ".join(text.split()), max_tokens, counter)
+
+
+def _prompt_text(
+    messages: Sequence[Message], previous: str | None, max_input_tokens: int, counter: TokenCounter
+) -> str:
+    lines = _tail_within(render_transcript(messages), max_input_tokens, counter)
+    head = f"Summary so far:\n{previous}\n\nConversation since then:\n" if previous else ""
+    return head + "\n".join(lines)
+
+
+# ---------------------------------------------------------------- OpenAI-compatible endpoint
+
+
+class OpenAISummariser(Summariser):
+    """Summarises through an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    ``base_url`` ends in ``/v1`` (``http://127.0.0.1:8000/v1``). The API key is read from the
+    environment variable named by ``api_key_env`` (never stored, so it never shows in a repr or
+    a report). ``timeout_s`` bounds connecting and each read. Any failure — refused, timed out,
+    an HTTP error, an unreadable body — raises ``BackendError`` (``StageTimeout`` for timeouts),
+    which the history stage turns into an extractive fallback.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        base_url: str = "http://127.0.0.1:8000/v1",
+        model: str = "default",
+        api_key_env: str | None = "OPENAI_API_KEY",
+        timeout_s: float = 10.0,
+        max_input_tokens: int = 3000,
+        max_new_tokens: int = 200,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigError("must start with http:// or https://", field="base_url")
+        if timeout_s <= 0:
+            raise ConfigError("must be > 0", field="timeout_s")
+        if max_input_tokens < 16:
+            raise ConfigError("must be >= 16", field="max_input_tokens")
+        if max_new_tokens < 1:
+            raise ConfigError("must be >= 1", field="max_new_tokens")
+        self.base_url = base_url
+        self.model = model
+        self.api_key_env = api_key_env
+        self.timeout_s = timeout_s
+        self.max_input_tokens = max_input_tokens
+        self.max_new_tokens = max_new_tokens
+
+    def cache_id(self) -> str:
+        # the timeout does not change the summary, so it must not split the cache
+        params = {k: v for k, v in self.get_params().items() if k != "timeout_s"}
+        return f"{self.name}:{json.dumps(params, sort_keys=True)}"
+
+    def summarise(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int,
+        counter: TokenCounter,
+        previous: str | None = None,
+    ) -> str:
+        import urllib.error
+        import urllib.request
+
+        body = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": INSTRUCTION},
+                {
+                    "role": "user",
+                    "content": _prompt_text(messages, previous, self.max_input_tokens, counter),
+                },
+            ],
+            "max_tokens": min(self.max_new_tokens, max(1, max_tokens)),
+            "temperature": 0,
+            "stream": False,
+        }
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        req = urllib.request.Request(
+            self.base_url.rstrip("/") + "/chat/completions",
+            data=json.dumps(body).encode("utf-8"),
+            headers=headers,
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                data = json.loads(resp.read().decode("utf-8"))
+            text = data["choices"][0]["message"]["content"] or ""
+        except TimeoutError as exc:  # socket.timeout is TimeoutError since 3.10
+            raise StageTimeout("openai summariser", limit_ms=self.timeout_s * 1e3) from exc
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise StageTimeout("openai summariser", limit_ms=self.timeout_s * 1e3) from exc
+            raise BackendError(f"request failed: {exc.reason}", backend="openai summariser") from exc
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise BackendError(
+                f"bad response: {type(exc).__name__}", backend="openai summariser"
+            ) from exc
+        return clip_to_tokens(" ".join(str(text).split()), max_tokens, counter)
+
+
+# ---------------------------------------------------------------- registry
+
+#: Summariser classes by name; ``HistoryStage(summariser="lm")`` looks them up here.
+SUMMARISERS: Registry[type[Summariser]] = Registry("summariser")
+SUMMARISERS.register("extractive", ExtractiveSummariser)
+SUMMARISERS.register("lm", LMSummariser)
+SUMMARISERS.register("openai", OpenAISummariser)

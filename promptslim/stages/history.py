@@ -1,0 +1,533 @@
+"""The history stage: fit the conversation into its share of the budget, cache-friendly.
+
+What it works on is the *history span*: the messages between the stable prefix
+(``request.prefix_end()``, never touched — invariant 7) and the last user message (never touched
+— invariant 1); anything after the last user message (an agent's pending tool round) is kept too.
+
+Units. A tool round — an assistant message with ``tool_calls`` and the tool results that follow
+it — is one *atom* (invariant 4). With ``start_on="user"`` (default) the unit of trimming is a
+whole turn: a user message and every atom up to the next user message, so whatever is kept
+after trimming starts with a user message, never with an assistant reply or an orphan tool
+result. With ``start_on="any"`` the unit is the atom. Pinned messages (``Message.pinned``, the
+first user message with ``pin_first_user=True``, and the prefix stage's moved-volatile context
+message, which it pins) always stay, in their original order; pinning an atom's message pins
+the whole atom. Units are only ever removed from the *front* of the span: the kept history is a
+suffix of units, plus the pinned atoms that came before it.
+
+Strategies.
+
+- ``last``: keep the newest units that fit; drop the rest.
+- ``summarize``: keep the newest units that fit next to a summary message; the dropped units
+  are summarised into it. The cut moves with every new turn (a sliding window), so the summary
+  and every message after it change on every request: a prefix-cache miss after the pinned part.
+- ``cache_aware`` (default): the same summary-plus-recent-turns shape, but the fold point only
+  moves in discrete steps, so consecutive requests share everything up to the newest turn and
+  the summary message stays byte-identical until the next step.
+
+The cache-aware fold rule (stateless: decided from the request alone, so request N and N+1 of
+a conversation agree without the library remembering anything):
+
+1. ``avail`` = the history cap from ``allocate`` minus the pinned messages' tokens. It is
+   rounded *down* to a coarse grid (8 steps per power of two: 2,460 becomes 2,304) so that the
+   few tokens by which the last user message differs between requests do not change the plan.
+2. ``room`` = that rounded value minus the summary message's reserve (``summary_tokens``, at
+   most a quarter of it, plus the header and message overhead).
+3. Grid: walk the units from the start of the span, summing their (unpinned) tokens; a *fold
+   boundary* sits at every unit where that running sum crosses a multiple of ``G`` tokens,
+   ``G = fold_tokens`` or ``fold_fraction * room``. Earlier units never change as the
+   conversation grows, so the boundaries never move.
+4. The fold point is the first boundary whose suffix (everything from it to the end of the
+   span) fits ``room``. With ``fold_fraction=0.5``, each time the kept part overflows the fold
+   point jumps by about half of ``room`` at once; between jumps it stays put. Only when the
+   newest units alone are too big for any boundary is the smallest fitting unit cut taken.
+5. The summary is rolling along the grid: chunk ``j`` (units between boundaries ``j-1`` and
+   ``j``) is summarised together with the summary of chunks ``< j``. Each step is cached under
+   a hash of the turns it covers (and the summariser's settings), so a fold costs one
+   summariser call and everything else is a cache lookup.
+
+Fingerprints. The report's details carry ``message_hashes`` (one 16-hex-digit BLAKE2b hash per
+output message) and ``history_fingerprint`` (the same joined by ``"."``). Pass either back as
+``run(..., previous=...)`` on the next request and the report states ``unchanged_messages`` and
+``unchanged_tokens`` — the leading messages identical to the previous request's, counted at
+message granularity (a lower bound on what a prefix cache reuses) — and sets
+``Report.cacheable_tokens`` to that count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any, Literal
+
+from ..backends.summarisers import (
+    SUMMARISERS,
+    ExtractiveSummariser,
+    LRUSummaryCache,
+    Summariser,
+    SummaryCache,
+    clip_to_tokens,
+)
+from ..budget import allocate, history_span
+from ..errors import BackendError, BudgetInfeasible, ConfigError
+from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message
+from ..types import Budget, Message, Request, Result
+from .base import BaseStage, StageLog
+
+__all__ = [
+    "DEFAULT_SUMMARY_CACHE",
+    "STRATEGIES",
+    "SUMMARY_HEADER",
+    "HistoryStage",
+    "fingerprint",
+    "message_hash",
+    "message_hashes",
+    "unchanged_leading",
+]
+
+STRATEGIES: tuple[str, ...] = ("cache_aware", "last", "summarize")
+SUMMARY_HEADER = "Summary of the earlier conversation:"
+#: the process-wide summary cache used when a stage is given none
+DEFAULT_SUMMARY_CACHE: SummaryCache = LRUSummaryCache(maxsize=4096)
+_MIN_SUMMARY_TOKENS = 16
+
+Strategy = Literal["cache_aware", "last", "summarize"]
+
+
+# ---------------------------------------------------------------- fingerprints
+
+
+def _wire_text(message: Message) -> str:
+    """What the message sends, as one string (fast path for plain text messages)."""
+    if message.model_extra or not isinstance(message.content, (str, type(None))):
+        return json.dumps(message.to_openai(), sort_keys=True, ensure_ascii=False)
+    if message.tool_calls or message.name or message.tool_call_id:
+        calls = [c.model_dump() for c in message.tool_calls or ()]
+        extra = json.dumps([message.name, message.tool_call_id, calls], sort_keys=True)
+        return f"{message.role}\x1f{extra}\x1f{message.content or ''}"
+    return f"{message.role}\x1f{message.content or ''}"
+
+
+def message_hash(message: Message) -> str:
+    """16 hex digits of BLAKE2b over what the message sends (``pinned`` is not sent)."""
+    data = _wire_text(message).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def message_hashes(messages: Sequence[Message]) -> list[str]:
+    return [message_hash(m) for m in messages]
+
+
+def fingerprint(messages: Sequence[Message]) -> str:
+    """The messages' hashes joined by ``"."``: what ``previous=`` accepts on the next request."""
+    return ".".join(message_hashes(messages))
+
+
+def unchanged_leading(
+    previous: str | Sequence[str],
+    messages: Sequence[Message],
+    counter: TokenCounter,
+    hashes: Sequence[str] | None = None,
+) -> tuple[int, int]:
+    """``(messages, tokens)``: how many leading messages equal the previous request's, and
+    their tokens (``count_message``, overhead included)."""
+    prev = previous.split(".") if isinstance(previous, str) else list(previous)
+    hashes = hashes if hashes is not None else message_hashes(messages)
+    n = 0
+    while n < len(prev) and n < len(hashes) and prev[n] == hashes[n]:
+        n += 1
+    return n, sum(count_message(m, counter) for m in messages[:n])
+
+
+# ---------------------------------------------------------------- units
+
+
+@dataclass
+class _Unit:
+    """One unit of trimming: atoms (lists of message indices) and their token split."""
+
+    atoms: list[list[int]] = field(default_factory=list)
+    pinned_atoms: list[bool] = field(default_factory=list)
+    droppable: int = 0  # tokens of unpinned atoms
+    pinned: int = 0  # tokens of pinned atoms
+
+
+def _atoms(messages: Sequence[Message], start: int, end: int) -> list[list[int]]:
+    """Message indices grouped so that an assistant's tool calls and the tool results after
+    them are one atom. A tool result always joins the atom before it (an orphan one too), so a
+    tool result can never lead the kept history."""
+    atoms: list[list[int]] = []
+    for i in range(start, end):
+        if messages[i].role == "tool" and atoms:
+            atoms[-1].append(i)
+        else:
+            atoms.append([i])
+    return atoms
+
+
+def _units(
+    messages: Sequence[Message],
+    atoms: list[list[int]],
+    pinned: set[int],
+    start_on: str,
+    tokens_of: Sequence[int],
+) -> list[_Unit]:
+    """Atoms grouped into units; ``tokens_of[i]`` is message ``i``'s ``count_message``."""
+    units: list[_Unit] = []
+    for atom in atoms:
+        if not units or start_on == "any" or messages[atom[0]].role == "user":
+            units.append(_Unit())
+        unit = units[-1]
+        is_pinned = any(i in pinned for i in atom)
+        tokens = sum(tokens_of[i] for i in atom)
+        unit.atoms.append(atom)
+        unit.pinned_atoms.append(is_pinned)
+        if is_pinned:
+            unit.pinned += tokens
+        else:
+            unit.droppable += tokens
+    return units
+
+
+def _quantize(n: int) -> int:
+    """``n`` rounded down to 8 steps per power of two (2,460 -> 2,304; 1,000 -> 960)."""
+    if n < 64:
+        return n
+    step = 1 << (n.bit_length() - 4)
+    return n // step * step
+
+
+# ---------------------------------------------------------------- the stage
+
+
+class HistoryStage(BaseStage):
+    """Fits the history span into its budget share; see the module docstring for the rules.
+
+    ``summariser`` is a name in ``SUMMARISERS`` (``extractive``, ``lm``, ``openai``) built with
+    ``summariser_options``, or a ``Summariser`` instance. ``summary_cache`` is any
+    ``SummaryCache`` (default: a process-wide in-memory LRU).
+    """
+
+    name = "history"
+
+    def __init__(
+        self,
+        *,
+        strategy: Strategy = "cache_aware",
+        summariser: str | Summariser = "extractive",
+        summariser_options: dict[str, Any] | None = None,
+        summary_tokens: int = 256,
+        fold_fraction: float = 0.5,
+        fold_tokens: int | None = None,
+        pin_first_user: bool = False,
+        start_on: Literal["user", "any"] = "user",
+        summary_role: Literal["system", "user", "assistant"] = "system",
+        summary_cache: SummaryCache | None = None,
+    ) -> None:
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"must be one of {', '.join(STRATEGIES)}", field="strategy")
+        if not isinstance(summary_tokens, int) or summary_tokens < _MIN_SUMMARY_TOKENS:
+            raise ConfigError(f"must be an int >= {_MIN_SUMMARY_TOKENS}", field="summary_tokens")
+        if not 0.0 < fold_fraction < 1.0:
+            raise ConfigError("must be between 0 and 1 (exclusive)", field="fold_fraction")
+        if fold_tokens is not None and (not isinstance(fold_tokens, int) or fold_tokens < 1):
+            raise ConfigError("must be an int >= 1 or None", field="fold_tokens")
+        if start_on not in ("user", "any"):
+            raise ConfigError("must be 'user' or 'any'", field="start_on")
+        if summary_role not in ("system", "user", "assistant"):
+            raise ConfigError("must be 'system', 'user' or 'assistant'", field="summary_role")
+        if summary_cache is not None and not isinstance(summary_cache, SummaryCache):
+            raise ConfigError("must have get(key) and set(key, value)", field="summary_cache")
+        self.strategy = strategy
+        self.summariser = summariser
+        self.summariser_options = summariser_options
+        self.summary_tokens = summary_tokens
+        self.fold_fraction = fold_fraction
+        self.fold_tokens = fold_tokens
+        self.pin_first_user = pin_first_user
+        self.start_on = start_on
+        self.summary_role = summary_role
+        self.summary_cache = summary_cache
+        self._summariser = _build_summariser(summariser, summariser_options)
+        self._fallback = ExtractiveSummariser()
+
+    # ---- running
+
+    def run(
+        self,
+        request: Request,
+        budget: Budget | None = None,
+        *,
+        previous: str | Sequence[str] | None = None,
+    ) -> Result:
+        """As ``BaseStage.run``; with ``previous`` (the previous request's ``message_hashes`` or
+        ``history_fingerprint``) the report also states how many leading tokens are unchanged."""
+        result = super().run(request, budget)
+        if previous is not None:
+            details = result.report.stages[0].details
+            n, tokens = unchanged_leading(
+                previous,
+                result.request.messages,
+                _counter_of(result.request),
+                details["message_hashes"],
+            )
+            details["unchanged_messages"] = n
+            details["unchanged_tokens"] = tokens
+            result.report.cacheable_tokens = tokens
+        return result
+
+    def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        out = self._trim(request, budget, log)
+        log.details["message_hashes"] = message_hashes(out.messages)
+        log.details["history_fingerprint"] = ".".join(log.details["message_hashes"])
+        return out
+
+    # ---- planning
+
+    def _trim(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        counter = log.counter
+        messages = request.messages
+        start, end = history_span(request)
+        log.details["strategy"] = self.strategy
+        alloc = allocate(request, budget, counter)  # raises when the fixed part is over
+        if end <= start:
+            return request
+        pinned = self._pinned(messages, start, end)
+        if alloc.history is None or alloc.history_needed <= alloc.history and not pinned:
+            log.details.update(history_cap=alloc.history, folded_units=0, summary_tokens=0)
+            return request  # fits as it is: no need to look at units at all
+        tokens_of = [0] * start + [count_message(m, counter) for m in messages[start:end]]
+        units = _units(messages, _atoms(messages, start, end), pinned, self.start_on, tokens_of)
+        pinned_tokens = sum(u.pinned for u in units)
+        droppable = sum(u.droppable for u in units)
+        cap = alloc.history
+        log.details.update(history_cap=cap, pinned_tokens=pinned_tokens, units=len(units))
+        if cap is None or pinned_tokens + droppable <= cap:
+            log.details.update(folded_units=0, summary_tokens=0)
+            return request
+        self._check_feasible(alloc.fixed, pinned_tokens, budget)
+        # pinned messages stay even when the history share is smaller than they are: the
+        # total still fits (checked above) once documents take less
+        avail = max(cap, pinned_tokens) - pinned_tokens
+        suffix = [0] * (len(units) + 1)
+        for i in range(len(units) - 1, -1, -1):
+            suffix[i] = suffix[i + 1] + units[i].droppable
+        fold, chunks, body_cap, reserve = self._plan(units, suffix, avail, counter)
+        log.details.update(folded_units=fold)
+        summary = None
+        if fold and body_cap:
+            summary = self._summary(messages, units, chunks, body_cap, reserve, counter, log)
+        return self._assemble(request, start, end, units, fold, summary, log)
+
+    def _plan(
+        self, units: list[_Unit], suffix: list[int], avail: int, counter: TokenCounter
+    ) -> tuple[int, list[tuple[int, int]], int, int]:
+        """``(fold point in units, summary chunks as unit ranges, summary body cap, reserve)``."""
+        n = len(units)
+        if self.strategy == "last":
+            return _first_fit(suffix, avail), [], 0, 0
+        basis = _quantize(avail) if self.strategy == "cache_aware" else avail
+        body_cap = min(self.summary_tokens, basis // 4)
+        reserve = 0
+        if body_cap >= _MIN_SUMMARY_TOKENS:
+            reserve = MESSAGE_OVERHEAD + counter.count(SUMMARY_HEADER + "\n") + body_cap + 1
+        else:
+            body_cap = 0
+        room = basis - reserve
+        if self.strategy == "summarize":
+            fold = _first_fit(suffix, room)
+            return fold, [(0, fold)], body_cap, reserve
+        step = self.fold_tokens or max(1, int(self.fold_fraction * room))
+        boundaries = [0]
+        running = 0
+        for i in range(n):
+            before = running
+            running += units[i].droppable
+            if running // step > before // step and i + 1 <= n:
+                boundaries.append(i + 1)
+        on_grid = next((b for b in boundaries if suffix[b] <= room), None)
+        # when the newest units alone overflow every boundary, cut off-grid
+        fold = on_grid if on_grid is not None else _first_fit(suffix, room)
+        edges = sorted({b for b in boundaries if b <= fold} | {fold})
+        return fold, list(pairwise(edges)), body_cap, reserve
+
+    def _pinned(self, messages: Sequence[Message], start: int, end: int) -> set[int]:
+        pinned = {i for i in range(start, end) if messages[i].pinned}
+        if self.pin_first_user:
+            first = next((i for i, m in enumerate(messages) if m.role == "user"), None)
+            if first is not None and start <= first < end:
+                pinned.add(first)
+        return pinned
+
+    def _check_feasible(self, fixed: int, pinned_tokens: int, budget: Budget) -> None:
+        if budget.total is not None and fixed + pinned_tokens > budget.total:
+            raise BudgetInfeasible(
+                "the stable prefix, the last user message and the pinned messages alone "
+                "exceed the budget",
+                minimum=fixed + pinned_tokens,
+                budget=budget.total,
+            )
+        if budget.history is not None and pinned_tokens > budget.history:
+            raise BudgetInfeasible(
+                "the pinned history messages alone exceed budget.history",
+                minimum=pinned_tokens,
+                budget=budget.history,
+            )
+
+    # ---- summarising
+
+    def _summary(
+        self,
+        messages: Sequence[Message],
+        units: list[_Unit],
+        chunks: list[tuple[int, int]],
+        body_cap: int,
+        reserve: int,
+        counter: TokenCounter,
+        log: StageLog,
+    ) -> Message | None:
+        cache = self.summary_cache if self.summary_cache is not None else DEFAULT_SUMMARY_CACHE
+        spans = [_unpinned(units, a, b) for a, b in chunks]
+        spans = [s for s in spans if s]
+        head = f"{self._summariser.cache_id()}|{counter.name}|{body_cap}"
+        keys: list[str] = []
+        key = hashlib.blake2b(head.encode(), digest_size=16).hexdigest()
+        for span in spans:
+            # one hash over the chunk's bytes: cheaper than a hash per message
+            data = "\x1e".join([key, *(_wire_text(messages[i]) for i in span)])
+            key = hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+            keys.append(key)
+        # the newest cached step, then roll forward from it
+        text: str | None = None
+        done = 0
+        for j in range(len(keys) - 1, -1, -1):
+            text = cache.get(keys[j])
+            if text is not None:
+                done = j + 1
+                break
+        log.details["summary_cached"] = done == len(keys)
+        fell_back = False
+        for j in range(done, len(keys)):
+            chunk = [messages[i] for i in spans[j]]
+            try:
+                text = self._summariser.summarise(
+                    chunk, max_tokens=body_cap, counter=counter, previous=text or None
+                )
+            except BackendError as exc:
+                # the request is never lost: an extractive summary stands in, uncached, so
+                # the configured summariser is tried again on the next request
+                log.warn(  # noqa: G010  (StageLog.warn, not logging)
+                    f"history: {self._summariser.name} summariser failed ({exc}); used extractive"
+                )
+                log.details["summary_fallback"] = type(exc).__name__
+                fell_back = True
+                text = self._fallback.summarise(
+                    chunk, max_tokens=body_cap, counter=counter, previous=text or None
+                )
+            if not fell_back:
+                cache.set(keys[j], text)
+        if not text:
+            return None
+        content = f"{SUMMARY_HEADER}\n{text}"
+        summary = Message(role=self.summary_role, content=content)
+        over = count_message(summary, counter) - reserve
+        if over > 0:  # a BPE merge across lines can add a token or two; never go over budget
+            text = clip_to_tokens(text, max(0, body_cap - over - 2), counter)
+            if not text:
+                return None
+            summary = Message(role=self.summary_role, content=f"{SUMMARY_HEADER}\n{text}")
+        return summary
+
+    # ---- output
+
+    def _assemble(
+        self,
+        request: Request,
+        start: int,
+        end: int,
+        units: list[_Unit],
+        fold: int,
+        summary: Message | None,
+        log: StageLog,
+    ) -> Request:
+        messages = request.messages
+        lead: list[int] = []  # pinned atoms of folded units keep their place before the summary
+        dropped: list[int] = []
+        for unit in units[:fold]:
+            for atom, is_pinned in zip(unit.atoms, unit.pinned_atoms):
+                (lead if is_pinned else dropped).extend(atom)
+        kept = [i for unit in units[fold:] for atom in unit.atoms for i in atom]
+        kind = "summarised" if summary is not None else "dropped"
+        reason = f"history over budget ({self.strategy})"
+        for a, b in _runs(dropped):
+            tokens = sum(count_message(messages[i], log.counter) for i in range(a, b))
+            log.change(kind, f"messages[{a}:{b}]", tokens=tokens, reason=reason)
+        span = [messages[i] for i in lead]
+        if summary is not None:
+            span.append(summary)
+            log.details["summary_tokens"] = count_message(summary, log.counter)
+        else:
+            log.details["summary_tokens"] = 0
+        span.extend(messages[i] for i in kept)
+        log.details["fold_message"] = (kept[0] if kept else end) if fold else start
+        return request.replace(messages=[*messages[:start], *span, *messages[end:]])
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _first_fit(suffix: list[int], room: int) -> int:
+    """The smallest unit index whose suffix fits ``room`` (the span's end always does)."""
+    for i, tokens in enumerate(suffix):
+        if tokens <= room:
+            return i
+    return len(suffix) - 1
+
+
+def _unpinned(units: list[_Unit], a: int, b: int) -> list[int]:
+    return [
+        i
+        for unit in units[a:b]
+        for atom, is_pinned in zip(unit.atoms, unit.pinned_atoms)
+        if not is_pinned
+        for i in atom
+    ]
+
+
+def _runs(indices: list[int]) -> list[tuple[int, int]]:
+    """Sorted indices as half-open contiguous runs: [1, 2, 3, 7] -> [(1, 4), (7, 8)]."""
+    runs: list[tuple[int, int]] = []
+    for i in indices:
+        if runs and runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], i + 1)
+        else:
+            runs.append((i, i + 1))
+    return runs
+
+
+def _counter_of(request: Request) -> TokenCounter:
+    from ..tokens import get_counter
+
+    return get_counter(request.tokenizer)
+
+
+def _build_summariser(name: str | Summariser, options: dict[str, Any] | None) -> Summariser:
+    if isinstance(name, Summariser):
+        if options:
+            raise ConfigError("only for a summariser given by name", field="summariser_options")
+        return name
+    if not isinstance(name, str):
+        raise ConfigError("must be a summariser name or a Summariser", field="summariser")
+    if options is not None and not isinstance(options, dict):
+        raise ConfigError("must be a dict", field="summariser_options")
+    cls = SUMMARISERS.get(name, field="summariser")  # UnknownName lists the known ones
+    try:
+        return cls(**(options or {}))
+    except ConfigError as exc:
+        raise ConfigError(
+            exc.reason, field="summariser_options" + (f".{exc.field}" if exc.field else "")
+        ) from exc
+    except TypeError as exc:
+        raise ConfigError(str(exc), field="summariser_options") from exc

@@ -1,0 +1,390 @@
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from promptslim import Budget, BudgetInfeasible, ConfigError, Pipeline, Request, UnknownName
+from promptslim.backends.summarisers import (
+    SUMMARISERS,
+    ExtractiveSummariser,
+    LRUSummaryCache,
+    OpenAISummariser,
+)
+from promptslim.stages.history import (
+    SUMMARY_HEADER,
+    HistoryStage,
+    fingerprint,
+    message_hashes,
+)
+from promptslim.tokens import count_request, get_counter
+from promptslim.types import FunctionCall, Message, ToolCall
+
+from .llama_server import llama_server  # noqa: F401  (session fixture)
+
+WORDS = ["alpha", "beta", "gamma", "delta", "order", "invoice", "Paris", "Berlin", "Alice",
+         "Bob", "ship", "refund", "plan"]
+
+
+# ---------------------------------------------------------------- conversation builders
+
+
+def chat(n_turns: int, *, system: str = "You are a helpful assistant.", tools_every: int = 3,
+         seed: int = 0) -> list[Message]:
+    """A deterministic conversation: user/assistant turns, a tool round every few turns."""
+    msgs = [Message(role="system", content=system)]
+    for t in range(n_turns):
+        w = WORDS[(t * 7 + seed) % len(WORDS)]
+        msgs.append(Message(role="user", content=f"Turn {t}: what about the {w} for order {1000 + t}?"))
+        if tools_every and t % tools_every == 1:
+            call = ToolCall(id=f"call_{t}", function=FunctionCall(name="lookup", arguments=f'{{"id": {t}}}'))
+            msgs.append(Message(role="assistant", content=None, tool_calls=[call]))
+            msgs.append(Message(role="tool", tool_call_id=f"call_{t}",
+                                content=f"Order {1000 + t} costs ${t * 3 + 7}.00 and ships from {w}."))
+        msgs.append(Message(role="assistant",
+                            content=f"The {w} for order {1000 + t} is settled. We decided on plan {t}. "
+                                    + "Some extra explanation follows here. " * (1 + t % 4)))
+    return msgs
+
+
+def request(msgs: list[Message], last: str = "And what is next?", **kw: object) -> Request:
+    return Request(messages=[*msgs, Message(role="user", content=last)], **kw)  # type: ignore[arg-type]
+
+
+def stage(**kw: object) -> HistoryStage:
+    return HistoryStage(summary_cache=LRUSummaryCache(), **kw)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- generated conversations
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> tuple[Request, int]:
+    texts = st.text(alphabet="abcdefgh XYZ0123456789.,?", min_size=1, max_size=80)
+    msgs: list[Message] = []
+    if draw(st.booleans()):
+        msgs.append(Message(role="system", content=draw(texts)))
+    n = draw(st.integers(0, 12))
+    call_no = 0
+    for _ in range(n):
+        kind = draw(st.sampled_from(["user", "assistant", "tools", "assistant_first"]))
+        if kind in ("user", "tools"):
+            msgs.append(Message(role="user", content=draw(texts), pinned=draw(st.booleans()) and draw(st.booleans())))
+        if kind == "tools":
+            k = draw(st.integers(1, 2))
+            calls = [ToolCall(id=f"c{call_no + j}", function=FunctionCall(name="f", arguments="{}")) for j in range(k)]
+            call_no += k
+            msgs.append(Message(role="assistant", tool_calls=calls, pinned=draw(st.booleans()) and draw(st.booleans())))
+            for c in calls:
+                msgs.append(Message(role="tool", tool_call_id=c.id, content=draw(texts)))
+        msgs.append(Message(role="assistant", content=draw(texts)))
+    msgs.append(Message(role="user", content=draw(texts)))
+    if draw(st.booleans()):  # an agent round after the last user message
+        msgs.append(Message(role="assistant", tool_calls=[ToolCall(id="tail", function=FunctionCall(name="g"))]))
+        msgs.append(Message(role="tool", tool_call_id="tail", content=draw(texts)))
+    total = draw(st.integers(20, 600))
+    return Request(messages=msgs), total
+
+
+def _check_invariants(req: Request, out: Request, total: int, st_: HistoryStage) -> None:
+    counter = get_counter()
+    assert count_request(out, counter) <= total
+    p = req.prefix_end()
+    assert out.messages[:p] == req.messages[:p]
+    last = req.last_user_index()
+    assert last is not None
+    tail = req.messages[last:]
+    assert [m.to_openai() for m in out.messages[-len(tail):]] == [m.to_openai() for m in tail]
+    ids_in = {id(m) for m in req.messages}
+    summaries = [m for m in out.messages if id(m) not in ids_in]
+    assert len(summaries) <= 1
+    assert all(m.text.startswith(SUMMARY_HEADER) for m in summaries)
+    kept = [m for m in out.messages if id(m) in ids_in]
+    # kept messages are a subsequence of the input, every pinned one among them
+    order = [next(i for i, x in enumerate(req.messages) if x is m) for m in kept]
+    assert order == sorted(order)
+    assert all(any(k is m for k in kept) for m in req.messages if m.pinned)
+    # invariant 4: a tool call and its results stay together or go together
+    kept_ids = {id(m) for m in kept}
+    for i, m in enumerate(req.messages):
+        if m.role == "assistant" and m.tool_calls:
+            ids = {c.id for c in m.tool_calls}
+            results = [r for r in req.messages[i + 1:] if r.role == "tool" and r.tool_call_id in ids]
+            assert all((id(r) in kept_ids) == (id(m) in kept_ids) for r in results)
+    # no orphan tool result; after trimming, the kept turns start with a user message
+    seen_calls: set[str] = set()
+    for m in out.messages:
+        if m.role == "assistant" and m.tool_calls:
+            seen_calls |= {c.id for c in m.tool_calls}
+        if m.role == "tool":
+            assert m.tool_call_id in seen_calls
+    # pinning one message of a tool round pins the round
+    pinned_ids = {id(m) for m in req.messages if m.pinned}
+    for i, m in enumerate(req.messages):
+        if m.role == "assistant" and m.tool_calls:
+            ids = {c.id for c in m.tool_calls}
+            group = [m, *(r for r in req.messages[i + 1:] if r.role == "tool" and r.tool_call_id in ids)]
+            if any(id(g) in pinned_ids for g in group):
+                pinned_ids |= {id(g) for g in group}
+    if st_.start_on == "user":
+        # turns go whole: a kept message's turn (from its user message on) is kept from its start
+        for i in range(p, last):
+            if id(req.messages[i]) not in kept_ids or id(req.messages[i]) in pinned_ids:
+                continue
+            owner = next((j for j in range(i, p - 1, -1) if req.messages[j].role == "user"), None)
+            if owner is not None:
+                assert id(req.messages[owner]) in kept_ids
+
+
+@given(conversations(), st.sampled_from(["cache_aware", "last", "summarize"]), st.booleans())
+def test_properties_hold_on_generated_conversations(
+    case: tuple[Request, int], strategy: str, pin_first: bool
+) -> None:
+    req, total = case
+    st_ = stage(strategy=strategy, pin_first_user=pin_first, summary_tokens=16)
+    try:
+        out = st_.run(req, Budget(total=total)).request
+    except BudgetInfeasible as exc:
+        assert exc.minimum > total
+        return
+    _check_invariants(req, out, total, st_)
+    again = stage(strategy=strategy, pin_first_user=pin_first, summary_tokens=16).run(req, Budget(total=total))
+    assert [m.to_openai() for m in again.request.messages] == [m.to_openai() for m in out.messages]
+
+
+# ---------------------------------------------------------------- behaviour
+
+
+def test_fits_budget_untouched() -> None:
+    req = request(chat(3))
+    res = stage().run(req, Budget(total=10_000))
+    assert res.request.messages == req.messages
+    assert res.report.stages[0].details["folded_units"] == 0
+
+
+def test_cache_aware_folds_in_steps_and_keeps_summary_byte_identical() -> None:
+    st_ = stage()
+    system = "You are a careful assistant. " * 60
+    prev: str | None = None
+    folds, summaries, unchanged = [], [], []
+    for n in range(10, 60):
+        res = st_.run(request(chat(n, system=system)), Budget(total=1500), previous=prev)
+        d = res.report.stages[0].details
+        assert res.report.tokens_out <= 1500
+        folds.append(d["folded_units"])
+        summaries.append(next((m.text for m in res.request.messages if m.text.startswith(SUMMARY_HEADER)), None))
+        if prev is not None:
+            unchanged.append(d["unchanged_tokens"])
+            assert res.report.cacheable_tokens == d["unchanged_tokens"]
+        prev = d["history_fingerprint"]
+    steps = [i for i in range(1, len(folds)) if folds[i] != folds[i - 1]]
+    assert folds == sorted(folds)  # the fold point only moves forward
+    assert 2 <= len(steps) <= len(folds) // 3  # discrete steps, not every request
+    for i in range(1, len(folds)):
+        if i not in steps and summaries[i] is not None:
+            assert summaries[i] == summaries[i - 1]
+            # everything but the newest turn is shared with the previous request
+            assert unchanged[i - 1] > 0.8 * res.report.tokens_out
+
+
+def test_sliding_summarize_changes_every_request() -> None:
+    st_ = stage(strategy="summarize")
+    folds = [st_.run(request(chat(n)), Budget(total=900)).report.stages[0].details["folded_units"]
+             for n in range(20, 30)]
+    assert len(set(folds)) >= 5
+
+
+def test_last_strategy_drops_without_summary() -> None:
+    req = request(chat(30))
+    res = stage(strategy="last").run(req, Budget(total=600))
+    assert res.report.tokens_out <= 600
+    assert not any(m.text.startswith(SUMMARY_HEADER) for m in res.request.messages)
+    assert res.report.stages[0].of_kind("dropped")
+    assert res.request.messages[1].role == "user"
+
+
+def test_pinned_context_message_after_frozen_prefix_survives() -> None:
+    msgs = chat(30)
+    ctx = Message(role="user", content="Context: today is 2025-01-02, user id 42.", pinned=True)
+    req = request([msgs[0], ctx, *msgs[1:]], frozen_prefix=1)
+    res = stage().run(req, Budget(total=700))
+    out = res.request.messages
+    assert out[0] is msgs[0] and out[1] is ctx
+    assert res.report.tokens_out <= 700
+
+
+def test_pin_first_user() -> None:
+    msgs = chat(30)
+    res = stage(pin_first_user=True).run(request(msgs), Budget(total=700))
+    assert any(m is msgs[1] for m in res.request.messages)
+
+
+def test_infeasible_pinned_raises_with_minimum() -> None:
+    msgs = chat(5)
+    big = Message(role="user", content="pinned fact " * 300, pinned=True)
+    req = request([msgs[0], big, *msgs[1:]])
+    with pytest.raises(BudgetInfeasible) as info:
+        stage().run(req, Budget(total=200))
+    assert info.value.minimum > 300
+    assert stage().run(req, Budget(total=info.value.minimum)).report.tokens_out <= info.value.minimum
+
+
+def test_fingerprint_accepts_string_or_list() -> None:
+    req = request(chat(25))
+    first = stage().run(req, Budget(total=800))
+    fp = first.report.stages[0].details["history_fingerprint"]
+    assert fp == fingerprint(first.request.messages)
+    for prev in (fp, message_hashes(first.request.messages)):
+        again = stage().run(req, Budget(total=800), previous=prev)
+        assert again.report.stages[0].details["unchanged_messages"] == len(first.request.messages)
+        assert again.report.cacheable_tokens == first.report.tokens_out - 3  # reply priming
+
+
+def test_summary_cached_by_turns() -> None:
+    cache = LRUSummaryCache()
+    req = request(chat(30))
+    first = HistoryStage(summary_cache=cache).run(req, Budget(total=700))
+    assert not first.report.stages[0].details["summary_cached"] and len(cache) > 0
+    second = HistoryStage(summary_cache=cache).run(req, Budget(total=700))
+    assert second.report.stages[0].details["summary_cached"]
+    assert second.request.messages == first.request.messages
+
+
+def test_config_errors_name_the_field() -> None:
+    for kw, fld in [({"strategy": "x"}, "strategy"), ({"fold_fraction": 1.0}, "fold_fraction"),
+                    ({"summary_tokens": 3}, "summary_tokens"), ({"start_on": "tool"}, "start_on"),
+                    ({"summariser": "openai", "summariser_options": {"timeout_s": 0}},
+                     "summariser_options.timeout_s"),
+                    ({"summariser_options": {"nope": 1}}, "summariser_options")]:
+        with pytest.raises(ConfigError) as info:
+            HistoryStage(**kw)  # type: ignore[arg-type]
+        assert info.value.field == fld
+    with pytest.raises(UnknownName):
+        HistoryStage(summariser="nope")
+
+
+def test_pipeline_config_round_trip() -> None:
+    pipe = Pipeline.from_config({"budget": {"total": 700},
+                                 "stages": [{"name": "history", "strategy": "last"}]})
+    assert pipe.stages[0] == HistoryStage(strategy="last")
+    assert pipe.run(request(chat(30))).report.tokens_out <= 700
+    assert Pipeline.from_config(pipe.to_config()).stages[0] == pipe.stages[0]
+    assert set(SUMMARISERS.names()) >= {"extractive", "lm", "openai"}
+
+
+def test_import_loads_no_heavy_dependency() -> None:
+    code = ("import sys, promptslim.stages.history, promptslim.backends.summarisers; "
+            "print([m for m in ('torch', 'transformers') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- summarisers
+
+
+def test_extractive_keeps_facts_under_cap_deterministically() -> None:
+    msgs = [Message(role="user", content="Hi there. My name is Alice Moreau and my order is 48213."),
+            Message(role="assistant", content="Thanks! Order 48213 ships on 2024-03-05 to Berlin. "
+                                              "We decided to use DHL. Anything else?"),
+            Message(role="user", content="ok thanks"),
+            Message(role="user", content="Can you also check the refund for invoice INV-77?")]
+    counter = get_counter()
+    s = ExtractiveSummariser()
+    text = s.summarise(msgs, max_tokens=40, counter=counter)
+    assert counter.count(text) <= 40
+    assert "48213" in text and "ok thanks" not in text
+    assert text == s.summarise(msgs, max_tokens=40, counter=counter)
+    rolled = s.summarise(msgs[3:], max_tokens=60, counter=counter, previous=text)
+    assert "48213" in rolled and "INV-77" in rolled
+
+
+def test_lru_cache_is_bounded() -> None:
+    cache = LRUSummaryCache(maxsize=2)
+    for k in "abc":
+        cache.set(k, k.upper())
+    assert cache.get("a") is None and cache.get("c") == "C" and len(cache) == 2
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A real loopback socket that accepts connections and never answers."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        srv.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.getsockname()[1]}/v1"
+    stop.set()
+    thread.join(2)
+    for conn in held:
+        conn.close()
+    srv.close()
+
+
+def test_openai_timeout_falls_back_to_extractive(silent_server: str) -> None:
+    st_ = stage(summariser="openai", summariser_options={"base_url": silent_server, "timeout_s": 0.2})
+    res = st_.run(request(chat(30)), Budget(total=700))
+    assert res.report.tokens_out <= 700
+    assert any("openai summariser failed" in w for w in res.report.warnings)
+    assert res.report.stages[0].details["summary_fallback"] == "StageTimeout"
+    assert any(m.text.startswith(SUMMARY_HEADER) for m in res.request.messages)
+
+
+def test_openai_refused_falls_back() -> None:
+    from .llama_server import free_port
+
+    st_ = stage(summariser="openai",
+                summariser_options={"base_url": f"http://127.0.0.1:{free_port()}/v1", "timeout_s": 1})
+    res = st_.run(request(chat(30)), Budget(total=700))
+    assert res.report.stages[0].details["summary_fallback"] == "BackendError"
+    assert res.report.tokens_out <= 700
+
+
+@pytest.mark.slow
+def test_openai_summariser_against_real_llama_server(llama_server: str) -> None:  # noqa: F811
+    s = OpenAISummariser(base_url=llama_server, timeout_s=60)
+    msgs = [Message(role="user", content="My name is Alice and my order number is 48213."),
+            Message(role="assistant", content="Thanks Alice, order 48213 ships to Berlin on Monday.")]
+    counter = get_counter()
+    text = s.summarise(msgs, max_tokens=60, counter=counter)
+    assert text and counter.count(text) <= 60
+    st_ = stage(summariser="openai", summariser_options={"base_url": llama_server, "timeout_s": 60},
+                summary_tokens=48)
+    res = st_.run(request(chat(12)), Budget(total=500))
+    assert res.report.tokens_out <= 500
+    assert "summary_fallback" not in res.report.stages[0].details
+    # and a timeout far below what generation takes falls back, request intact
+    quick = stage(summariser="openai", summariser_options={"base_url": llama_server, "timeout_s": 0.001})
+    res = quick.run(request(chat(12)), Budget(total=500))
+    assert res.report.stages[0].details["summary_fallback"] in ("StageTimeout", "BackendError")
+    assert res.report.tokens_out <= 500
+
+
+@pytest.mark.slow
+def test_lm_summariser_runs_on_smollm2() -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    s = SUMMARISERS.get("lm")(max_new_tokens=40)
+    msgs = [Message(role="user", content="My name is Alice and my order number is 48213."),
+            Message(role="assistant", content="Thanks Alice, order 48213 ships to Berlin on Monday.")]
+    counter = get_counter()
+    text = s.summarise(msgs, max_tokens=40, counter=counter)
+    assert text and counter.count(text) <= 40
+    assert text == s.summarise(msgs, max_tokens=40, counter=counter)  # greedy: deterministic
