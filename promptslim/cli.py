@@ -95,7 +95,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     """What breaks prefix caching in a stream of request bodies; exit 1 if the prefix varies."""
     import hashlib
 
-    from .cache import default_models, simulate
+    from .cache import default_models, request_tokens, simulate
     from .errors import DatasetError
     from .stages.prefix import PrefixStage, canonicalise_text
     from .tokens import get_counter
@@ -119,19 +119,6 @@ def cmd_lint(args: argparse.Namespace) -> int:
                 except json.JSONDecodeError as exc:
                     raise DatasetError(f"invalid JSON: {exc.msg}", path=path, line=n) from exc
         return out
-
-    def render(request: Request) -> tuple[list[int], int]:
-        """Tokens as a server would see them (tools, then messages), and the prefix length."""
-        tokens: list[int] = []
-        if request.tools:
-            tokens += counter.encode(json.dumps(request.tools, ensure_ascii=False))
-        end = request.prefix_end()
-        prefix_len = 0
-        for i, m in enumerate(request.messages):
-            if i == end:
-                prefix_len = len(tokens)
-            tokens += counter.encode(f"<|{m.role}|>\n{m.text}\n")
-        return tokens, prefix_len if end < len(request.messages) else len(tokens)
 
     flagger = PrefixStage(policy="flag")
     mover = PrefixStage()
@@ -173,7 +160,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
                 (before, points_before, request),
                 (after, points_after, moved.request),
             ):
-                tokens, prefix_len = render(req)
+                tokens, prefix_len = request_tokens(req, counter)
                 tokens_list.append(tokens)
                 points.append([prefix_len] if prefix_len else None)
     summary = {}

@@ -23,6 +23,7 @@ from .radix import RadixCache as RadixCache
 from .simulator import PrefixCacheSimulator as PrefixCacheSimulator
 from .simulator import RequestHits as RequestHits
 from .simulator import SimulationResult as SimulationResult
+from .simulator import request_tokens as request_tokens
 from .simulator import simulate as simulate
 from .vllm import BlockHashCache as BlockHashCache
 
@@ -39,6 +40,7 @@ __all__ = [
     "as_token_array",
     "default_models",
     "prefix_keys",
+    "request_tokens",
     "simulate",
 ]
 

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
 from .base import CacheModel, Tokens, as_token_array
 
-__all__ = ["PrefixCacheSimulator", "RequestHits", "SimulationResult", "simulate"]
+if TYPE_CHECKING:
+    from ..tokens import TokenCounter
+    from ..types import Request
+
+__all__ = ["PrefixCacheSimulator", "RequestHits", "SimulationResult", "request_tokens", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -125,3 +130,23 @@ def simulate(
         results[name] = sim.replay(arrays, breakpoints=breakpoints)
         results[name].model = name
     return results
+
+
+def request_tokens(request: Request, counter: TokenCounter | None = None) -> tuple[list[int], int]:
+    """A request's prompt as a server would tokenise it (tools JSON, then each message as
+    ``<|role|>\\ntext\\n``), and the length of its stable prefix (tools plus the messages
+    before ``request.prefix_end()``): what to feed a cache model, and where an Anthropic
+    breakpoint would go. Chat templates differ between models; the prefix structure does not."""
+    from ..tokens import get_counter
+
+    counter = counter or get_counter(request.tokenizer)
+    tokens: list[int] = []
+    if request.tools:
+        tokens += counter.encode(json.dumps(request.tools, ensure_ascii=False))
+    end = request.prefix_end()
+    prefix_len = len(tokens)
+    for i, m in enumerate(request.messages):
+        tokens += counter.encode(f"<|{m.role}|>\n{m.text}\n")
+        if i + 1 == end:
+            prefix_len = len(tokens)
+    return tokens, prefix_len
