@@ -1,0 +1,181 @@
+"""Benchmark output: the only place numbers are formatted.
+
+``write_outputs`` writes ``results.jsonl`` (one row per item and config), ``summary.json``,
+``report.md`` (Markdown tables) and ``quality_vs_ttft.png`` (matplotlib, Agg backend: one point
+per config, x = median prefill or TTFT, y = mean quality with its 95 % interval).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .runner import BASELINE, BenchRun, ItemResult
+
+__all__ = ["format_markdown", "plot_quality_vs_ttft", "write_outputs"]
+
+
+def _num(x: Any, fmt: str = "{:.3f}") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return fmt.format(x)
+
+
+def _ci(entry: Mapping[str, Any] | None, fmt: str = "{:.2f}", *, signed: bool = False) -> str:
+    if not entry or entry.get("n", 0) == 0:
+        return "–"
+    f = fmt.replace("{:", "{:+") if signed else fmt
+    return f"{f.format(entry['mean'])} [{f.format(entry['low'])}, {f.format(entry['high'])}]"
+
+
+def _first_token_name(summary: Mapping[str, Any]) -> str:
+    backend = str(summary.get("backend", {}).get("backend", ""))
+    return "TTFT (client clock)" if backend.startswith("openai") else "prefill"
+
+
+def format_markdown(summary: Mapping[str, Any]) -> str:
+    """The summary as Markdown: provenance, a cost table, a quality table, a delta table."""
+    configs: Mapping[str, Any] = summary["configs"]
+    order: Sequence[str] = summary.get("order", list(configs))
+    ft = _first_token_name(summary)
+    ds = summary.get("dataset", {})
+    lines = [
+        "# promptslim bench",
+        "",
+        f"- dataset: `{ds.get('name')}`, {ds.get('items')} items ({ds.get('skipped', 0)} records skipped)",
+        f"- model: `{json.dumps(summary.get('backend', {}))}`",
+        f"- seed: {summary.get('seed')}; wall time: {_num(summary.get('wall_s'), '{:.1f}')} s",
+    ]
+    if summary.get("machine"):
+        lines.append(f"- machine: `{json.dumps(summary['machine'])}`")
+    lines += [
+        "",
+        "## Cost",
+        "",
+        f"Tokens: promptslim's counter (mean per item); model tokens: the model's own tokenizer. "
+        f"{ft}: p50/p95 in seconds. Net TTFT ratio: (promptslim time + {ft}) / baseline {ft}, "
+        "median per item and over the whole set.",
+        "",
+        f"| config | n | errors | tokens in | tokens out | ratio | model tokens | promptslim ms p50 / p95 "
+        f"| {ft} s p50 / p95 | net TTFT ratio (median / set) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for label in order:
+        c = configs[label]
+        lines.append(
+            f"| {label} | {c['n']} | {c['errors']} | {_num(c['tokens_in'], '{:.0f}')} "
+            f"| {_num(c['tokens_out'], '{:.0f}')} | {_num(c['token_ratio'], '{:.2f}')} "
+            f"| {_num(c['prompt_tokens'], '{:.0f}')} "
+            f"| {_num(c['slim_ms'].get('p50'), '{:.1f}')} / {_num(c['slim_ms'].get('p95'), '{:.1f}')} "
+            f"| {_num(c['first_token_s'].get('p50'))} / {_num(c['first_token_s'].get('p95'))} "
+            f"| {_num(c['net_ttft_ratio'].get('median'), '{:.2f}')} / "
+            f"{_num(c['net_ttft_ratio'].get('aggregate'), '{:.2f}')} |"
+        )
+    lines += [
+        "",
+        "## Quality",
+        "",
+        "Means with bootstrap 95 % intervals. EM: best-subspan exact match; F1: SQuAD token F1; "
+        "evidence: a gold answer is still in the context; gold log-prob: log P(gold answer | prompt).",
+        "",
+        "| config | EM | F1 | evidence | gold log-prob |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for label in order:
+        q = configs[label]["quality"]
+        lines.append(
+            f"| {label} | {_ci(q.get('em'))} | {_ci(q.get('f1'))} | {_ci(q.get('evidence'))} "
+            f"| {_ci(q.get('gold_logprob'))} |"
+        )
+    lines += [
+        "",
+        "## Deltas against the baseline",
+        "",
+        "Config minus baseline on the same items, paired bootstrap 95 % intervals.",
+        "",
+        f"| config | ΔEM | ΔF1 | Δevidence | Δgold log-prob | Δ{ft} s | Δmodel tokens |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for label in order:
+        if label == BASELINE:
+            continue
+        d = configs[label].get("delta_vs_baseline", {})
+        lines.append(
+            f"| {label} | {_ci(d.get('em'), signed=True)} | {_ci(d.get('f1'), signed=True)} "
+            f"| {_ci(d.get('evidence'), signed=True)} | {_ci(d.get('gold_logprob'), signed=True)} "
+            f"| {_ci(d.get('first_token_s'), '{:.3f}', signed=True)} "
+            f"| {_ci(d.get('prompt_tokens'), '{:.0f}', signed=True)} |"
+        )
+    errors = [(label, e) for label in order for e in configs[label].get("errors_sample", [])]
+    if errors:
+        lines += ["", "## Errors (first few per config)", ""]
+        lines += [f"- {label}: {e}" for label, e in errors]
+    return "\n".join(lines) + "\n"
+
+
+def plot_quality_vs_ttft(summary: Mapping[str, Any], path: str | Path, *, metric: str = "em") -> bool:
+    """One point per config: x = median prefill/TTFT, y = mean ``metric`` with its 95 % interval.
+    Returns False (and writes nothing) when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=120)
+    for label in summary.get("order", list(summary["configs"])):
+        c = summary["configs"][label]
+        x = c["first_token_s"].get("p50")
+        q = c["quality"].get(metric)
+        if x is None or not q:
+            continue
+        y, low, high = q["mean"], q["low"], q["high"]
+        ax.errorbar([x], [y], yerr=[[max(y - low, 0.0)], [max(high - y, 0.0)]], fmt="o", capsize=4)
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    ax.set_xlabel(f"median {_first_token_name(summary)} (s)")
+    ax.set_ylabel({"em": "best-subspan EM", "f1": "token F1"}.get(metric, metric) + " (95 % CI)")
+    ax.set_title(f"quality vs {_first_token_name(summary)} — {summary.get('dataset', {}).get('name', '')}")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def write_rows(rows: Sequence[ItemResult], path: str | Path) -> None:
+    with Path(path).open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row.as_dict(), ensure_ascii=False) + "\n")
+
+
+def write_outputs(run: BenchRun, out_dir: str | Path) -> dict[str, Path]:
+    """Write the four outputs into ``out_dir`` (created); returns their paths by name."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "results": out / "results.jsonl",
+        "summary": out / "summary.json",
+        "report": out / "report.md",
+        "plot": out / "quality_vs_ttft.png",
+    }
+    write_rows(run.rows, paths["results"])
+    paths["summary"].write_text(json.dumps(_jsonable(run.summary), indent=2, ensure_ascii=False) + "\n")
+    paths["report"].write_text(format_markdown(run.summary), encoding="utf-8")
+    if not plot_quality_vs_ttft(run.summary, paths["plot"]):
+        del paths["plot"]
+    return paths
+
+
+def _jsonable(value: Any) -> Any:
+    """NaN is not JSON: write null."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
