@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from itertools import repeat
 
 from ..errors import ConfigError
 from .base import CacheModel, Tokens, prefix_keys
@@ -71,6 +70,7 @@ class BlockHashCache(CacheModel):
         return hit * self.block_size
 
     def reset(self) -> None:
+        self._seen: set[int] = set()  # unbounded: no recency to keep
         self._stamps: dict[int, int] = {}
         # eviction order: (keys deepest-first, their stamps) per touch, oldest touch first;
         # entries whose stamp is stale (the block was touched again later) are skipped
@@ -81,7 +81,7 @@ class BlockHashCache(CacheModel):
         self.evictions = 0
 
     def __len__(self) -> int:
-        return len(self._stamps)
+        return len(self._seen) + len(self._stamps)
 
     def __repr__(self) -> str:
         return (
@@ -92,11 +92,13 @@ class BlockHashCache(CacheModel):
 
     def _hit_blocks(self, keys: Sequence[int]) -> int:
         # the cached set is prefix-closed (see the module docstring): binary-search the first miss
-        stamps = self._stamps
+        cached: set[int] | dict[int, int] = (
+            self._seen if self.capacity_blocks is None else self._stamps
+        )
         lo, hi = 0, len(keys)
         while lo < hi:
             mid = (lo + hi) // 2
-            if keys[mid] in stamps:
+            if keys[mid] in cached:
                 lo = mid + 1
             else:
                 hi = mid
@@ -108,8 +110,8 @@ class BlockHashCache(CacheModel):
             return
         cap = self.capacity_blocks
         if cap is None:
-            # nothing is ever evicted, so recency does not matter: add only the new blocks
-            self._stamps.update(zip(keys[known:], repeat(0)))
+            # nothing is ever evicted, so recency does not matter: a set of the new blocks
+            self._seen.update(keys[known:] if known else keys)
             return
         self._clock += 1
         base = self._clock << _DEPTH_SHIFT
