@@ -205,9 +205,7 @@ class EmbeddingService:
                     with _services_lock:
                         _model_locks.setdefault(id(st), threading.Lock())
                     # renamed in sentence-transformers 5.x; older releases have only the old name
-                    get_dim = getattr(st, "get_embedding_dimension", None) or getattr(
-                        st, "get_sentence_embedding_dimension"
-                    )
+                    get_dim = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
                     dim = get_dim()
                     self._dim = int(dim) if dim else None
                     self._st = st
@@ -249,7 +247,8 @@ class EmbeddingService:
 
     def embed_one(self, text: str) -> np.ndarray:
         """One text as a ``(dim,)`` unit vector."""
-        return self.embed([text])[0]
+        vector: np.ndarray = self.embed([text])[0]
+        return vector
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         st = self.load()

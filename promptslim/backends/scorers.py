@@ -80,7 +80,7 @@ class Scorer(ABC):
 # ---------------------------------------------------------------- fusion
 
 
-def minmax(scores: np.ndarray) -> np.ndarray:
+def minmax(scores: Sequence[float] | np.ndarray) -> np.ndarray:
     """Scores mapped onto [0, 1] by the request's best and worst (all equal: all 0)."""
     import numpy as np
 
@@ -220,7 +220,7 @@ class CrossEncoderScorer(Scorer):
 
         from .models import load_cross_encoder
 
-        encoder = load_cross_encoder(self.model, device=self.device)  # type: ignore[arg-type]
+        encoder = load_cross_encoder(str(self.model), device=self.device)
         if not texts:
             return Scored(scores=np.zeros(0, dtype=np.float64))
         with self._lock:

@@ -1,0 +1,457 @@
+"""The retrieval stage: keep the retrieved documents worth their tokens, in a useful order.
+
+Top-k is usually set once and set too high, and retrieved passages are usually the bulk of a
+RAG prompt. This stage re-scores ``Request.documents`` against the query and keeps::
+
+    k = min(max_k,                      a hard cap
+            what fits the documents budget (promptslim.budget.allocate),
+            the relevance cut-off)      the head before the largest score gap ("gap"), or the
+                                        documents within ``cutoff_fraction`` of the best on the
+                                        scale from the worst candidate to the best ("fraction")
+
+The default cut-off is ``fraction`` at 0.5: a document stays when its score is closer to the
+best candidate's than to the worst's. It asks nothing of the score scale (it is invariant to
+shifting and scaling, so it means the same for BM25, cosine and fused scores) and it keeps every
+document that is about as good as the best, where the sharper ``gap`` rule bets everything on
+one gap being the edge of the relevant set. k is then
+never fewer than ``min_k`` (default 1: a request that came with documents keeps at least one;
+``min_k=0`` allows none, when none fits the budget). Before the cut, near-duplicates of a better
+document are removed (embedding cosine, or word-shingle overlap when there are no
+embeddings); optionally MMR trades relevance for diversity. Kept documents keep their ids and
+metadata, get ``score`` set, and are ordered by score, in their original order, or at the
+``edges`` (best first, second best last: models read the ends of a long context best, Liu et
+al. 2023, "Lost in the Middle"). Every dropped document is in the report with its score and
+the reason; empty documents are dropped and reported, never fatal.
+
+When even the best document alone does not fit the documents budget, the default
+(``on_overflow="keep_best"``) keeps it anyway, says so in a warning and in
+``details["over_budget"]``, and leaves it to the compress stage to shrink it (the pipeline
+raises ``BudgetInfeasible`` at the end if nothing does); ``"drop"`` keeps none and
+``"raise"`` raises ``BudgetInfeasible`` at once.
+
+Scoring is lazy and pluggable (``promptslim.backends.scorers.SCORERS``): ``scorer="bm25"``
+never imports torch; dense scoring reuses precomputed ``Document.embedding`` vectors and the
+shared embedding cache.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..budget import allocate
+from ..errors import BudgetInfeasible, ConfigError
+from ..tokens import count_document
+from ..types import Budget, Document, Request
+from .base import BaseStage, StageLog
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..backends.scorers import Scorer
+
+__all__ = ["RetrievalStage", "relevance_cutoff"]
+
+Cutoff = Literal["gap", "fraction", "none"]
+Order = Literal["score", "original", "edges"]
+Dedup = Literal["auto", "embedding", "shingle", "none"]
+OnOverflow = Literal["keep_best", "drop", "raise"]
+
+#: default near-duplicate thresholds: cosine of unit embeddings, Jaccard of word 5-shingles
+DEFAULT_COSINE_THRESHOLD = 0.95
+DEFAULT_SHINGLE_THRESHOLD = 0.8
+_SHINGLE = 5
+_WORDS = re.compile(r"\w+")
+
+
+def _choice(value: object, allowed: Sequence[str], field: str) -> None:
+    if value not in allowed:
+        raise ConfigError(f"expected one of {', '.join(allowed)}, got {value!r}", field=field)
+
+
+# ---------------------------------------------------------------- policy (pure functions)
+
+
+def relevance_cutoff(
+    scores: Sequence[float], *, rule: Cutoff, fraction: float, window: int | None = None
+) -> int:
+    """How many of ``scores`` (sorted best first) pass the relevance cut-off.
+
+    Both rules are invariant to shifting and scaling the scores, so they mean the same for
+    BM25, cosine and fused scores. ``gap``: cut at the largest drop between neighbours among
+    the first ``window + 1`` scores. ``fraction``: keep scores at least ``fraction`` of the way
+    from the worst candidate to the best. ``none``: keep all.
+    """
+    n = len(scores)
+    if n <= 1 or rule == "none":
+        return n
+    top, low = float(scores[0]), float(min(scores))
+    if top - low <= 1e-12:  # nothing tells the candidates apart
+        return n
+    if rule == "fraction":
+        threshold = low + fraction * (top - low)
+        return sum(1 for s in scores if s >= threshold - 1e-12)
+    m = n if window is None else min(n, window + 1)
+    gaps = [float(scores[i]) - float(scores[i + 1]) for i in range(m - 1)]
+    if not gaps:
+        return min(n, window or n)
+    return 1 + max(range(len(gaps)), key=lambda i: (gaps[i], -i))
+
+
+def _edges(items: list[int]) -> list[int]:
+    """Best first, second best last, third second, fourth second to last...: the middle of the
+    context gets the least relevant documents."""
+    front: list[int] = []
+    back: list[int] = []
+    for i, item in enumerate(items):
+        (front if i % 2 == 0 else back).append(item)
+    return front + back[::-1]
+
+
+def _shingles(text: str) -> frozenset[str]:
+    words = _WORDS.findall(text.lower())
+    if len(words) <= _SHINGLE:
+        return frozenset([" ".join(words)])
+    return frozenset(" ".join(words[i : i + _SHINGLE]) for i in range(len(words) - _SHINGLE + 1))
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+# ---------------------------------------------------------------- the stage
+
+
+class RetrievalStage(BaseStage):
+    """Cap the retrieved documents by relevance, budget and a hard cap; dedupe; order.
+
+    ``scorer``: a name in ``SCORERS`` (``hybrid``, ``bm25``, ``dense``, ``cross_encoder``) or a
+    :class:`~promptslim.backends.scorers.Scorer` instance. ``model``: the embedding model for
+    ``dense``/``hybrid``, or the cross-encoder for ``cross_encoder``. ``max_seq_length``:
+    word pieces of each passage the embedder reads (scoring needs the head, not all of it).
+    ``dedup_threshold``: None takes the method's default (cosine 0.95, shingle Jaccard 0.8).
+    ``mmr_lambda``: None turns MMR off; 1.0 is pure relevance, 0.0 pure diversity.
+    """
+
+    name = "retrieval"
+
+    def __init__(
+        self,
+        *,
+        scorer: str | Scorer = "hybrid",
+        model: str | None = None,
+        max_seq_length: int | None = 256,
+        fusion: Literal["weighted", "rrf"] = "weighted",
+        dense_weight: float = 0.5,
+        max_k: int | None = 10,
+        min_k: int = 1,
+        cutoff: Cutoff = "fraction",
+        cutoff_fraction: float = 0.5,
+        dedup: Dedup = "auto",
+        dedup_threshold: float | None = None,
+        mmr_lambda: float | None = None,
+        order: Order = "edges",
+        on_overflow: OnOverflow = "keep_best",
+    ) -> None:
+        from ..backends.scorers import SCORERS, Scorer
+
+        if isinstance(scorer, str):
+            SCORERS.get(scorer, field="scorer")  # unknown names fail here, listing known ones
+        elif not isinstance(scorer, Scorer):
+            raise ConfigError("expected a scorer name or a Scorer", field="scorer")
+        if max_k is not None and max_k < 1:
+            raise ConfigError("must be at least 1 (None: no cap)", field="max_k")
+        if min_k < 0:
+            raise ConfigError("must be 0 or more", field="min_k")
+        if max_k is not None and min_k > max_k:
+            raise ConfigError("must not exceed max_k", field="min_k")
+        if max_seq_length is not None and max_seq_length < 1:
+            raise ConfigError("must be a positive number of word pieces", field="max_seq_length")
+        _choice(fusion, ("weighted", "rrf"), "fusion")
+        _choice(cutoff, ("gap", "fraction", "none"), "cutoff")
+        _choice(dedup, ("auto", "embedding", "shingle", "none"), "dedup")
+        _choice(order, ("score", "original", "edges"), "order")
+        _choice(on_overflow, ("keep_best", "drop", "raise"), "on_overflow")
+        if not 0.0 <= dense_weight <= 1.0:
+            raise ConfigError("must be between 0 and 1", field="dense_weight")
+        if not 0.0 <= cutoff_fraction <= 1.0:
+            raise ConfigError("must be between 0 and 1", field="cutoff_fraction")
+        if dedup_threshold is not None and not 0.0 < dedup_threshold <= 1.0:
+            raise ConfigError("must be in (0, 1]", field="dedup_threshold")
+        if mmr_lambda is not None and not 0.0 <= mmr_lambda <= 1.0:
+            raise ConfigError("must be between 0 and 1 (None: no MMR)", field="mmr_lambda")
+        if scorer == "cross_encoder" and not model:
+            raise ConfigError("scorer='cross_encoder' needs a model path or name", field="model")
+        self.scorer = scorer
+        self.model = model
+        self.max_seq_length = max_seq_length
+        self.fusion = fusion
+        self.dense_weight = dense_weight
+        self.max_k = max_k
+        self.min_k = min_k
+        self.cutoff = cutoff
+        self.cutoff_fraction = cutoff_fraction
+        self.dedup = dedup
+        self.dedup_threshold = dedup_threshold
+        self.mmr_lambda = mmr_lambda
+        self.order = order
+        self.on_overflow = on_overflow
+        self._scorer: Scorer | None = None if isinstance(scorer, str) else scorer
+
+    # ---- scorer
+
+    def get_scorer(self) -> Scorer:
+        """The scorer instance (built on first use from the registry and this stage's options)."""
+        if self._scorer is None:
+            from ..backends.scorers import SCORERS
+
+            cls = SCORERS.get(str(self.scorer), field="scorer")
+            options: dict[str, Any] = {}
+            if self.scorer in ("dense", "hybrid"):
+                options = {"model": self.model, "max_seq_length": self.max_seq_length}
+            if self.scorer == "hybrid":
+                options.update(fusion=self.fusion, dense_weight=self.dense_weight)
+            if self.scorer == "cross_encoder":
+                options = {"model": self.model}
+            self._scorer = cls(**options)
+        return self._scorer
+
+    # ---- the stage
+
+    def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        documents = request.documents
+        if not documents:
+            return request
+        counter = log.counter
+        tokens = [count_document(d, counter) for d in documents]
+        valid = [i for i, d in enumerate(documents) if d.text.strip()]
+        for i in sorted(set(range(len(documents))) - set(valid)):
+            self._drop(log, documents[i], tokens[i], None, "empty text")
+            log.warn(f"document:{documents[i].id}: empty text, dropped")
+
+        query = request.effective_query
+        start = time.perf_counter()
+        scores, vectors = self._score(query, [documents[i] for i in valid], log)
+        log.details["scoring_ms"] = (time.perf_counter() - start) * 1e3
+        score_of = {i: float(scores[j]) for j, i in enumerate(valid)}
+        # best first; equal scores keep their original order (deterministic)
+        ranked = sorted(valid, key=lambda i: (-score_of[i], i))
+
+        pool = self._dedup(ranked, documents, vectors, valid, score_of, tokens, log)
+        pool_scores = [score_of[i] for i in pool]
+        k_rel = relevance_cutoff(
+            pool_scores, rule=self.cutoff, fraction=self.cutoff_fraction, window=self.max_k
+        )
+        k = min(k_rel, self.max_k or len(pool))
+        k = max(k, min(self.min_k, len(pool)))
+        if self.mmr_lambda is not None:
+            selected = self._mmr(pool, k, vectors, valid, score_of, documents)
+        else:
+            selected = pool[:k]
+        chosen = set(selected)
+        for i in pool:
+            if i not in chosen:
+                reason = (
+                    f"below the relevance cut-off ({self.cutoff})"
+                    if pool.index(i) >= k_rel or self.mmr_lambda is not None
+                    else f"beyond the hard cap max_k={self.max_k}"
+                )
+                self._drop(log, documents[i], tokens[i], score_of[i], reason)
+
+        kept = self._fit_budget(request, budget, selected, documents, tokens, score_of, log)
+        log.details.update(
+            scorer=self.get_scorer().name,
+            candidates=len(documents),
+            relevance_k=k_rel,
+            kept=len(kept),
+            tokens_kept=sum(tokens[i] for i in kept),
+            tokens_given=sum(tokens),
+        )
+        ordered = self._order(kept)
+        if ordered != sorted(ordered):
+            log.change("reordered", "documents", reason=f"order={self.order}")
+        new_docs = [documents[i].model_copy(update={"score": score_of[i]}) for i in ordered]
+        return request.replace(documents=new_docs)
+
+    # ---- steps
+
+    def _score(
+        self, query: str, docs: list[Document], log: StageLog
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        import numpy as np
+
+        if not docs:
+            return np.zeros(0), None
+        if not query.strip():
+            # nothing to score against: keep the retriever's order (its scores when given)
+            log.warn("no query to score documents against; the retriever's order is kept")
+            given = [d.score for d in docs]
+            if all(s is not None for s in given):
+                return np.asarray(given, dtype=np.float64), None
+            return -np.arange(len(docs), dtype=np.float64), None
+        texts = [_scoring_text(d) for d in docs]
+        embeddings = [d.embedding for d in docs] if any(d.embedding for d in docs) else None
+        scored = self.get_scorer().score(query, texts, embeddings=embeddings)
+        for key, value in scored.details.items():
+            log.details[key] = value
+        if scored.details.get("embeddings_mismatched"):
+            log.warn(
+                f"{scored.details['embeddings_mismatched']} precomputed embeddings have another "
+                "dimension than the model's; those documents were embedded again"
+            )
+        return np.asarray(scored.scores, dtype=np.float64), scored.vectors
+
+    def _dedup(
+        self,
+        ranked: list[int],
+        documents: Sequence[Document],
+        vectors: np.ndarray | None,
+        valid: list[int],
+        score_of: dict[int, float],
+        tokens: list[int],
+        log: StageLog,
+    ) -> list[int]:
+        """Documents in rank order without near-duplicates of a better-ranked one."""
+        method = self.dedup
+        if method == "none":
+            return ranked
+        if method == "auto":
+            method = "embedding" if vectors is not None else "shingle"
+        if method == "embedding" and vectors is None:
+            method = "shingle"  # the scorer computed no embeddings: compare words instead
+        row = {i: j for j, i in enumerate(valid)}
+        threshold = self.dedup_threshold or (
+            DEFAULT_COSINE_THRESHOLD if method == "embedding" else DEFAULT_SHINGLE_THRESHOLD
+        )
+        kept: list[int] = []
+        shingles: dict[int, frozenset[str]] = {}
+        for i in ranked:
+            best, twin = 0.0, -1
+            for j in kept:
+                if method == "embedding":
+                    sim = float(vectors[row[i]] @ vectors[row[j]])  # type: ignore[index]
+                else:
+                    a = shingles.setdefault(i, _shingles(documents[i].text))
+                    b = shingles.setdefault(j, _shingles(documents[j].text))
+                    sim = _jaccard(a, b)
+                if sim > best:
+                    best, twin = sim, j
+            if twin >= 0 and best >= threshold:
+                self._drop(
+                    log,
+                    documents[i],
+                    tokens[i],
+                    score_of[i],
+                    f"near-duplicate of document:{documents[twin].id} ({method} {best:.2f})",
+                )
+            else:
+                kept.append(i)
+        return kept
+
+    def _mmr(
+        self,
+        pool: list[int],
+        k: int,
+        vectors: np.ndarray | None,
+        valid: list[int],
+        score_of: dict[int, float],
+        documents: Sequence[Document],
+    ) -> list[int]:
+        """Maximal marginal relevance (Carbonell & Goldstein 1998) on min-max relevance and
+        cosine (or shingle) similarity: pick ``k`` of ``pool``, one at a time."""
+        from ..backends.scorers import minmax
+
+        lam = float(self.mmr_lambda)  # type: ignore[arg-type]
+        relevance = dict(zip(pool, minmax([score_of[i] for i in pool]).tolist()))
+        row = {i: j for j, i in enumerate(valid)}
+        shingles = {} if vectors is not None else {i: _shingles(documents[i].text) for i in pool}
+
+        def similarity(a: int, b: int) -> float:
+            if vectors is not None:
+                return float(vectors[row[a]] @ vectors[row[b]])
+            return _jaccard(shingles[a], shingles[b])
+
+        selected: list[int] = []
+        remaining = list(pool)
+        while remaining and len(selected) < k:
+            best_i, best_value = remaining[0], float("-inf")
+            for i in remaining:
+                redundancy = max((similarity(i, j) for j in selected), default=0.0)
+                value = lam * relevance[i] - (1.0 - lam) * redundancy
+                if value > best_value:
+                    best_i, best_value = i, value
+            selected.append(best_i)
+            remaining.remove(best_i)
+        return selected
+
+    def _fit_budget(
+        self,
+        request: Request,
+        budget: Budget,
+        selected: list[int],
+        documents: Sequence[Document],
+        tokens: list[int],
+        score_of: dict[int, float],
+        log: StageLog,
+    ) -> list[int]:
+        """Documents of ``selected``, in order, that fit the documents budget."""
+        cap = allocate(request, budget, log.counter).documents
+        log.details["documents_budget"] = cap
+        if cap is None or not selected:
+            return selected
+        kept: list[int] = []
+        used = 0
+        for i in selected:
+            if used + tokens[i] <= cap:
+                kept.append(i)
+                used += tokens[i]
+            else:
+                self._drop(
+                    log, documents[i], tokens[i], score_of[i],
+                    f"does not fit the documents budget ({cap} tokens)",
+                )
+        if kept or (budget.documents == 0) or self.min_k == 0:
+            return kept
+        best = selected[0]
+        if self.on_overflow == "raise":
+            over = tokens[best] - cap
+            raise BudgetInfeasible(
+                f"the best document ({documents[best].id}) alone exceeds the documents budget",
+                minimum=budget.total + over if budget.total is not None else tokens[best],
+                budget=budget.total if budget.total is not None else cap,
+            )
+        if self.on_overflow == "drop":
+            log.warn(f"no document fits the documents budget of {cap} tokens; none kept")
+            return kept
+        # keep_best: a document that must be shrunk beats no context at all; say so loudly
+        log.changes = [c for c in log.changes if c.target != f"document:{documents[best].id}"]
+        log.warn(
+            f"document:{documents[best].id} ({tokens[best]} tokens) exceeds the documents budget "
+            f"of {cap} tokens; kept for a later stage to compress"
+        )
+        log.details["over_budget"] = tokens[best] - cap
+        return [best]
+
+    def _order(self, kept: list[int]) -> list[int]:
+        if self.order == "original":
+            return sorted(kept)
+        if self.order == "edges":
+            return _edges(kept)
+        return kept
+
+    @staticmethod
+    def _drop(
+        log: StageLog, doc: Document, tokens: int, score: float | None, reason: str
+    ) -> None:
+        log.change("dropped", f"document:{doc.id}", tokens=tokens, score=score, reason=reason)
+
+
+def _scoring_text(document: Document) -> str:
+    """What the scorers read: the title (when there is one) and the text, as the model sees
+    them in the rendered prompt."""
+    title = document.title
+    return f"{title}\n{document.text}" if title else document.text

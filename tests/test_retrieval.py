@@ -1,0 +1,325 @@
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from promptslim.backends.scorers import SCORERS, Scored, Scorer
+from promptslim.errors import BudgetInfeasible, ConfigError, UnknownName
+from promptslim.pipeline import Pipeline
+from promptslim.stages.retrieval import RetrievalStage, relevance_cutoff
+from promptslim.tokens import count_document, count_request
+from promptslim.types import Budget, Document, Message, Request
+
+N_ROWS = 200
+
+
+# ---------------------------------------------------------------- helpers
+
+
+class FixedScorer(Scorer):
+    """Scores each text by the number written in it (``score=0.7``): a seam for policy tests."""
+
+    name: ClassVar[str] = "fixed"
+
+    def score(self, query: str, texts: Sequence[str], *, embeddings: Sequence[Any] | None = None) -> Scored:
+        return Scored(scores=np.array([float(t.split("score=")[1].split()[0]) for t in texts]))
+
+
+def request_with(docs: list[Document], question: str = "who won the prize?") -> Request:
+    return Request(
+        messages=[Message(role="system", content="Answer from the documents."),
+                  Message(role="user", content=question)],
+        documents=docs,
+    )
+
+
+def scored_docs(*scores: float, words: int = 30) -> list[Document]:
+    return [
+        Document(id=f"d{i}", text=f"score={s} " + " ".join(f"w{i}x{j}" for j in range(words)),
+                 metadata={"n": i})
+        for i, s in enumerate(scores)
+    ]
+
+
+def load_rows(data: Path) -> list[dict[str, Any]]:
+    with gzip.open(data / "nq20-dev.jsonl.gz", "rt", encoding="utf-8") as f:
+        return [json.loads(line) for _, line in zip(range(N_ROWS), f)]
+
+
+def to_request(row: dict[str, Any]) -> Request:
+    docs = [
+        Document(id=f"p{i}", text=c["text"], metadata={"title": c["title"], "gold": c["isgold"]})
+        for i, c in enumerate(row["ctxs"])
+    ]
+    return request_with(docs, row["question"])
+
+
+@pytest.fixture(scope="session")
+def nq_requests(shared_data: Path) -> list[Request]:
+    return [to_request(r) for r in load_rows(shared_data)]
+
+
+@pytest.fixture(scope="session")
+def warm_embeddings(nq_requests: list[Request]) -> None:
+    """Embed the 200 x 20 passages and the questions once per session through the shared
+    service the stage uses, so every later dense/hybrid run is a cache hit."""
+    from promptslim.backends.embeddings import EmbeddingService
+
+    service = EmbeddingService.get(max_seq_length=RetrievalStage().max_seq_length)
+    texts = [f"{d.title}\n{d.text}" for r in nq_requests for d in r.documents]
+    service.embed(texts + [r.effective_query for r in nq_requests])
+
+
+def gold_rank(scores: np.ndarray, request: Request) -> int:
+    order = list(np.argsort(-scores, kind="stable"))
+    gold = next(i for i, d in enumerate(request.documents) if d.metadata["gold"])
+    return order.index(gold)
+
+
+# ---------------------------------------------------------------- recall on real data
+
+
+@pytest.mark.slow
+def test_hybrid_recall_at_5_is_at_least_the_better_single_scorer(
+    nq_requests: list[Request], warm_embeddings: None
+) -> None:
+    ranks: dict[str, list[int]] = {}
+    for name in ("bm25", "dense", "hybrid"):
+        scorer = RetrievalStage(scorer=name).get_scorer()
+        ranks[name] = [
+            gold_rank(scorer.score(r.effective_query, [f"{d.title}\n{d.text}" for d in r.documents]).scores, r)
+            for r in nq_requests
+        ]
+    recall = {
+        name: {k: float(np.mean([x < k for x in rs])) for k in (1, 3, 5)} for name, rs in ranks.items()
+    }
+    print(f"\nrecall@k on the first {N_ROWS} nq20-dev rows: {json.dumps(recall)}")
+    best_single = max(recall["bm25"][5], recall["dense"][5])
+    assert recall["hybrid"][5] >= best_single - 0.02
+    assert recall["dense"][5] > recall["bm25"][1]  # the scorers are doing real work
+
+
+@pytest.mark.slow
+def test_default_policy_keeps_gold_with_few_tokens(
+    nq_requests: list[Request], warm_embeddings: None
+) -> None:
+    stage = RetrievalStage()
+    kept_gold, fractions = [], []
+    for request in nq_requests:
+        result = stage.run(request)
+        kept_gold.append(any(d.metadata["gold"] for d in result.documents))
+        given = sum(count_document(d) for d in request.documents)
+        fractions.append(sum(count_document(d) for d in result.documents) / given)
+    recall, fraction = float(np.mean(kept_gold)), float(np.mean(fractions))
+    print(f"\ndefault policy: gold kept in {recall:.3f} of items, {fraction:.3f} of document tokens")
+    assert recall >= 0.95
+    assert fraction <= 0.25
+
+
+# ---------------------------------------------------------------- behaviour
+
+
+def test_bm25_stage_does_not_import_torch() -> None:
+    code = (
+        "import sys\n"
+        "from promptslim.types import Request, Message, Document\n"
+        "from promptslim.stages.retrieval import RetrievalStage\n"
+        "r = Request(messages=[Message(role='user', content='nobel physics')],\n"
+        "            documents=[Document(id='a', text='nobel prize physics'), Document(id='b', text='cats')])\n"
+        "out = RetrievalStage(scorer='bm25').run(r)\n"
+        "assert [d.id for d in out.documents] == ['a'], out.documents\n"
+        "print(','.join(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_planted_duplicates_are_removed_and_reported() -> None:
+    base = "The first Nobel Prize in Physics was awarded in 1901 to Wilhelm Conrad Röntgen of Germany."
+    docs = [
+        Document(id="orig", text=base),
+        Document(id="other", text="Cats are small carnivorous mammals kept as pets around the world."),
+        Document(id="dup", text=base.replace("Germany.", "Germany!")),
+    ]
+    result = RetrievalStage(scorer="bm25", cutoff="none").run(
+        request_with(docs, "who won the first nobel prize in physics")
+    )
+    assert "dup" not in [d.id for d in result.documents]
+    change = next(c for c in result.report.stages[0].changes if c.target == "document:dup")
+    assert change.kind == "dropped" and "near-duplicate of document:orig" in change.reason
+
+
+@pytest.mark.slow
+def test_planted_duplicates_are_removed_by_embedding_cosine(nq_requests: list[Request]) -> None:
+    request = nq_requests[0]
+    planted = request.documents[3].model_copy(update={"id": "planted", "text": request.documents[3].text + " "})
+    out = RetrievalStage(scorer="dense", cutoff="none", max_k=None).run(
+        request.replace(documents=[*request.documents, planted])
+    )
+    ids = [d.id for d in out.documents]
+    assert ("planted" in ids) != ("p3" in ids)
+    assert any("near-duplicate" in c.reason and "embedding" in c.reason for c in out.report.stages[0].changes)
+
+
+def test_budget_holds_and_drops_are_reported() -> None:
+    docs = scored_docs(0.9, 0.85, 0.8, 0.75, 0.7)
+    one = count_document(docs[0])
+    stage = RetrievalStage(scorer=FixedScorer(), cutoff="none")
+    result = stage.run(request_with(docs), Budget(documents=2 * one + 1))
+    assert sum(count_document(d) for d in result.documents) <= 2 * one + 1
+    assert [d.id for d in result.documents] == ["d0", "d1"]
+    reasons = {c.target: c.reason for c in result.report.stages[0].changes if c.kind == "dropped"}
+    assert all("budget" in reasons[f"document:d{i}"] for i in (2, 3, 4))
+
+    total = count_request(request_with(docs[:1])) + 5
+    fitted = stage.run(request_with(docs), Budget(total=total))
+    assert count_request(fitted.request) <= total
+
+
+def test_infeasible_documents_budget_keeps_best_loudly_or_as_configured() -> None:
+    docs = scored_docs(0.9, 0.2, words=60)
+    request = request_with(docs)
+    kept = RetrievalStage(scorer=FixedScorer()).run(request, Budget(documents=10))
+    assert [d.id for d in kept.documents] == ["d0"]
+    assert kept.report.stages[0].details["over_budget"] > 0
+    assert any("exceeds the documents budget" in w for w in kept.report.warnings)
+
+    dropped = RetrievalStage(scorer=FixedScorer(), on_overflow="drop").run(request, Budget(documents=10))
+    assert dropped.documents == [] and dropped.report.warnings
+    with pytest.raises(BudgetInfeasible):
+        RetrievalStage(scorer=FixedScorer(), on_overflow="raise").run(request, Budget(documents=10))
+    assert RetrievalStage(scorer=FixedScorer()).run(request, Budget(documents=0)).documents == []
+
+
+def test_bad_documents_are_reported_not_fatal() -> None:
+    body = {
+        "messages": [{"role": "user", "content": "nobel prize physics"}],
+        "documents": [{"id": "good", "text": "nobel prize in physics"}, {"id": "empty", "text": "   "},
+                      {"id": "number", "text": 42}, "a plain string about cats"],
+    }
+    request = Request.from_openai(body)
+    result = RetrievalStage(scorer="bm25").run(request)
+    assert [d.id for d in result.documents] == ["good"]
+    stage_report = result.report.stages[0]
+    assert any(c.target == "document:empty" and c.reason == "empty text" for c in stage_report.changes)
+    assert any("documents[2]" in w for w in request.warnings)  # non-string text: skipped by the parser
+
+
+def test_ids_metadata_kept_and_score_set_deterministically() -> None:
+    docs = scored_docs(0.3, 0.9, 0.8, 0.1)
+    stage = RetrievalStage(scorer=FixedScorer(), order="score", cutoff="fraction")
+    first, second = stage.run(request_with(docs)), stage.run(request_with(docs))
+    assert first.to_openai() == second.to_openai()
+    assert [d.id for d in first.documents] == ["d1", "d2"]
+    for d in first.documents:
+        original = next(o for o in docs if o.id == d.id)
+        assert d.metadata == original.metadata and d.text == original.text
+        assert d.score == pytest.approx(float(original.text.split("score=")[1].split()[0]))
+
+
+@pytest.mark.slow
+def test_real_hybrid_run_is_deterministic(nq_requests: list[Request], warm_embeddings: None) -> None:
+    stage = RetrievalStage()
+    runs = [stage.run(nq_requests[5]).to_openai() for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize(
+    ("order", "expected"),
+    [("score", ["d1", "d2", "d0", "d3"]), ("original", ["d0", "d1", "d2", "d3"]),
+     ("edges", ["d1", "d0", "d3", "d2"])],
+)
+def test_order(order: str, expected: list[str]) -> None:
+    docs = scored_docs(0.8, 0.95, 0.9, 0.7)
+    out = RetrievalStage(scorer=FixedScorer(), cutoff="none", order=order).run(request_with(docs))  # type: ignore[arg-type]
+    assert [d.id for d in out.documents] == expected
+
+
+def test_hard_cap_and_never_zero() -> None:
+    docs = scored_docs(0.9, 0.89, 0.88, 0.87, 0.1)
+    out = RetrievalStage(scorer=FixedScorer(), max_k=2).run(request_with(docs))
+    assert len(out.documents) == 2
+    assert any("max_k=2" in c.reason for c in out.report.stages[0].changes)
+    flat = scored_docs(0.5, 0.5, 0.5)
+    assert len(RetrievalStage(scorer=FixedScorer(), max_k=1).run(request_with(flat)).documents) == 1
+
+
+def test_mmr_prefers_a_diverse_document() -> None:
+    same = "score={} nobel prize physics awarded röntgen germany 1901 first laureate"
+    docs = [Document(id="a", text=same.format(0.9)), Document(id="b", text=same.format(0.85)),
+            Document(id="c", text="score=0.8 cats dogs birds pets animals homes")]
+    out = RetrievalStage(scorer=FixedScorer(), cutoff="none", max_k=2, dedup="none", mmr_lambda=0.3,
+                         order="score").run(request_with(docs))
+    assert [d.id for d in out.documents] == ["a", "c"]
+
+
+def test_relevance_cutoff_rules() -> None:
+    assert relevance_cutoff([1.0, 0.9, 0.2, 0.1], rule="gap", fraction=0.5) == 2
+    assert relevance_cutoff([10.0, 9.0, 2.0, 1.0], rule="gap", fraction=0.5) == 2  # scale-free
+    assert relevance_cutoff([1.0, 0.6, 0.4, 0.0], rule="fraction", fraction=0.5) == 2
+    assert relevance_cutoff([0.5, 0.5], rule="gap", fraction=0.5) == 2
+    assert relevance_cutoff([1.0, 0.1], rule="none", fraction=0.5) == 2
+
+
+def test_empty_query_keeps_retriever_order_with_a_warning() -> None:
+    docs = scored_docs(0.1, 0.2)
+    request = Request(messages=[Message(role="system", content="hi")], documents=docs)
+    out = RetrievalStage(scorer="bm25", cutoff="none").run(request)
+    assert out.documents[0].id == "d0"
+    assert any("no query" in w for w in out.report.warnings)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("max_k", 0), ("min_k", -1), ("cutoff", "median"), ("order", "random"), ("dedup", "minhash"),
+     ("cutoff_fraction", 1.5), ("mmr_lambda", 2.0), ("dedup_threshold", 0.0), ("dense_weight", -0.1),
+     ("on_overflow", "ignore"), ("fusion", "max"), ("max_seq_length", 0)],
+)
+def test_bad_options_name_the_field(option: str, value: Any) -> None:
+    with pytest.raises(ConfigError) as err:
+        RetrievalStage(**{option: value})
+    assert err.value.field == option
+
+
+def test_unknown_scorer_lists_known_names() -> None:
+    with pytest.raises(UnknownName) as err:
+        RetrievalStage(scorer="splade")
+    assert {"bm25", "dense", "hybrid", "cross_encoder"} <= set(err.value.known)
+    with pytest.raises(ConfigError):
+        RetrievalStage(scorer="cross_encoder")
+
+
+def test_config_round_trip_through_the_pipeline() -> None:
+    stage = RetrievalStage(scorer="bm25", max_k=4, order="score")
+    pipeline = Pipeline.from_config({"stages": [{"name": "retrieval", "scorer": "bm25", "max_k": 4,
+                                                 "order": "score"}]})
+    assert pipeline.stages[0] == stage
+    assert "bm25" in SCORERS
+
+
+@pytest.mark.slow
+def test_precomputed_embeddings_are_reused(nq_requests: list[Request], warm_embeddings: None) -> None:
+    from promptslim.backends.embeddings import EmbeddingService
+
+    request = nq_requests[1]
+    service = EmbeddingService.get(max_seq_length=RetrievalStage().max_seq_length)
+    vectors = service.embed([f"{d.title}\n{d.text}" for d in request.documents])
+    with_vectors = request.replace(documents=[
+        d.model_copy(update={"embedding": (v * 3.0).tolist()}) for d, v in zip(request.documents, vectors)
+    ])
+    stage = RetrievalStage(scorer="dense")
+    plain, reused = stage.run(request), stage.run(with_vectors)
+    assert reused.report.stages[0].details["embeddings_reused"] == 20
+    assert [d.id for d in plain.documents] == [d.id for d in reused.documents]
+    wrong = request.replace(documents=[d.model_copy(update={"embedding": [1.0, 0.0]}) for d in request.documents])
+    out = stage.run(wrong)
+    assert [d.id for d in out.documents] == [d.id for d in plain.documents]
+    assert any("another dimension" in w for w in out.report.warnings)
