@@ -180,6 +180,24 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return EXIT_ERROR if varies else EXIT_OK
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from .bench.command import QUICK, BenchOptions, bench
+
+    # --quick sets the defaults; flags given explicitly still win
+    base = QUICK if args.quick else BenchOptions()
+    given = {k: v for k, v in vars(args).items() if v is not None and k in BenchOptions.__dataclass_fields__}
+    options = replace(base, **given)
+    out = args.out or ("bench-quick" if args.quick else "bench-out")
+    run = bench(options, out=out)
+    if args.json:
+        print(json.dumps(run.summary, default=str))
+    else:
+        print(f"promptslim bench: wrote {out}/report.md ({run.summary['wall_s']:.0f} s)")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -203,6 +221,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="+", metavar="FILE", help="JSON or JSONL request bodies ('-' for stdin)")
     p.add_argument("--json", action="store_true", help="print one JSON summary line instead")
     p.set_defaults(func=cmd_lint)
+
+    p = sub.add_parser("bench", help="measure prefill/TTFT and answer quality, side by side")
+    p.add_argument("--dataset", metavar="SPEC", help="nq:PATH, kv:PATH, longbench:PATH, jsonl:PATH, builtin:rag|chat|kv")
+    p.add_argument("--model", metavar="SPEC", help="hf:NAME_OR_PATH (default hf:default) or openai:URL")
+    p.add_argument("--configs", metavar="LIST", help="comma-separated configs, e.g. baseline,retrieval,compress:extractive@0.33,full")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N items")
+    p.add_argument("--seed", type=int, help="dataset generation and bootstrap seed (default 0)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where an hf model runs")
+    p.add_argument("--repeats", type=int, metavar="N", help="timed prefill passes per prompt (median)")
+    p.add_argument("--max-new-tokens", type=int, dest="max_new_tokens", metavar="N")
+    p.add_argument("--out", metavar="DIR", help="output folder (default bench-out)")
+    p.add_argument("--quick", action="store_true", help="a few built-in items, minutes on a CPU")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    p.set_defaults(func=cmd_bench)
     return parser
 
 

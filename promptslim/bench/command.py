@@ -1,0 +1,100 @@
+"""What ``promptslim bench`` does, callable from Python: load the dataset, build the configs
+and the model backend, run them side by side, write the outputs."""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from .runner import BenchRun, Progress, parse_configs, run_bench
+
+__all__ = ["DEFAULT_CONFIGS", "QUICK", "BenchOptions", "bench"]
+
+DEFAULT_CONFIGS = "baseline,prefix,history,retrieval,compress:extractive@0.33,full"
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    dataset: str = "builtin:rag"
+    model: str = "hf:default"
+    configs: str = DEFAULT_CONFIGS
+    limit: int | None = None
+    seed: int = 0
+    device: str = "auto"
+    repeats: int = 3
+    max_new_tokens: int = 24
+
+
+#: ``--quick``: a handful of small built-in items, one timed repeat, short answers, and the
+#: configs that change a RAG prompt (prefix and history have nothing to do on it), so the run
+#: takes a few minutes on a 2-core CPU.
+QUICK = BenchOptions(
+    dataset="builtin:rag",
+    configs="baseline,retrieval,compress:extractive@0.33,full",
+    limit=4,
+    repeats=1,
+    max_new_tokens=12,
+)
+
+
+def bench(options: BenchOptions, *, out: str | Path | None, stream: TextIO | None = None) -> BenchRun:
+    """Run the benchmark; write outputs to ``out`` when given. Progress and skipped dataset
+    records go to ``stream`` (stderr by default)."""
+    from .backends import load_backend
+    from .datasets import load_dataset
+    from .report import write_outputs
+
+    stream = stream if stream is not None else sys.stderr
+    start = time.perf_counter()
+    configs = parse_configs(options.configs)  # fails fast on a bad spec, before any model loads
+    dataset = load_dataset(options.dataset, limit=options.limit, seed=options.seed)
+    for error in dataset.errors:
+        print(f"promptslim bench: skipped {error}", file=stream)
+    if not dataset.items:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"no readable items in {options.dataset!r}", field="dataset")
+    backend = load_backend(
+        options.model,
+        device=options.device,
+        repeats=options.repeats,
+        max_new_tokens=options.max_new_tokens,
+    )
+    try:
+        run = run_bench(
+            dataset,
+            backend,
+            configs,
+            seed=options.seed,
+            progress=Progress(len(dataset.items) * len(configs), stream=stream),
+            meta={"options": options.__dict__, "machine": _machine()},
+        )
+    finally:
+        backend.close()
+    run.summary["wall_s"] = time.perf_counter() - start
+    if out is not None:
+        write_outputs(run, out)
+    return run
+
+
+def _machine() -> dict[str, object]:
+    import os
+
+    info: dict[str, object] = {
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu_model"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return info
