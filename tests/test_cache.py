@@ -211,3 +211,25 @@ def test_simulate_runs_each_model_on_the_same_stream() -> None:
     assert results["anthropic"].hit_tokens == 0  # one breakpoint at the (varying) end
     bp = simulate(stream, {"a": AnthropicPromptCache()}, breakpoints=[[2048]] * 5)
     assert bp["a"].hit_tokens == 4 * 2048
+
+
+def test_request_tokens_marks_the_stable_prefix() -> None:
+    from promptslim.cache import request_tokens
+    from promptslim.tokens import get_counter
+    from promptslim.types import Request
+
+    counter = get_counter()
+    request = Request.from_openai(
+        {
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "hi"},
+            ],
+            "tools": [{"type": "function", "function": {"name": "f"}}],
+        }
+    )
+    tokens, prefix_len = request_tokens(request, counter)
+    tools_len = len(counter.encode('[{"type": "function", "function": {"name": "f"}}]'))
+    system_len = len(counter.encode("<|system|>\nBe brief.\n"))
+    assert prefix_len == tools_len + system_len
+    assert tokens[prefix_len:] == counter.encode("<|user|>\nhi\n")

@@ -1,0 +1,269 @@
+"""Prefix stage and prefix-cache simulator benchmark (issue 3).
+
+(a) PrefixStage.run on a ~4,000-token system prompt with 10 tool schemas, warm (the same
+    system prompt recurs, as it does in production); also reported: a cold variant where every
+    request's prompt embeds a new timestamp, so the canonicalisation memo never hits.
+(b) 1,000 generated requests whose system prompts embed a timestamp, a request id and the
+    user's name, tokenised (cl100k) and replayed through the vLLM block-16 model before and
+    after PrefixStage. Hit rates are hit tokens / stable-prefix tokens (the prefix as the stage
+    leaves it), over the whole stream including the first, cold request.
+(c) Simulator throughput: 2,048-token requests (1,024 shared + 1,024 unique tokens, numpy
+    uint64 arrays) through BlockHashCache(block_size=16), unbounded (the default) and with an
+    LRU capacity; plus the same with Python-list input (conversion included).
+
+    python benchmarks/bench_prefix.py [--quick] [--json]
+
+``--json`` prints one JSON object as the last line of stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from promptslim.cache import BlockHashCache, PrefixCacheSimulator, request_tokens
+from promptslim.stages.prefix import PrefixStage
+from promptslim.tokens import get_counter
+from promptslim.types import Request
+
+WORDS = (
+    "the assistant must answer politely cite the relevant policy section never reveal internal "
+    "notes escalate refunds above the limit to a human agent and keep answers short clear and "
+    "accurate when the customer asks about shipping returns warranty or billing"
+).split()
+LOAD_AT_START = os.getloadavg()[0]
+NAMES = ["Ann Lee", "Bo Chen", "Carla Diaz", "Dmitri Ivanov", "Eve Adams", "Farah Khan"]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def policy_text(tokens: int, seed: int = 0) -> str:
+    rng = random.Random(seed)
+    counter = get_counter()
+    lines: list[str] = []
+    while counter.count("\n".join(lines)) < tokens:
+        lines.append(" ".join(rng.choice(WORDS) for _ in range(40)) + ".")
+    return "\n".join(lines)
+
+
+def tools(n: int = 10) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": f"tool_{i}",
+                "description": f"Looks up record kind {i} for the current customer.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        f"field_{j}": {"type": "string", "description": f"filter {j}"}
+                        for j in range(6)
+                    },
+                    "required": ["field_0"],
+                },
+            },
+        }
+        for i in range(n)
+    ]
+
+
+def header(i: int) -> str:
+    stamp = 1_714_550_400 + 37 * i
+    return (
+        f"Current time: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(stamp))} ({stamp}).\n"
+        f"Request id: {random.Random(i).getrandbits(128):032x}.\n"
+        f"The user's name is {NAMES[i % len(NAMES)]}.\n"
+    )
+
+
+# ---------------------------------------------------------------- (a)
+
+
+def bench_stage(n: int, policy: str) -> dict[str, Any]:
+    stage = PrefixStage(templates=["The user's name is {name}."])
+    body_tools = tools()
+    warm = {
+        "messages": [
+            {"role": "system", "content": header(0) + policy},
+            {"role": "user", "content": "Where is my order?"},
+        ],
+        "tools": body_tools,
+    }
+    warm_ms = []
+    for k in range(n + 50):
+        request = Request.from_openai(warm)
+        start = time.perf_counter()
+        result = stage.run(request)
+        if k >= 50:
+            warm_ms.append((time.perf_counter() - start) * 1e3)
+    prefix_tokens = result.report.cacheable_tokens or 0
+    cold_ms = []
+    for k in range(max(20, n // 10)):
+        body = {
+            "messages": [
+                {"role": "system", "content": header(k + 1) + policy},
+                {"role": "user", "content": "Where is my order?"},
+            ],
+            "tools": body_tools,
+        }
+        request = Request.from_openai(body)
+        start = time.perf_counter()
+        stage.run(request)
+        cold_ms.append((time.perf_counter() - start) * 1e3)
+    return {
+        "n": len(warm_ms),
+        "prefix_tokens": prefix_tokens,
+        "tools": len(body_tools),
+        "system_prompt_tokens": get_counter().count(header(0) + policy),
+        "p50_ms": percentile(warm_ms, 0.50),
+        "p99_ms": percentile(warm_ms, 0.99),
+        "cold_n": len(cold_ms),
+        "cold_p50_ms": percentile(cold_ms, 0.50),
+        "cold_p99_ms": percentile(cold_ms, 0.99),
+    }
+
+
+# ---------------------------------------------------------------- (b)
+
+
+def bench_stream(n: int, policy: str) -> dict[str, Any]:
+    stage = PrefixStage(templates=["The user's name is {name}."])
+    counter = get_counter()
+    before = PrefixCacheSimulator(BlockHashCache(block_size=16))
+    after = PrefixCacheSimulator(BlockHashCache(block_size=16))
+    stable = hit_before = hit_after = 0
+    for i in range(n):
+        body = {
+            "messages": [
+                {"role": "system", "content": header(i) + policy},
+                {"role": "user", "content": f"Question {i}: where is order {1000 + i}?"},
+            ]
+        }
+        request = Request.from_openai(body)
+        moved = stage.run(request).request
+        raw_tokens, _ = request_tokens(request, counter)
+        new_tokens, prefix_len = request_tokens(moved, counter)
+        stable += prefix_len
+        # only hits inside the stable prefix count: the context message's fixed header after
+        # it can hit too, which would push the rate past 1
+        hit_before += min(before.observe(raw_tokens), prefix_len)
+        hit_after += min(after.observe(new_tokens), prefix_len)
+    b, a = before.result(), after.result()
+    return {
+        "n": n,
+        "stable_prefix_tokens": stable,
+        "hit_tokens_before": hit_before,
+        "hit_tokens_after": hit_after,
+        "hit_rate_before": hit_before / stable,
+        "hit_rate_after": hit_after / stable,
+        "prompt_hit_rate_before": b.hit_rate,
+        "prompt_hit_rate_after": a.hit_rate,
+    }
+
+
+# ---------------------------------------------------------------- (c)
+
+
+def bench_simulator(n: int, repeats: int) -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    shared = rng.integers(0, 100_000, 1024).astype(np.uint64)
+    stream = [
+        np.concatenate([shared, rng.integers(0, 100_000, 1024).astype(np.uint64)]) for _ in range(n)
+    ]
+    out: dict[str, Any] = {"n": n, "repeats": repeats, "tokens_per_request": 2048}
+    configs = {
+        "unbounded": lambda: BlockHashCache(block_size=16),
+        "lru_100k_blocks": lambda: BlockHashCache(block_size=16, capacity_blocks=100_000),
+    }
+    for name, make in configs.items():
+        rates = []
+        for _ in range(repeats):
+            sim = PrefixCacheSimulator(make(), record_requests=False)
+            start = time.perf_counter()
+            result = sim.replay(stream)
+            rates.append(n / (time.perf_counter() - start))
+        out[name] = {
+            "requests_per_s_p50": statistics.median(rates),
+            "requests_per_s_min": min(rates),
+            "requests_per_s_max": max(rates),
+            "hit_rate": result.hit_rate,
+            "evictions": result.evictions,
+        }
+    lists = [s.tolist() for s in stream[: max(200, n // 10)]]
+    sim = PrefixCacheSimulator(BlockHashCache(block_size=16), record_requests=False)
+    start = time.perf_counter()
+    sim.replay(lists)
+    out["list_input_requests_per_s"] = len(lists) / (time.perf_counter() - start)
+    return out
+
+
+# ---------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller N (under 2 minutes)")
+    parser.add_argument("--json", action="store_true", help="one JSON object as the last line")
+    args = parser.parse_args()
+    quick = args.quick
+    policy = policy_text(3940)  # + the header: a ~4,000-token system prompt
+
+    stage = bench_stage(300 if quick else 3000, policy)
+    stream = bench_stream(200 if quick else 1000, policy)
+    sim = bench_simulator(2000 if quick else 10_000, 2 if quick else 5)
+    result = {
+        "stage_p99_ms": stage["p99_ms"],
+        "hit_rate_before": stream["hit_rate_before"],
+        "hit_rate_after": stream["hit_rate_after"],
+        "sim_requests_per_s": sim["unbounded"]["requests_per_s_p50"],
+        "stage": stage,
+        "stream": stream,
+        "simulator": sim,
+        "goals": {
+            "stage_p99_ms": "<= 1",
+            "hit_rate_after": ">= 0.95",
+            "sim_requests_per_s": ">= 50000",
+        },
+        "quick": quick,
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "numpy": np.__version__,
+            "load_average_1m_at_start": LOAD_AT_START,
+        },
+    }
+    if not args.json:
+        print(
+            f"(a) stage warm p50 {stage['p50_ms']:.3f} ms, p99 {stage['p99_ms']:.3f} ms "
+            f"(N={stage['n']}, {stage['system_prompt_tokens']}-token system prompt, "
+            f"{stage['tools']} tools, {stage['prefix_tokens']} prefix tokens); "
+            f"cold p50 {stage['cold_p50_ms']:.2f} ms, p99 {stage['cold_p99_ms']:.2f} ms"
+        )
+        print(
+            f"(b) vLLM block-16 hit rate of stable-prefix tokens: before "
+            f"{stream['hit_rate_before']:.3f}, after {stream['hit_rate_after']:.3f} (N={stream['n']})"
+        )
+        print(
+            f"(c) simulator {sim['unbounded']['requests_per_s_p50']:,.0f} req/s unbounded, "
+            f"{sim['lru_100k_blocks']['requests_per_s_p50']:,.0f} req/s LRU, "
+            f"{sim['list_input_requests_per_s']:,.0f} req/s from lists"
+        )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
