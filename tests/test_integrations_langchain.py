@@ -367,3 +367,55 @@ def test_import_promptslim_loads_no_framework() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert out.stdout.strip() == "[]", out.stderr
+
+
+# ---------------------------------------------------------------- the real stages
+
+
+def _real(name: str) -> type:
+    from promptslim import STAGES
+
+    try:
+        return STAGES.get(name)  # type: ignore[no-any-return]
+    except ImportError as exc:  # the stage module is not in this checkout yet
+        pytest.skip(f"stage {name!r} not available: {exc}")
+
+
+def test_compressor_with_the_real_retrieval_stage() -> None:
+    docs = [
+        LCDocument(
+            page_content="The Eiffel Tower is 330 metres tall.", metadata={"src": "e"}, id="e"
+        ),
+        LCDocument(page_content="Bananas are rich in potassium.", metadata={"src": "b"}, id="b"),
+        LCDocument(
+            page_content="Mount Everest is 8,849 metres high.", metadata={"src": "m"}, id="m"
+        ),
+    ]
+    stage = _real("retrieval")(scorer="bm25", max_k=2)
+    out = PromptSlimCompressor(stage=stage).compress_documents(
+        docs, "How tall is the Eiffel Tower?"
+    )
+    assert 1 <= len(out) <= 2 and out[0].id == "e"
+    assert out[0].metadata["src"] == "e" and isinstance(out[0].metadata["promptslim_score"], float)
+    again = asyncio.run(
+        PromptSlimCompressor(stage=stage).acompress_documents(docs, "How tall is the Eiffel Tower?")
+    )
+    assert again == out
+
+
+def test_runnable_with_the_real_prefix_and_history_stages() -> None:
+    from promptslim import Pipeline
+
+    messages: list[BaseMessage] = [SystemMessage("You are terse. Today is 2025-03-14.")]
+    for i in range(15):
+        messages += [
+            HumanMessage(f"question {i} " + "word " * 30),
+            AIMessage(f"answer {i} " + "word " * 30),
+        ]
+    messages.append(HumanMessage("the last question?", id="last"))
+    slimmer = PromptSlimRunnable(
+        stage=Pipeline([_real("prefix")(), _real("history")()]), budget=Budget(total=400)
+    )
+    out = slimmer.invoke(messages)
+    assert isinstance(out, list) and len(out) < len(messages)
+    assert out[-1] is messages[-1]

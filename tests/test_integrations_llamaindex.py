@@ -10,6 +10,7 @@ import asyncio
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from llama_index.core.base.llms.types import (
@@ -258,3 +259,44 @@ def test_missing_llamaindex_raises_backend_unavailable() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert "extra=llamaindex" in out.stdout, out.stderr
+
+
+# ---------------------------------------------------------------- the real stages
+
+
+def _real(name: str) -> type:
+    from promptslim import STAGES
+
+    try:
+        return STAGES.get(name)  # type: ignore[no-any-return]
+    except ImportError as exc:  # the stage module is not in this checkout yet
+        pytest.skip(f"stage {name!r} not available: {exc}")
+
+
+def test_postprocessor_with_the_real_retrieval_stage() -> None:
+    given_nodes = [
+        NodeWithScore(
+            node=TextNode(text="The Eiffel Tower is 330 metres tall.", id_="e", metadata={"k": 1}),
+            score=0.1,
+        ),
+        NodeWithScore(node=TextNode(text="Bananas are rich in potassium.", id_="b"), score=0.9),
+        NodeWithScore(
+            node=TextNode(text="Mount Everest is 8,849 metres high.", id_="m"), score=0.5
+        ),
+    ]
+    post = PromptSlimPostprocessor(stage=_real("retrieval")(scorer="bm25", max_k=2))
+    out = post.postprocess_nodes(given_nodes, query_str="How tall is the Eiffel Tower?")
+    assert 1 <= len(out) <= 2 and out[0].node is given_nodes[0].node
+    assert out[0].score is not None and out[0].score != 0.1
+
+
+def test_history_helper_with_the_real_history_stage() -> None:
+    history = [ChatMessage(role=MessageRole.SYSTEM, content="You are a guide.")]
+    for i in range(12):
+        history.append(ChatMessage(role=MessageRole.USER, content=f"fact {i}? " + "word " * 30))
+        history.append(
+            ChatMessage(role=MessageRole.ASSISTANT, content=f"fact {i}: " + "word " * 30)
+        )
+    history.append(ChatMessage(role=MessageRole.USER, content="summarise"))
+    out = slim_chat_history(history, stage=_real("history")(), budget=Budget(total=400))
+    assert len(out) < len(history) and out[-1] is history[-1] and out[0] is history[0]

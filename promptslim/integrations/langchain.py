@@ -102,8 +102,8 @@ class PromptSlimCompressor(BaseDocumentCompressor):
     ) -> Sequence[LCDocument]:
         if not documents:
             return []
-        request = self._request(documents, query)
-        return self._documents(self._stage.run(request, self.budget), documents)
+        request, by_id = self._request(documents, query)
+        return self._documents(self._stage.run(request, self.budget), by_id)
 
     async def acompress_documents(
         self,
@@ -113,8 +113,8 @@ class PromptSlimCompressor(BaseDocumentCompressor):
     ) -> Sequence[LCDocument]:
         if not documents:
             return []
-        request = self._request(documents, query)
-        return self._documents(await arun_stage(self._stage, request, self.budget), documents)
+        request, by_id = self._request(documents, query)
+        return self._documents(await arun_stage(self._stage, request, self.budget), by_id)
 
     # ---- translation
 
@@ -123,16 +123,19 @@ class PromptSlimCompressor(BaseDocumentCompressor):
         assert self.stage is not None  # set in model_post_init
         return self.stage
 
-    def _request(self, documents: Sequence[LCDocument], query: str) -> Request:
+    def _request(
+        self, documents: Sequence[LCDocument], query: str
+    ) -> tuple[Request, dict[str, LCDocument]]:
+        """The promptslim request, and the LangChain documents by the ids given to the stage."""
         ids = unique_ids(_document_id(d, self.id_key) for d in documents)
         docs = [
             Document(id=doc_id, text=d.page_content, metadata=d.metadata)
             for doc_id, d in zip(ids, documents)
         ]
-        return Request(messages=query_messages(query), documents=docs, query=query)
+        request = Request(messages=query_messages(query), documents=docs, query=query)
+        return request, dict(zip(ids, documents))
 
-    def _documents(self, result: Result, documents: Sequence[LCDocument]) -> list[LCDocument]:
-        by_id = dict(zip(unique_ids(_document_id(d, self.id_key) for d in documents), documents))
+    def _documents(self, result: Result, by_id: dict[str, LCDocument]) -> list[LCDocument]:
         out: list[LCDocument] = []
         for kept in result.request.documents:
             original = by_id[kept.id]

@@ -76,41 +76,49 @@ class PromptSlimPostprocessor(BaseNodePostprocessor):
         if not nodes:
             return []
         stage: Stage = self.stage
-        return _nodes(stage.run(_request(nodes, query_bundle), self.budget), nodes)
+        request, by_id = _request(nodes, query_bundle)
+        return _nodes(stage.run(request, self.budget), by_id)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         if not nodes:
             return []
-        result = await arun_stage(self.stage, _request(nodes, query_bundle), self.budget)
-        return _nodes(result, nodes)
+        request, by_id = _request(nodes, query_bundle)
+        return _nodes(await arun_stage(self.stage, request, self.budget), by_id)
 
 
-def _request(nodes: Sequence[NodeWithScore], query_bundle: QueryBundle | None) -> Request:
+_Originals = dict[str, tuple[NodeWithScore, str]]
+
+
+def _request(
+    nodes: Sequence[NodeWithScore], query_bundle: QueryBundle | None
+) -> tuple[Request, _Originals]:
+    """The promptslim request, and each node (with the text sent) by the id given to the stage."""
     ids = unique_ids(n.node.node_id for n in nodes)
+    # the node's own text: metadata is passed as metadata, not pasted into the text
+    texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
     docs = [
         Document(
             id=doc_id,
-            # the node's own text: metadata is passed as metadata, not pasted into the text
-            text=n.node.get_content(metadata_mode=MetadataMode.NONE),
+            text=text,
             metadata=n.node.metadata,
             score=n.score,
             embedding=n.node.embedding,  # a vector store's embedding, reused by dense scoring
         )
-        for doc_id, n in zip(ids, nodes)
+        for doc_id, text, n in zip(ids, texts, nodes)
     ]
     query = query_bundle.query_str if query_bundle is not None else None
-    return Request(messages=query_messages(query), documents=docs, query=query)
+    request = Request(messages=query_messages(query), documents=docs, query=query)
+    return request, {doc_id: (n, text) for doc_id, n, text in zip(ids, nodes, texts)}
 
 
-def _nodes(result: Result, nodes: Sequence[NodeWithScore]) -> list[NodeWithScore]:
-    by_id = dict(zip(unique_ids(n.node.node_id for n in nodes), nodes))
+def _nodes(result: Result, by_id: _Originals) -> list[NodeWithScore]:
     out: list[NodeWithScore] = []
     for kept in result.request.documents:
-        original = by_id[kept.id]
+        original, text = by_id[kept.id]
         node = original.node
-        if kept.text != node.get_content(metadata_mode=MetadataMode.NONE):
+        if kept.text != text:
             node = node.model_copy()  # same node_id and metadata, shortened text
             node.set_content(kept.text)
         score = kept.score if kept.score is not None else original.score

@@ -1,0 +1,142 @@
+"""Overhead of the framework adapters over the bare stage, for 20 retrieved documents.
+
+- ``langchain_overhead_ms``: ``PromptSlimCompressor.compress_documents`` on 20 LangChain
+  Documents minus ``stage.run`` on the equivalent promptslim Request (built once, outside the
+  timing: the adapter's translation in and out is all counted as overhead);
+- ``llamaindex_overhead_ms``: the same for ``PromptSlimPostprocessor.postprocess_nodes`` on 20
+  ``NodeWithScore``.
+
+The stage is PassThrough, so what is left is the adapters' own cost (a real stage adds the same
+translation around more work). Adapter and bare calls alternate and each sample is the paired
+difference, which cancels most drift on a shared machine. Goal: p50 <= 0.5 ms each.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from common import emit, machine, parser, summary
+from langchain_core.documents import Document as LCDocument
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from promptslim import Document, Message, PassThrough, Request
+from promptslim.integrations.langchain import PromptSlimCompressor
+from promptslim.integrations.llamaindex import PromptSlimPostprocessor
+
+N_DOCS = 20
+GOAL_MS = 0.5
+QUERY = "how do I raise the build minute quota for my workspace"
+WORDS = [
+    "cache",
+    "prefill",
+    "token",
+    "budget",
+    "request",
+    "latency",
+    "model",
+    "server",
+    "document",
+    "history",
+    "retrieval",
+    "answer",
+    "question",
+    "system",
+    "prompt",
+    "context",
+    "window",
+    "queue",
+    "batch",
+    "throughput",
+    "region",
+    "storage",
+    "limit",
+    "policy",
+]
+
+
+def texts(seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(60)) for _ in range(N_DOCS)]
+
+
+def paired(adapter: Callable[[], Any], bare: Callable[[], Any], n: int) -> dict[str, Any]:
+    for _ in range(50):  # warm: token counts cached, code paths hot
+        adapter()
+        bare()
+    diffs, adapter_ms, bare_ms = [], [], []
+    gc.disable()
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            adapter()
+            t1 = time.perf_counter()
+            bare()
+            t2 = time.perf_counter()
+            adapter_ms.append((t1 - t0) * 1e3)
+            bare_ms.append((t2 - t1) * 1e3)
+            diffs.append(((t1 - t0) - (t2 - t1)) * 1e3)
+    finally:
+        gc.enable()
+    return {**summary(diffs), "adapter": summary(adapter_ms), "bare": summary(bare_ms)}
+
+
+def main() -> None:
+    args = parser(__doc__.splitlines()[0]).parse_args()
+    n = 2_000 if args.quick else 20_000
+    stage = PassThrough()
+    body = texts()
+    request = Request(
+        messages=[Message(role="user", content=QUERY)],
+        documents=[
+            Document(id=f"d{i}", text=t, metadata={"source": f"s{i}"}) for i, t in enumerate(body)
+        ],
+        query=QUERY,
+    )
+
+    lc_docs = [
+        LCDocument(page_content=t, metadata={"source": f"s{i}"}, id=f"d{i}")
+        for i, t in enumerate(body)
+    ]
+    compressor = PromptSlimCompressor(stage=stage)
+    langchain = paired(
+        lambda: compressor.compress_documents(lc_docs, QUERY), lambda: stage.run(request), n
+    )
+
+    nodes = [
+        NodeWithScore(node=TextNode(text=t, id_=f"d{i}", metadata={"source": f"s{i}"}), score=0.5)
+        for i, t in enumerate(body)
+    ]
+    post = PromptSlimPostprocessor(stage=stage)
+    bundle = QueryBundle(QUERY)
+    llamaindex = paired(
+        lambda: post.postprocess_nodes(nodes, bundle), lambda: stage.run(request), n
+    )
+
+    result = {
+        "benchmark": "bench_integrations",
+        "documents": N_DOCS,
+        "stage": "passthrough",
+        "goal_ms": GOAL_MS,
+        "langchain_overhead_ms": langchain,
+        "llamaindex_overhead_ms": llamaindex,
+        "quick": args.quick,
+        "machine": machine(),
+    }
+    rows = [
+        f"{name:<24} p50 {r['p50']:.3f} ms  p99 {r['p99']:.3f} ms  (adapter p50 {r['adapter']['p50']:.3f}, "
+        f"bare p50 {r['bare']['p50']:.3f}; n={r['n']})  goal p50 <= {GOAL_MS} ms: "
+        f"{'met' if r['p50'] <= GOAL_MS else 'MISSED'}"
+        for name, r in (
+            ("langchain_overhead_ms", langchain),
+            ("llamaindex_overhead_ms", llamaindex),
+        )
+    ]
+    emit(result, args, "\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
