@@ -282,6 +282,8 @@ class PrefixStage(BaseStage):
             else None
         )
         self._memo: OrderedDict[str, _Analysed] = OrderedDict()
+        self._message_memo: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._fingerprint_memo: OrderedDict[tuple[Any, ...], tuple[str, int]] = OrderedDict()
         self._tools_memo: OrderedDict[str, tuple[list[dict[str, Any]], list[str], str, bool]] = (
             OrderedDict()
         )
@@ -309,8 +311,9 @@ class PrefixStage(BaseStage):
         if end and "anthropic" in self.cache_hints:
             messages[end - 1] = _with_cache_control(messages[end - 1])
 
-        fingerprint = self._fingerprint(messages[:end], tools_json) if end or tools_json else None
-        cacheable = self._prefix_tokens(messages[:end], tools_json, log.counter)
+        fingerprint, cacheable = self._fingerprint_and_tokens(
+            messages[:end], tools_json, log.counter
+        )
         log.details["fingerprint"] = fingerprint
         log.details["cacheable_tokens"] = cacheable
         log.details["stable_messages"] = end
@@ -324,6 +327,51 @@ class PrefixStage(BaseStage):
     # ---- per message
 
     def _stabilise(
+        self,
+        message: Message,
+        i: int,
+        moved: list[tuple[str, str]],
+        volatile: list[dict[str, Any]],
+        log: StageLog,
+    ) -> Message:
+        """``_stabilise_text`` memoised for the common case (a plain text message whose
+        references are numbered from 1): a recurring system prompt then reuses the very same
+        stable Message, whose token count is memoised on it."""
+        simple = (
+            isinstance(message.content, str)
+            and not moved
+            and message.name is None
+            and message.tool_calls is None
+            and not message.model_extra
+            and self.cache_size > 0
+        )
+        if not simple:
+            return self._stabilise_text(message, i, moved, volatile, log)
+        key = (i, message.role, message.content, message.pinned)
+        found = self._message_memo.get(key)
+        if found is None:
+            n_changes, n_warnings = len(log.changes), len(log.warnings)
+            stable = self._stabilise_text(message, i, moved, volatile, log)
+            found = (
+                stable,
+                tuple(moved),
+                tuple(volatile),
+                tuple(log.changes[n_changes:]),
+                tuple(log.warnings[n_warnings:]),
+            )
+            with self._lock:
+                self._message_memo[key] = found
+                if len(self._message_memo) > self.cache_size:
+                    self._message_memo.popitem(last=False)
+            return stable
+        reused: Message = found[0]
+        moved.extend(found[1])
+        volatile.extend(found[2])
+        log.changes.extend(found[3])
+        log.warnings.extend(found[4])
+        return reused
+
+    def _stabilise_text(
         self,
         message: Message,
         i: int,
@@ -431,19 +479,21 @@ class PrefixStage(BaseStage):
         read-only (copying it would cost more than the rest of the stage)."""
         if not tools:
             return tools, ""
-        try:
-            raw = json.dumps(tools, ensure_ascii=False)
-        except (TypeError, ValueError):
-            log.warn("tools: not serialisable as JSON; left as is")
-            return tools, ""
+        # repr (C code, no escaping) is a cheaper memo key than json.dumps for the same tools
+        raw = repr(tools)
         found = self._tools_memo.get(raw)
         if found is None:
+            try:
+                as_sent = json.dumps(tools, ensure_ascii=False)
+            except (TypeError, ValueError):
+                log.warn("tools: not serialisable as JSON; left as is")
+                return tools, ""
             canonical, warnings = canonicalise_tools(tools) if self.sort_tools else (tools, [])
             try:
                 tools_json = canonicalise_json(canonical)
             except (TypeError, ValueError):
-                tools_json = raw
-            unchanged = json.dumps(canonical, ensure_ascii=False) == raw
+                tools_json = as_sent
+            unchanged = json.dumps(canonical, ensure_ascii=False) == as_sent
             found = (canonical, warnings, tools_json, unchanged)
             if self.cache_size:
                 with self._lock:
@@ -517,6 +567,27 @@ class PrefixStage(BaseStage):
     ) -> int:
         tools = counter.count(tools_json) if tools_json else 0
         return tools + sum(count_message(m, counter) for m in prefix)
+
+    def _fingerprint_and_tokens(
+        self, prefix: Sequence[Message], tools_json: str, counter: TokenCounter
+    ) -> tuple[str | None, int]:
+        if not prefix and not tools_json:
+            return None, 0
+        # the texts are usually the same str objects as last time (memoised), so hashing the
+        # key is a cached lookup; sha256 over the prefix is not
+        key = (tools_json, counter.name, *((m.role, m.text) for m in prefix))
+        found = self._fingerprint_memo.get(key)
+        if found is None:
+            found = (
+                self._fingerprint(prefix, tools_json),
+                self._prefix_tokens(prefix, tools_json, counter),
+            )
+            if self.cache_size:
+                with self._lock:
+                    self._fingerprint_memo[key] = found
+                    if len(self._fingerprint_memo) > self.cache_size:
+                        self._fingerprint_memo.popitem(last=False)
+        return found
 
     def _fingerprint(self, prefix: Sequence[Message], tools_json: str) -> str:
         digest = hashlib.sha256()
