@@ -78,6 +78,17 @@ class _CountCache:
             new.__pydantic_private__["_token_counts"] = {}
         return new
 
+    def __eq__(self, other: object) -> bool:
+        # fields and extras only: pydantic would also compare private attributes (our caches)
+        if type(other) is not type(self):
+            return NotImplemented
+        return bool(
+            self.__dict__ == other.__dict__  # type: ignore[attr-defined]
+            and self.__pydantic_extra__ == other.__pydantic_extra__  # type: ignore[attr-defined]
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # content parts may hold dicts: not hashable
+
 
 class ContentPart(_Model):
     """One part of a multi-part message (``{"type": "text", "text": ...}``, images, audio...)."""
