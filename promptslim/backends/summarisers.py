@@ -27,6 +27,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..errors import BackendError, ConfigError, StageTimeout
@@ -191,14 +192,11 @@ def _tail_within(lines: Sequence[str], max_tokens: int, counter: TokenCounter) -
 
 # ---------------------------------------------------------------- extractive
 
-_DECISION = re.compile(
-    r"\b(?:decid\w*|agree\w*|confirm\w*|approv\w*|chose|choose|chosen|will|won't|must|plan\w*|"
-    r"deadline|due|budget|priority|prefer\w*|require\w*|need\w*|settled|final\w*|remember|"
-    r"important|always|never|todo|action)\b",
-    re.IGNORECASE,
-)
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+(?:[A-Z][a-z]+)*\b|\b[A-Z]{2,}\b")
-_IDENTIFIER_KINDS = ("url", "email", "uuid", "hex_id", "iso_datetime", "date", "time", "quoted")
+_DECISION_STEMS: tuple[str, ...] = (
+    "decid", "agree", "confirm", "approv", "chose", "choose", "will", "won't", "must", "plan",
+    "deadline", "due", "budget", "priorit", "prefer", "requir", "need", "settled", "final",
+    "remember", "important", "always", "never", "todo", "action",
+)  # fmt: skip
 _FILLER = re.compile(
     r"^(?:ok(?:ay)?|sure|thanks?(?: you)?|thank you|great|got it|sounds good|hi|hello|yes|no|"
     r"of course|you're welcome|no problem)\W*$",
@@ -275,20 +273,40 @@ class ExtractiveSummariser(Summariser):
         return out
 
 
+# each identifier kind runs only when a character it needs is present: the regexes are the
+# shared ones from text.py, and most sentences contain none of these characters
+_GATED_KINDS: tuple[tuple[str, str], ...] = (
+    ("url", "://"), ("email", "@"), ("uuid", "-"), ("time", ":"), ("quoted", '"'), ("quoted", "“"),
+)
+_DIGIT_KINDS = ("hex_id", "iso_datetime", "date")
+_DIGIT = re.compile(r"\d")
+
+
+@lru_cache(maxsize=65_536)
 def _score(sentence: str, role: str) -> float:
+    """Salience of one sentence (memoised: a rolling summary re-scores its own lines)."""
     if len(sentence) < 12 or _FILLER.match(sentence):
         return 0.0
     score = 0.0
-    score += 2.0 * min(3, len(PATTERNS["number_unit"].findall(sentence)))
-    score += 2.5 * min(2, sum(len(PATTERNS[k].findall(sentence)) for k in _IDENTIFIER_KINDS))
-    score += 1.0 * min(3, len(_NAME.findall(sentence)))
-    score += 1.5 * min(2, len(_DECISION.findall(sentence)))
+    identifiers = 0
+    if _DIGIT.search(sentence):
+        score += 2.0 * min(3, len(PATTERNS["number_unit"].findall(sentence)))
+        identifiers += sum(len(PATTERNS[k].findall(sentence)) for k in _DIGIT_KINDS)
+    for kind, needs in _GATED_KINDS:
+        if needs in sentence:
+            identifiers += len(PATTERNS[kind].findall(sentence))
+    score += 2.5 * min(2, identifiers)
+    words = sentence.split()
+    # a capitalised word after the first is likely a name; an all-caps word an acronym
+    names = sum(1 for w in words[1:] if w[:1].isupper() and (w[1:2].islower() or w.isupper()))
+    score += 1.0 * min(3, names)
+    decisions = sum(1 for w in sentence.lower().split() if w.startswith(_DECISION_STEMS))
+    score += 1.5 * min(2, decisions)
     if sentence.rstrip().endswith("?"):
         score += 2.0 if role == "user" else 1.0
     if role == "tool":
         score += 0.5  # tool output is ground truth the assistant may refer back to
-    words = sentence.count(" ") + 1
-    score -= max(0, words - 25) * 0.05
+    score -= max(0, len(words) - 25) * 0.05
     return score + 0.5  # every real sentence beats nothing
 
 
