@@ -35,11 +35,48 @@ from promptslim.stages.prefix import PrefixStage
 from promptslim.tokens import get_counter
 from promptslim.types import Request
 
-WORDS = (
-    "the assistant must answer politely cite the relevant policy section never reveal internal "
-    "notes escalate refunds above the limit to a human agent and keep answers short clear and "
-    "accurate when the customer asks about shipping returns warranty or billing"
-).split()
+WORDS = [
+    "the",
+    "assistant",
+    "must",
+    "answer",
+    "politely",
+    "cite",
+    "the",
+    "relevant",
+    "policy",
+    "section",
+    "never",
+    "reveal",
+    "internal",
+    "notes",
+    "escalate",
+    "refunds",
+    "above",
+    "the",
+    "limit",
+    "to",
+    "a",
+    "human",
+    "agent",
+    "and",
+    "keep",
+    "answers",
+    "short",
+    "clear",
+    "and",
+    "accurate",
+    "when",
+    "the",
+    "customer",
+    "asks",
+    "about",
+    "shipping",
+    "returns",
+    "warranty",
+    "or",
+    "billing",
+]
 LOAD_AT_START = os.getloadavg()[0]
 NAMES = ["Ann Lee", "Bo Chen", "Carla Diaz", "Dmitri Ivanov", "Eve Adams", "Farah Khan"]
 

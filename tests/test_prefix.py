@@ -27,7 +27,10 @@ SYSTEM = (
 def body(system: str = SYSTEM, *, turns: int = 1) -> dict:
     messages: list[dict] = [{"role": "system", "content": system}]
     for i in range(turns - 1):
-        messages += [{"role": "user", "content": f"q{i}"}, {"role": "assistant", "content": f"a{i}"}]
+        messages += [
+            {"role": "user", "content": f"q{i}"},
+            {"role": "assistant", "content": f"a{i}"},
+        ]
     messages.append({"role": "user", "content": "What is my plan?"})
     return {"model": "m", "messages": messages}
 
@@ -39,7 +42,7 @@ def run(stage: PrefixStage, data: dict):
 # ---------------------------------------------------------------- canonicalisation
 
 _text = st.text(
-    alphabet=st.sampled_from(list("abc xyz\t\r\n\u00e9e\u0301{}[]\":,0123456789")), max_size=80
+    alphabet=st.sampled_from(list('abc xyz\t\r\n\u00e9e\u0301{}[]":,0123456789')), max_size=80
 )
 
 
@@ -47,7 +50,7 @@ _text = st.text(
 def test_canonical_text_is_idempotent_and_keeps_words(text: str) -> None:
     once = canonicalise_text(text)
     assert canonicalise_text(once) == once
-    words = lambda s: re.findall(r"[^\W_]+", canonical_nfc(s))  # noqa: E731
+    words = lambda s: re.findall(r"[^\W_]+", canonical_nfc(s))
     assert words(once) == words(text)
 
 
@@ -59,7 +62,9 @@ def canonical_nfc(s: str) -> str:
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
     max_leaves=10,
 )
 
@@ -86,7 +91,10 @@ def test_canonicalisation_details() -> None:
 
 def test_tools_sorted_and_keys_canonical_bad_schema_kept() -> None:
     tools = [
-        {"type": "function", "function": {"name": "zeta", "parameters": {"type": "object", "a": 1}}},
+        {
+            "type": "function",
+            "function": {"name": "zeta", "parameters": {"type": "object", "a": 1}},
+        },
         {"function": {"parameters": "{not json", "name": "alpha"}, "type": "function"},
         {"type": "function", "function": {"name": "beta", "parameters": '{"b": 1, "a": 2}'}},
     ]
@@ -133,7 +141,14 @@ def test_requests_differing_only_in_volatile_values_share_prefix_bytes(
 ) -> None:
     stage = PrefixStage(templates=["The user's name is {name}."])
     template = "Be brief.\nDate: {d}. Request {u} at {t}.\nThe user's name is {n}.\nBe kind."
-    a = run(stage, body(template.format(d="2020-01-01", u="0" * 8 + "-0000-0000-0000-" + "0" * 12, t=1600000000, n="Al")))
+    a = run(
+        stage,
+        body(
+            template.format(
+                d="2020-01-01", u="0" * 8 + "-0000-0000-0000-" + "0" * 12, t=1600000000, n="Al"
+            )
+        ),
+    )
     b = run(stage, body(template.format(d=date, u=uid, t=ts, n=name)))
     assert a.request.messages[0].to_openai() == b.request.messages[0].to_openai()
     assert a.report.prefix_fingerprint == b.report.prefix_fingerprint
