@@ -1,0 +1,34 @@
+"""Load on paper: a continuous-batching server simulation and SLO planning.
+
+- ``CostModel``: prefill cost curve ``t(n) = a + b n + c n^2`` (given or fitted) and decode cost
+- ``simulate_server``: the engine (token budget, batch size, chunked prefill, vLLM prefix cache)
+  fed by ``SimRequest``s at a closed-loop concurrency or open-loop ``arrival_times``
+- ``load_prompts``: prompt token streams from a benchmark dataset, per promptslim config
+- ``plan_budget``: the largest prompt budget per request that meets a TTFT P99 SLO
+"""
+
+from __future__ import annotations
+
+from .costmodel import CostModel as CostModel
+from .costmodel import fit_prefill as fit_prefill
+from .engine import RequestTiming as RequestTiming
+from .engine import ServerConfig as ServerConfig
+from .engine import ServerRun as ServerRun
+from .engine import SimRequest as SimRequest
+from .engine import simulate_server as simulate_server
+from .workload import arrival_times as arrival_times
+from .workload import load_prompts as load_prompts
+from .workload import prompt_tokens as prompt_tokens
+
+__all__ = [
+    "CostModel",
+    "RequestTiming",
+    "ServerConfig",
+    "ServerRun",
+    "SimRequest",
+    "arrival_times",
+    "fit_prefill",
+    "load_prompts",
+    "prompt_tokens",
+    "simulate_server",
+]

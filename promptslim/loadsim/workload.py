@@ -1,0 +1,80 @@
+"""Request streams for the simulator: prompts from a benchmark dataset (as sent with or without
+a promptslim config) and arrival times.
+
+``arrival_times(n, rate=..., burstiness=..., seed=...)`` follows vLLM's ``bench serve``: gaps
+are gamma-distributed with shape ``burstiness`` and mean ``1 / rate`` (1.0 is a Poisson process;
+below 1 burstier, above 1 more regular).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from ..types import Request
+
+__all__ = ["arrival_times", "load_prompts", "prompt_tokens"]
+
+
+def arrival_times(n: int, *, rate: float, burstiness: float = 1.0, seed: int = 0) -> list[float]:
+    """``n`` arrival times (seconds, the first after one gap) at ``rate`` requests/s."""
+    import numpy as np
+
+    if not rate > 0:
+        raise ConfigError(f"expected a rate > 0, got {rate!r}", field="rate")
+    if not burstiness > 0:
+        raise ConfigError(f"expected burstiness > 0, got {burstiness!r}", field="burstiness")
+    rng = np.random.default_rng(seed)
+    gaps = rng.gamma(shape=burstiness, scale=1.0 / (rate * burstiness), size=n)
+    return np.cumsum(gaps).tolist()  # type: ignore[no-any-return]
+
+
+def prompt_tokens(request: Request) -> npt.NDArray[np.uint64]:
+    """The prompt as the server sees it: documents rendered into the messages (as
+    ``Result.to_openai`` sends them), tokenised the way the prefix-cache models expect."""
+    from ..cache import as_token_array, request_tokens
+    from ..types import Request as _Request
+
+    sent = request
+    if request.documents:
+        from ..pipeline import Pipeline
+
+        sent = _Request.from_openai(Pipeline([]).run(request).to_openai())
+    tokens, _ = request_tokens(sent)
+    return as_token_array(tokens)
+
+
+def load_prompts(
+    dataset: str,
+    *,
+    configs: Sequence[str] = ("baseline",),
+    requests: int,
+    seed: int = 0,
+    max_items: int = 200,
+) -> dict[str, list[npt.NDArray[np.uint64]]]:
+    """``requests`` prompts per config label, from the dataset named by ``dataset`` (a
+    ``promptslim.bench`` spec), each item slimmed by the config (``bench`` config specs:
+    ``baseline``, ``full``, ``prefix+history``, a config file...).
+
+    At most ``max_items`` distinct items are loaded and slimmed; longer streams repeat them in
+    order (a repeat shares its whole prompt with an earlier request, so it can hit the cache).
+    """
+    from ..bench.datasets import load_dataset
+    from ..bench.runner import parse_configs
+
+    if requests < 1:
+        raise ConfigError(f"expected requests >= 1, got {requests!r}", field="requests")
+    items = load_dataset(dataset, limit=min(requests, max_items), seed=seed).items
+    if not items:
+        raise ConfigError(f"no readable items in {dataset!r}", field="dataset")
+    out: dict[str, list[npt.NDArray[np.uint64]]] = {}
+    for config in parse_configs(list(configs)):
+        prompts = [prompt_tokens(config.pipeline.run(item.request).request) for item in items]
+        out[config.label] = [prompts[i % len(prompts)] for i in range(requests)]
+    return out

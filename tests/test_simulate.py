@@ -1,0 +1,133 @@
+"""The server simulation against closed-form cases, and the plan against its SLO."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from promptslim.errors import ConfigError
+from promptslim.loadsim import (
+    CostModel,
+    ServerConfig,
+    SimRequest,
+    arrival_times,
+    fit_prefill,
+    simulate_server,
+)
+
+COST = CostModel(a=0.01, b=0.001, c=1e-7, decode_step_s=0.005)
+
+
+def _prompt(n: int, *, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 50_000, size=n).astype(np.uint64)
+
+
+def test_one_request_takes_its_prefill_time() -> None:
+    run = simulate_server([SimRequest(_prompt(1000, seed=1))], cost=COST, concurrency=1)
+    (r,) = run.requests
+    assert r.ttft_s == pytest.approx(COST.prefill_s(1000))
+    assert r.queue_s == 0.0
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_chunked_prefill_costs_the_same_alone(chunked: bool) -> None:
+    server = ServerConfig(max_batched_tokens=256, chunked_prefill=chunked)
+    run = simulate_server([SimRequest(_prompt(1000, seed=1))], cost=COST, server=server, concurrency=1)
+    # chunks pay the per-pass constant once per step: 4 steps of 256 tokens
+    extra = 3 * COST.a if chunked else 0.0
+    assert run.requests[0].ttft_s == pytest.approx(COST.prefill_s(1000) + extra)
+
+
+def test_batch_one_server_is_sequential_sums() -> None:
+    lengths = [300, 800, 500, 1200]
+    reqs = [SimRequest(_prompt(n, seed=i), output_tokens=3) for i, n in enumerate(lengths)]
+    server = ServerConfig(max_num_seqs=1)
+    run = simulate_server(reqs, cost=COST, server=server, arrivals=[0.0] * len(reqs))
+    service = [COST.prefill_s(n) + 2 * COST.decode_s(1) for n in lengths]
+    clock = 0.0
+    for r, n, s in zip(run.requests, lengths, service, strict=True):
+        assert r.queue_s == pytest.approx(clock)
+        assert r.ttft_s == pytest.approx(clock + COST.prefill_s(n))
+        clock += s
+    assert run.makespan_s == pytest.approx(sum(service))
+    assert run.utilisation == pytest.approx(1.0)
+
+
+def test_md1_queue_at_low_load_matches_pollaczek_khinchine() -> None:
+    cost = CostModel(b=0.001)
+    service = cost.prefill_s(100)  # 0.1 s, deterministic
+    rho = 0.3
+    n = 20_000
+    arrivals = arrival_times(n, rate=rho / service, seed=7)
+    prompt = _prompt(100, seed=0)
+    server = ServerConfig(max_num_seqs=1, prefix_cache=False)
+    run = simulate_server([SimRequest(prompt)] * n, cost=cost, server=server, arrivals=arrivals)
+    mean_wait = sum(r.queue_s for r in run.requests) / n
+    expected = rho * service / (2 * (1 - rho))
+    assert mean_wait == pytest.approx(expected, rel=0.08)
+    assert run.utilisation == pytest.approx(rho, rel=0.05)
+
+
+def test_cache_hits_skip_prefill() -> None:
+    shared = _prompt(1024, seed=3)
+    reqs = [SimRequest(np.concatenate([shared, _prompt(64, seed=10 + i)])) for i in range(2)]
+    run = simulate_server(reqs, cost=COST, concurrency=1)
+    first, second = run.requests
+    assert first.hit_tokens == 0 and second.hit_tokens == 1024
+    assert second.prefill_s == pytest.approx(COST.a + COST.chunk_s(1024, 64))
+    assert second.prefill_s < first.prefill_s / 5
+    off = simulate_server(reqs, cost=COST, concurrency=1, server=ServerConfig(prefix_cache=False))
+    assert off.requests[1].prefill_s == pytest.approx(first.prefill_s)
+    assert run.hit_rate == pytest.approx(1024 / (2 * 1088))
+
+
+def test_lru_capacity_evicts_what_does_not_fit() -> None:
+    a, b = _prompt(512, seed=1), _prompt(512, seed=2)
+    reqs = [SimRequest(x) for x in (a, b, a)]
+    small = ServerConfig(cache_blocks=32)  # room for one 512-token prompt
+    assert simulate_server(reqs, cost=COST, concurrency=1, server=small).requests[2].hit_tokens == 0
+    assert simulate_server(reqs, cost=COST, concurrency=1).requests[2].hit_tokens == 511
+
+
+def test_continuous_batching_shares_steps_and_is_deterministic() -> None:
+    reqs = [SimRequest(_prompt(200 + 10 * i, seed=i), output_tokens=16) for i in range(40)]
+    arrivals = arrival_times(40, rate=50, burstiness=0.5, seed=1)
+    one = simulate_server(reqs, cost=COST, arrivals=arrivals)
+    two = simulate_server(reqs, cost=COST, arrivals=arrivals)
+    assert one.summary() == two.summary()
+    serial = simulate_server(reqs, cost=COST, arrivals=arrivals, server=ServerConfig(max_num_seqs=1))
+    assert one.summary()["ttft_s"]["p99"] < serial.summary()["ttft_s"]["p99"]
+    assert all(r.first_token_s >= r.start_s >= r.arrival_s for r in one.requests)
+
+
+def test_arrivals_are_seeded_with_the_requested_rate() -> None:
+    assert arrival_times(5, rate=2.0, seed=3) == arrival_times(5, rate=2.0, seed=3)
+    ts = arrival_times(20_000, rate=4.0, burstiness=0.25, seed=1)
+    assert ts[-1] / len(ts) == pytest.approx(0.25, rel=0.05)
+    with pytest.raises(ConfigError):
+        arrival_times(3, rate=0.0)
+
+
+def test_fit_recovers_a_quadratic_and_never_goes_negative() -> None:
+    ns = [128, 256, 512, 1024, 2048, 4096]
+    fit = fit_prefill([(n, COST.prefill_s(n)) for n in ns])
+    assert fit["a"] == pytest.approx(COST.a, rel=1e-6)
+    assert fit["c"] == pytest.approx(COST.c, rel=1e-6)
+    linear = fit_prefill([(256, 0.43), (512, 0.89), (1024, 1.86), (2048, 4.23)])
+    assert min(linear.values()) >= 0.0
+    model = CostModel.from_dict({"points": [[256, 0.5], [1024, 1.9]], "decode_step_s": 0.02})
+    assert model.prefill_s(1024) == pytest.approx(1.9, rel=1e-6)
+    assert model.prefill_s(256) == pytest.approx(0.5, rel=1e-6)
+    with pytest.raises(ConfigError):
+        CostModel.from_dict({"a": 1, "points": [[1, 1]]})
+
+
+def test_bad_load_arguments_are_config_errors() -> None:
+    reqs = [SimRequest(_prompt(10, seed=0))]
+    with pytest.raises(ConfigError):
+        simulate_server(reqs, cost=COST)
+    with pytest.raises(ConfigError):
+        simulate_server(reqs, cost=COST, concurrency=0)
+    assert math.isfinite(simulate_server(reqs, cost=COST, concurrency=5).makespan_s)
