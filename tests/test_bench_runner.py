@@ -1,0 +1,99 @@
+"""Side-by-side runs with a stand-in model backend (fast), config specs, and the outputs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from promptslim.bench.backends import Measurement, ModelBackend, chat_completions_url, plain_messages
+from promptslim.bench.datasets import load_dataset
+from promptslim.bench.report import write_outputs
+from promptslim.bench.runner import Progress, build_config, parse_configs, run_bench
+from promptslim.errors import ConfigError
+
+
+class EchoBackend(ModelBackend):
+    """Answers with the gold answer when it is in the prompt; prefill time grows with length."""
+
+    name = "echo"
+
+    def measure(self, messages: Sequence[dict[str, Any]], *, answers: Sequence[str]) -> Measurement:
+        text = " ".join(str(m.get("content") or "") for m in messages[:-1])
+        hit = answers[0] in text
+        return Measurement(
+            answer=answers[0] if hit else "unknown",
+            prompt_tokens=len(text) // 4,
+            prefill_s=len(text) * 1e-5,
+            gold_logprob=-1.0 if hit else -9.0,
+        )
+
+
+def test_config_specs_parse_and_name_the_bad_part() -> None:
+    configs = parse_configs("compress:extractive@0.33,retrieval:scorer=bm25:max_k=3")
+    assert [c.label for c in configs] == ["baseline", "compress:extractive@0.33", "retrieval:scorer=bm25:max_k=3"]
+    compress = configs[1].pipeline.stages[0]
+    assert compress.compressor == "extractive" and compress.rate == 0.33
+    assert configs[2].pipeline.stages[0].max_k == 3
+    assert len(build_config("prefix+compress@0.5").pipeline.stages) == 2
+    for spec, part in [
+        ("nope", "unknown stage 'nope'"),
+        ("compress@abc", "bad rate 'abc'"),
+        ("compress:colour=red", "unknown option 'colour'"),
+        ("baseline,baseline", "given twice"),
+    ]:
+        with pytest.raises(ConfigError, match=part):
+            parse_configs(spec)
+
+
+def test_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"stages": [{"name": "compress", "rate": 0.5}]}))
+    config = build_config(str(path))
+    assert config.label == "mine" and config.pipeline.stages[0].rate == 0.5
+
+
+def test_run_side_by_side_writes_all_outputs(tmp_path: Path) -> None:
+    dataset = load_dataset("builtin:rag", limit=3, seed=1)
+    configs = parse_configs("baseline,compress:extractive@0.33,retrieval:scorer=bm25:max_k=2")
+    progress_log = tmp_path / "progress.txt"
+    with progress_log.open("w") as stream:
+        run = run_bench(dataset, EchoBackend(), configs, progress=Progress(9, stream=stream))
+    assert "[9/9] 100%" in progress_log.read_text() and "ETA" in progress_log.read_text()
+    assert len(run.rows) == 9 and not any(r.error for r in run.rows)
+    summary = run.summary["configs"]
+    # the baseline pays only the empty pipeline's bookkeeping
+    assert summary["baseline"]["net_ttft_ratio"]["median"] == pytest.approx(1.0, rel=0.05)
+    small = summary["retrieval:scorer=bm25:max_k=2"]
+    assert small["tokens_out"] < small["tokens_in"]
+    assert small["first_token_s"]["p50"] < summary["baseline"]["first_token_s"]["p50"]
+    delta = small["delta_vs_baseline"]
+    assert {"em", "f1", "evidence", "gold_logprob", "first_token_s"} <= set(delta)
+    assert delta["first_token_s"]["high"] < 0
+    assert set(small["segments_out"]) == {"prefix", "history", "documents", "query"}
+
+    paths = write_outputs(run, tmp_path / "out")
+    rows = [json.loads(line) for line in paths["results"].read_text().splitlines()]
+    assert len(rows) == 9 and {"config", "item_id", "em", "prefill_s", "net_ttft_ratio"} <= set(rows[0])
+    assert json.loads(paths["summary"].read_text())["dataset"]["items"] == 3
+    report = paths["report"].read_text()
+    assert "| retrieval:scorer=bm25:max_k=2 |" in report and "Deltas against the baseline" in report
+    assert paths["plot"].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_helpers() -> None:
+    assert chat_completions_url("http://127.0.0.1:8000") == "http://127.0.0.1:8000/v1/chat/completions"
+    assert chat_completions_url("http://h:1/v1/") == "http://h:1/v1/chat/completions"
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    flat = plain_messages([{"role": "assistant", "content": None, "tool_calls": [call]}])
+    assert flat == [{"role": "assistant", "content": "[tool call f({})]"}]
+
+
+def test_cli_rejects_a_bad_config_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from promptslim.cli import main
+
+    assert main(["bench", "--configs", "compress@x", "--limit", "1"]) == 2
+    assert "bad rate 'x'" in capsys.readouterr().err
