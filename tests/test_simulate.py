@@ -131,3 +131,37 @@ def test_bad_load_arguments_are_config_errors() -> None:
     with pytest.raises(ConfigError):
         simulate_server(reqs, cost=COST, concurrency=0)
     assert math.isfinite(simulate_server(reqs, cost=COST, concurrency=5).makespan_s)
+
+
+# ---------------------------------------------------------------- plan
+
+
+def test_plan_meets_its_slo_when_simulated(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from promptslim.errors import BudgetInfeasible
+    from promptslim.loadsim import dataset_profile, plan_budget, write_config
+    from promptslim.pipeline import Pipeline
+
+    prompts, segments = dataset_profile("builtin:rag", requests=60, max_items=20)
+    cost = CostModel(a=0.005, b=0.0002, decode_step_s=0.004)
+    server = ServerConfig(max_num_seqs=16, max_batched_tokens=2048)
+    plan = plan_budget(
+        prompts, cost=cost, slo_p99_s=0.5, concurrency=16, segments=segments, server=server
+    )
+    assert not plan.unconstrained and plan.ttft_p99_s <= 0.5
+    assert plan.history + plan.documents + plan.prefix + plan.query <= plan.total + 1
+    path = Path(str(tmp_path)) / "plan.toml"
+    write_config(plan.config(), path)
+    budget = Pipeline.from_config(path).budget
+    assert budget.total == plan.total
+    capped = [SimRequest(p[: budget.total], 32) for p in prompts]
+    run = simulate_server(capped, cost=cost, server=server, concurrency=16)
+    assert run.summary()["ttft_s"]["p99"] <= 0.5
+    # one token more per request breaks the SLO or the prompts were not capped at all
+    over = [SimRequest(p[: budget.total + 64], 32) for p in prompts]
+    assert simulate_server(over, cost=cost, server=server, concurrency=16).summary()["ttft_s"][
+        "p99"
+    ] > 0.5
+    with pytest.raises(BudgetInfeasible):
+        plan_budget(prompts, cost=cost, slo_p99_s=0.001, concurrency=16, segments=segments)

@@ -16,19 +16,27 @@ from .engine import ServerConfig as ServerConfig
 from .engine import ServerRun as ServerRun
 from .engine import SimRequest as SimRequest
 from .engine import simulate_server as simulate_server
+from .plan import Plan as Plan
+from .plan import dataset_profile as dataset_profile
+from .plan import plan_budget as plan_budget
+from .plan import write_config as write_config
 from .workload import arrival_times as arrival_times
 from .workload import load_prompts as load_prompts
 from .workload import prompt_tokens as prompt_tokens
 
 __all__ = [
     "CostModel",
+    "Plan",
     "RequestTiming",
     "ServerConfig",
     "ServerRun",
     "SimRequest",
     "arrival_times",
+    "dataset_profile",
     "fit_prefill",
     "load_prompts",
+    "plan_budget",
     "prompt_tokens",
     "simulate_server",
+    "write_config",
 ]
