@@ -198,6 +198,62 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _server_and_cost(args: argparse.Namespace) -> tuple[Any, Any]:
+    from .loadsim import CostModel, ServerConfig
+
+    server = ServerConfig(
+        max_num_seqs=args.max_num_seqs,
+        max_batched_tokens=args.max_batched_tokens,
+        chunked_prefill=not args.no_chunked_prefill,
+        prefix_cache=not args.no_prefix_cache,
+        cache_blocks=args.cache_blocks,
+    )
+    return server, CostModel.load(args.cost_model)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from .loadsim.command import DEFAULT_SWEEP, SimulateOptions, format_table, plot_sweep, run_simulate
+
+    server, cost = _server_and_cost(args)
+    if args.concurrency is None and args.rate is None:
+        args.concurrency = 1
+    options = SimulateOptions(
+        dataset=args.dataset, configs=tuple(c.strip() for c in args.configs.split(",") if c.strip()),
+        requests=args.requests, concurrency=args.concurrency, rate=args.rate,
+        burstiness=args.burstiness, output_tokens=args.output_tokens, seed=args.seed,
+    )  # fmt: skip
+    sweep = [int(c) for c in args.sweep.split(",")] if args.sweep else (DEFAULT_SWEEP if args.plot else [])
+    result = run_simulate(options, cost=cost, server=server, sweep=sweep)
+    if args.plot:
+        plot_sweep(result, args.plot)
+    if args.out:
+        write_text(args.out, json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result["configs"]) if args.json else format_table(result), end="\n" if args.json else "")
+    return EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .loadsim import dataset_profile, plan_budget, write_config
+
+    server, cost = _server_and_cost(args)
+    prompts, segments = dataset_profile(args.dataset, requests=args.requests, seed=args.seed)
+    plan = plan_budget(
+        prompts, cost=cost, slo_p99_s=args.ttft_p99, concurrency=args.concurrency,
+        segments=segments, server=server, output_tokens=args.output_tokens,
+    )  # fmt: skip
+    write_config(plan.config(), args.output)
+    if args.json:
+        print(json.dumps(plan.as_dict()))
+    else:
+        print(
+            f"promptslim plan: {plan.total} tokens per request (prefix {plan.prefix}, query "
+            f"{plan.query}, history {plan.history}, documents {plan.documents}); simulated TTFT "
+            f"P99 {plan.ttft_p99_s:.3f} s <= {plan.slo_p99_s} s at concurrency {plan.concurrency}; "
+            f"wrote {args.output}"
+        )
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -235,6 +291,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a few built-in items, minutes on a CPU")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     p.set_defaults(func=cmd_bench)
+
+    def _server_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--cost-model", dest="cost_model", required=True, metavar="FILE", help="JSON: a/b/c/decode_step_s, or points [[tokens, seconds], ...] to fit")
+        p.add_argument("--dataset", default="builtin:rag", metavar="SPEC", help="request stream (bench dataset spec; default builtin:rag)")
+        p.add_argument("--requests", type=int, default=200, metavar="N", help="requests simulated (default 200)")
+        p.add_argument("--output-tokens", dest="output_tokens", type=int, default=32, metavar="N")
+        p.add_argument("--max-num-seqs", dest="max_num_seqs", type=int, default=256, metavar="N", help="server batch size")
+        p.add_argument("--max-batched-tokens", dest="max_batched_tokens", type=int, default=8192, metavar="N", help="token budget per step")
+        p.add_argument("--no-chunked-prefill", dest="no_chunked_prefill", action="store_true")
+        p.add_argument("--no-prefix-cache", dest="no_prefix_cache", action="store_true")
+        p.add_argument("--cache-blocks", dest="cache_blocks", type=int, metavar="N", help="prefix cache capacity in 16-token blocks (default unbounded)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--json", action="store_true", help="print one JSON line")
+
+    p = sub.add_parser("simulate", help="simulate a continuous-batching server's TTFT under load")
+    _server_options(p)
+    p.add_argument("--configs", default="baseline", metavar="LIST", help="comma-separated bench config specs")
+    p.add_argument("--concurrency", type=int, metavar="N", help="closed-loop clients")
+    p.add_argument("--rate", type=float, metavar="R", help="open-loop arrivals per second")
+    p.add_argument("--burstiness", type=float, default=1.0, metavar="B", help="gamma shape (1: Poisson)")
+    p.add_argument("--sweep", metavar="LIST", help="also simulate these concurrencies, e.g. 1,10,100,1000")
+    p.add_argument("--plot", metavar="PNG", help="TTFT percentiles against concurrency")
+    p.add_argument("--out", metavar="FILE", help="write the full result as JSON")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("plan", help="largest prompt budget meeting a TTFT P99 SLO, as a config")
+    _server_options(p)
+    p.add_argument("--ttft-p99", dest="ttft_p99", type=float, required=True, metavar="SECONDS")
+    p.add_argument("--concurrency", type=int, required=True, metavar="N")
+    p.add_argument("-o", "--output", default="promptslim-plan.json", metavar="FILE", help="config to write (.json or .toml)")
+    p.set_defaults(func=cmd_plan)
     return parser
 
 

@@ -165,3 +165,32 @@ def test_plan_meets_its_slo_when_simulated(tmp_path: object) -> None:
     ] > 0.5
     with pytest.raises(BudgetInfeasible):
         plan_budget(prompts, cost=cost, slo_p99_s=0.001, concurrency=16, segments=segments)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def test_cli_simulate_and_plan(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    from pathlib import Path
+
+    from promptslim.cli import main
+    from promptslim.pipeline import Pipeline
+
+    tmp = Path(str(tmp_path))
+    model = tmp / "cost.json"
+    model.write_text(json.dumps({"points": [[256, 0.05], [1024, 0.2]], "decode_step_s": 0.002}))
+    common = ["--cost-model", str(model), "--requests", "12", "--max-num-seqs", "2"]
+    assert main(["simulate", *common, "--concurrency", "4", "--configs", "baseline", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["baseline"]["ttft_s"]["p99"] > 0
+    assert main(["simulate", *common, "--rate", "5", "--burstiness", "0.5"]) == 0
+    assert "| baseline |" in capsys.readouterr().out
+    out = tmp / "plan.json"
+    args = ["plan", *common, "--ttft-p99", "0.3", "--concurrency", "4", "-o", str(out), "--json"]
+    assert main(args) == 0
+    plan = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert plan["ttft_p99_s"] <= 0.3
+    assert Pipeline.from_config(out).budget.total == plan["total"]
+    assert main(["plan", *common, "--ttft-p99", "0.0001", "--concurrency", "4", "-o", str(out)]) == 3
+    assert main(["simulate", "--cost-model", str(tmp / "missing.json")]) == 2

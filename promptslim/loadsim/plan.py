@@ -96,14 +96,17 @@ def plan_budget(
     if not prompts:
         raise ConfigError("no prompts to plan with", field="dataset")
     server = server or ServerConfig()
-    kw: dict[str, Any] = dict(
-        cost=cost, server=server, concurrency=concurrency, output_tokens=output_tokens
-    )
+    kw: dict[str, Any] = {
+        "cost": cost,
+        "server": server,
+        "concurrency": concurrency,
+        "output_tokens": output_tokens,
+    }
     fixed = max(1, round(segments.get("prefix", 0) + segments.get("query", 0)))
     longest = max(len(p) for p in prompts)
     p99_long = _p99(prompts, longest, **kw)
     if p99_long <= slo_p99_s:
-        return _split(longest, longest, p99_long, slo_p99_s, concurrency, segments, True)
+        return _split(longest, fixed, p99_long, slo_p99_s, concurrency, segments, True)
     p99_fixed = _p99(prompts, fixed, **kw)
     if p99_fixed > slo_p99_s:
         raise BudgetInfeasible(
