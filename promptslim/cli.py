@@ -212,7 +212,13 @@ def _server_and_cost(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from .loadsim.command import DEFAULT_SWEEP, SimulateOptions, format_table, plot_sweep, run_simulate
+    from .loadsim.command import (
+        DEFAULT_SWEEP,
+        SimulateOptions,
+        format_table,
+        plot_sweep,
+        run_simulate,
+    )
 
     server, cost = _server_and_cost(args)
     if args.concurrency is None and args.rate is None:
