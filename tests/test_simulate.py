@@ -34,7 +34,9 @@ def test_one_request_takes_its_prefill_time() -> None:
 @pytest.mark.parametrize("chunked", [True, False])
 def test_chunked_prefill_costs_the_same_alone(chunked: bool) -> None:
     server = ServerConfig(max_batched_tokens=256, chunked_prefill=chunked)
-    run = simulate_server([SimRequest(_prompt(1000, seed=1))], cost=COST, server=server, concurrency=1)
+    run = simulate_server(
+        [SimRequest(_prompt(1000, seed=1))], cost=COST, server=server, concurrency=1
+    )
     # chunks pay the per-pass constant once per step: 4 steps of 256 tokens
     extra = 3 * COST.a if chunked else 0.0
     assert run.requests[0].ttft_s == pytest.approx(COST.prefill_s(1000) + extra)
@@ -97,7 +99,9 @@ def test_continuous_batching_shares_steps_and_is_deterministic() -> None:
     one = simulate_server(reqs, cost=COST, arrivals=arrivals)
     two = simulate_server(reqs, cost=COST, arrivals=arrivals)
     assert one.summary() == two.summary()
-    serial = simulate_server(reqs, cost=COST, arrivals=arrivals, server=ServerConfig(max_num_seqs=1))
+    serial = simulate_server(
+        reqs, cost=COST, arrivals=arrivals, server=ServerConfig(max_num_seqs=1)
+    )
     assert one.summary()["ttft_s"]["p99"] < serial.summary()["ttft_s"]["p99"]
     assert all(r.first_token_s >= r.start_s >= r.arrival_s for r in one.requests)
 
@@ -160,9 +164,10 @@ def test_plan_meets_its_slo_when_simulated(tmp_path: object) -> None:
     assert run.summary()["ttft_s"]["p99"] <= 0.5
     # one token more per request breaks the SLO or the prompts were not capped at all
     over = [SimRequest(p[: budget.total + 64], 32) for p in prompts]
-    assert simulate_server(over, cost=cost, server=server, concurrency=16).summary()["ttft_s"][
-        "p99"
-    ] > 0.5
+    assert (
+        simulate_server(over, cost=cost, server=server, concurrency=16).summary()["ttft_s"]["p99"]
+        > 0.5
+    )
     with pytest.raises(BudgetInfeasible):
         plan_budget(prompts, cost=cost, slo_p99_s=0.001, concurrency=16, segments=segments)
 
@@ -192,5 +197,7 @@ def test_cli_simulate_and_plan(tmp_path: object, capsys: pytest.CaptureFixture[s
     plan = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert plan["ttft_p99_s"] <= 0.3
     assert Pipeline.from_config(out).budget.total == plan["total"]
-    assert main(["plan", *common, "--ttft-p99", "0.0001", "--concurrency", "4", "-o", str(out)]) == 3
+    assert (
+        main(["plan", *common, "--ttft-p99", "0.0001", "--concurrency", "4", "-o", str(out)]) == 3
+    )
     assert main(["simulate", "--cost-model", str(tmp / "missing.json")]) == 2

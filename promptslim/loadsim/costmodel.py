@@ -87,7 +87,9 @@ class CostModel:
         except OSError as exc:
             raise ConfigError(f"cannot read: {exc.strerror}", field=str(path)) from exc
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"invalid JSON at line {exc.lineno}: {exc.msg}", field=str(path)) from exc
+            raise ConfigError(
+                f"invalid JSON at line {exc.lineno}: {exc.msg}", field=str(path)
+            ) from exc
         return cls.from_dict(data)
 
 

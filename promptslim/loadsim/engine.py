@@ -132,7 +132,19 @@ class ServerRun:
 
 
 class _State:
-    __slots__ = ("arrival", "end", "first", "hit", "i", "n", "out", "pos", "start", "tokens", "want")
+    __slots__ = (
+        "arrival",
+        "end",
+        "first",
+        "hit",
+        "i",
+        "n",
+        "out",
+        "pos",
+        "start",
+        "tokens",
+        "want",
+    )
 
     def __init__(self, i: int, tokens: Any, want: int, arrival: float) -> None:
         self.i, self.tokens, self.n, self.want, self.arrival = i, tokens, len(tokens), want, arrival
