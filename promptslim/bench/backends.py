@@ -234,16 +234,75 @@ class HFBackend(ModelBackend):
             total = logp.gather(1, target[:, None]).sum().item()
         return float(total), len(answer_ids)
 
+    def _measure_sharing_cache(
+        self, ids: Sequence[int], answer: str | None
+    ) -> tuple[float, str, float, float | None, int | None] | None:
+        """Prefill timed once per repeat; the last pass's KV cache then serves the gold
+        log-prob (answer tokens fed on top, then cropped off) and greedy decoding, so a prompt
+        is prefilled ``repeats`` times instead of ``repeats + 2``. None when the model's cache
+        cannot be cropped (the caller falls back to separate passes)."""
+        import torch
+
+        model, tok = self.lm.model, self.lm.tokenizer
+        x = torch.tensor([list(ids)], device=self.lm.device)
+        times = []
+        with torch.inference_mode():
+            if not self._warm:
+                model(x[:, : min(len(ids), 64)])
+                self._sync()
+                self._warm = True
+            for _ in range(self.repeats):
+                self._sync()
+                start = time.perf_counter()
+                out = model(x, use_cache=True)
+                self._sync()
+                times.append(time.perf_counter() - start)
+            past = out.past_key_values
+            if not hasattr(past, "crop"):
+                return None
+            last_logits = out.logits[0, -1].float()
+            logprob = n_answer = None
+            if answer:
+                answer_ids = list(tok.encode(answer, add_special_tokens=False))
+                if answer_ids:
+                    a = torch.tensor([answer_ids], device=self.lm.device)
+                    later = model(a, past_key_values=past, use_cache=True).logits[0, :-1].float()
+                    logits = torch.cat([last_logits[None], later], dim=0)
+                    logp = torch.log_softmax(logits, dim=-1)
+                    target = torch.tensor(answer_ids, device=logp.device)
+                    logprob = float(logp.gather(1, target[:, None]).sum().item())
+                    n_answer = len(answer_ids)
+                    past.crop(len(ids))
+            start = time.perf_counter()
+            new: list[int] = []
+            next_id = int(last_logits.argmax())
+            stop = _stop_ids(tok, model)
+            while len(new) < self.max_new_tokens and next_id not in stop:
+                new.append(next_id)
+                if "\n" in tok.decode(new, skip_special_tokens=True).strip():
+                    break  # only the first line is scored
+                step = model(
+                    torch.tensor([[next_id]], device=self.lm.device), past_key_values=past, use_cache=True
+                )
+                next_id = int(step.logits[0, -1].argmax())
+            self._sync()
+            generate_s = times[-1] + time.perf_counter() - start
+        text = first_line(tok.decode(new, skip_special_tokens=True))
+        return statistics.median(times), text, generate_s, logprob, n_answer
+
     # ---- the interface
 
     def measure(self, messages: Sequence[dict[str, Any]], *, answers: Sequence[str]) -> Measurement:
         try:
             ids = self.prompt_ids(messages)
-            prefill = self.prefill_seconds(ids)
-            answer, generate_s = self.generate(ids)
-            logprob, n = (
-                self.answer_logprob(ids, answers[0]) if self.logprob and answers else (None, None)
-            )
+            gold = answers[0] if self.logprob and answers else None
+            shared = self._measure_sharing_cache(ids, gold)
+            if shared is not None:
+                prefill, answer, generate_s, logprob, n = shared
+            else:
+                prefill = self.prefill_seconds(ids)
+                answer, generate_s = self.generate(ids)
+                logprob, n = self.answer_logprob(ids, gold) if gold else (None, None)
         except RuntimeError as exc:  # torch reports OOM and device errors as RuntimeError
             raise BackendError(str(exc), backend=self.name) from exc
         return Measurement(
@@ -254,6 +313,14 @@ class HFBackend(ModelBackend):
             gold_logprob=logprob,
             gold_tokens=n,
         )
+
+
+def _stop_ids(tokenizer: Any, model: Any) -> set[int]:
+    """Token ids that end an answer: the tokenizer's EOS and the generation config's."""
+    ids = {tokenizer.eos_token_id}
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ids.update(configured if isinstance(configured, list) else [configured])
+    return {i for i in ids if i is not None}
 
 
 # ---------------------------------------------------------------- openai
