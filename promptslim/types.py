@@ -208,6 +208,9 @@ class Request(BaseModel):
     compress_last_user: bool = False
     #: number of leading messages that later stages must not change (set by the prefix stage)
     frozen_prefix: int = Field(default=0, ge=0)
+    #: the previous request's ``history_fingerprint`` (from its Report), so the history stage
+    #: can report how many leading tokens a prefix cache can still reuse
+    previous: str | None = None
     #: every other field of the request body, written back untouched
     extra: dict[str, Any] = Field(default_factory=dict)
     #: problems found in the input that were skipped rather than fatal

@@ -388,3 +388,16 @@ def test_lm_summariser_runs_on_smollm2() -> None:
     text = s.summarise(msgs, max_tokens=40, counter=counter)
     assert text and counter.count(text) <= 40
     assert text == s.summarise(msgs, max_tokens=40, counter=counter)  # greedy: deterministic
+
+
+def test_previous_fingerprint_passes_through_a_pipeline_on_the_request() -> None:
+    from promptslim import Pipeline
+
+    system = "You are a careful assistant. " * 60
+    pipeline = Pipeline([stage()], budget=Budget(total=1500))
+    first = pipeline.run(request(chat(20, system=system)))
+    prev = first.report.stages[0].details["history_fingerprint"]
+    second = pipeline.run(request(chat(21, system=system)).replace(previous=prev))
+    details = second.report.stages[0].details
+    assert details["unchanged_messages"] >= 1
+    assert second.report.cacheable_tokens == details["unchanged_tokens"] > 0

@@ -263,8 +263,11 @@ class HistoryStage(BaseStage):
         previous: str | Sequence[str] | None = None,
     ) -> Result:
         """As ``BaseStage.run``; with ``previous`` (the previous request's ``message_hashes`` or
-        ``history_fingerprint``) the report also states how many leading tokens are unchanged."""
+        ``history_fingerprint``; default ``request.previous``) the report also states how many
+        leading tokens are unchanged."""
         result = super().run(request, budget)
+        if previous is None:
+            previous = request.previous  # how a Pipeline passes it on
         if previous is not None:
             details = result.report.stages[0].details
             n, tokens = unchanged_leading(
