@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import SHARED_DATA, emit, machine, parser  # noqa: E402
+from benchmarks.common import SHARED_DATA, emit, machine, parser
 
 LLAMA3_8B = {
     "hidden_size": 4096,

@@ -8,9 +8,8 @@ import math
 import pytest
 
 from promptslim.bench.backends import HFBackend, OpenAIBackend, load_backend
-from promptslim.bench.datasets import BenchItem
+from promptslim.bench.datasets import BenchItem, LoadedDataset
 from promptslim.bench.runner import parse_configs, run_bench
-from promptslim.bench.datasets import LoadedDataset
 from promptslim.types import Message, Request
 
 from .llama_server import llama_server  # noqa: F401  (session fixture)

@@ -32,7 +32,8 @@ def test_kv_loader_on_the_shared_file_keeps_uuids_exact(shared_data: Path) -> No
     data = load_dataset(f"kv:{path}", limit=2)
     assert len(data.items) == 2
     item = data.items[0]
-    raw = json.loads(gzip.open(path, "rt").readline())
+    with gzip.open(path, "rt") as f:
+        raw = json.loads(f.readline())
     assert item.answers == (raw["value"],)
     assert len(item.request.documents) == len(raw["ordered_kv_records"])
     gold = [d for d in item.request.documents if d.metadata["isgold"]]

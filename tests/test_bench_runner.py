@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from promptslim.bench.backends import Measurement, ModelBackend, chat_completions_url, plain_messages
+from promptslim.bench.backends import (
+    Measurement,
+    ModelBackend,
+    chat_completions_url,
+    plain_messages,
+)
 from promptslim.bench.datasets import load_dataset
 from promptslim.bench.report import write_outputs
 from promptslim.bench.runner import Progress, build_config, parse_configs, run_bench

@@ -14,7 +14,6 @@ and (where the model is local) how likely it finds the gold answer.
 from __future__ import annotations
 
 import json
-
 import statistics
 import time
 from abc import ABC, abstractmethod

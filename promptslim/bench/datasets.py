@@ -339,10 +339,7 @@ class JsonlLoader(_FileLoader):
 
 # ---------------------------------------------------------------- generated (builtin) data
 
-_SYLLABLES = (
-    "ka lo ri ven mar tis dal or bel qua sen tho ru vik nal pe zor ith gan mel fos ur cai "
-    "bra lin dov es han kel"
-).split()
+_SYLLABLES = ["ka", "lo", "ri", "ven", "mar", "tis", "dal", "or", "bel", "qua", "sen", "tho", "ru", "vik", "nal", "pe", "zor", "ith", "gan", "mel", "fos", "ur", "cai", "bra", "lin", "dov", "es", "han", "kel"]
 _KINDS = ("town", "museum", "company", "observatory", "guild", "library")
 #: attribute -> (fact sentence, question, value generator); {n} is the name, {k} the kind
 _ATTRIBUTES: dict[str, tuple[str, str, Callable[[random.Random], str]]] = {
@@ -355,7 +352,7 @@ _ATTRIBUTES: dict[str, tuple[str, str, Callable[[random.Random], str]]] = {
     "colour": (
         "The emblem of {n} is {v}.",
         "What colour is the emblem of the {k} {n}?",
-        lambda r: r.choice("amber crimson teal violet ochre silver indigo scarlet olive cobalt".split()),
+        lambda r: r.choice(["amber", "crimson", "teal", "violet", "ochre", "silver", "indigo", "scarlet", "olive", "cobalt"]),
     ),
     "count": (
         "{n} has {v} registered members.",

@@ -55,12 +55,16 @@ def format_markdown(summary: Mapping[str, Any]) -> str:
         "",
         "## Cost",
         "",
-        f"Tokens: promptslim's counter (mean per item); model tokens: the model's own tokenizer. "
-        f"{ft}: p50/p95 in seconds. Net TTFT ratio: (promptslim time + {ft}) / baseline {ft}, "
-        "median per item and over the whole set.",
+        (
+            f"Tokens: promptslim's counter (mean per item); model tokens: the model's own "
+            f"tokenizer. {ft}: p50/p95 in seconds. Net TTFT ratio: (promptslim time + {ft}) / "
+            f"baseline {ft}, median per item and over the whole set."
+        ),
         "",
-        f"| config | n | errors | tokens in | tokens out | ratio | model tokens | promptslim ms p50 / p95 "
-        f"| {ft} s p50 / p95 | net TTFT ratio (median / set) |",
+        (
+            "| config | n | errors | tokens in | tokens out | ratio | model tokens "
+            f"| promptslim ms p50 / p95 | {ft} s p50 / p95 | net TTFT ratio (median / set) |"
+        ),
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for label in order:
@@ -78,8 +82,11 @@ def format_markdown(summary: Mapping[str, Any]) -> str:
         "",
         "## Quality",
         "",
-        "Means with bootstrap 95 % intervals. EM: best-subspan exact match; F1: SQuAD token F1; "
-        "evidence: a gold answer is still in the context; gold log-prob: log P(gold answer | prompt).",
+        (
+            "Means with bootstrap 95 % intervals. EM: best-subspan exact match; F1: SQuAD token "
+            "F1; evidence: a gold answer is still in the context; gold log-prob: "
+            "log P(gold answer | prompt)."
+        ),
         "",
         "| config | EM | F1 | evidence | gold log-prob |",
         "| --- | --- | --- | --- | --- |",
@@ -148,8 +155,7 @@ def plot_quality_vs_ttft(summary: Mapping[str, Any], path: str | Path, *, metric
 
 def write_rows(rows: Sequence[ItemResult], path: str | Path) -> None:
     with Path(path).open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row.as_dict(), ensure_ascii=False) + "\n")
+        f.writelines(json.dumps(row.as_dict(), ensure_ascii=False) + "\n" for row in rows)
 
 
 def write_outputs(run: BenchRun, out_dir: str | Path) -> dict[str, Path]:
