@@ -314,7 +314,7 @@ class LongBenchLoader(_FileLoader):
         documents = [
             Document(id=f"p-{i}", text=t) for i, t in enumerate(split_passages(context))
         ]
-        meta = {k: record[k] for k in ("dataset", "length") if k in record}
+        meta: dict[str, Any] = {k: record[k] for k in ("dataset", "length") if k in record}
         return BenchItem(
             self._id(record, lineno), _qa_request(LONGBENCH_INSTRUCTION, question, documents), answers, meta
         )
@@ -333,7 +333,8 @@ class JsonlLoader(_FileLoader):
         if record.get("query") is not None:
             options["query"] = _require_str(record, "query")
         request = Request.from_openai(body, **options)
-        meta = record.get("metadata") if isinstance(record.get("metadata"), dict) else {}
+        raw_meta = record.get("metadata")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         return BenchItem(self._id(record, lineno), request, answers, meta)
 
 

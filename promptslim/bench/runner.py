@@ -131,11 +131,11 @@ def _build_stage(part: str, spec: str) -> Any:
             )
         kwargs[key] = _value(value)
     if at:
-        key = next((k for k in RATE_OPTIONS if k in accepted), None)
-        if key is None:
+        rate_key = next((k for k in RATE_OPTIONS if k in accepted), None)
+        if rate_key is None:
             raise ConfigError(f"stage {name!r} takes no @RATE (in {spec!r})", field="configs")
         try:
-            kwargs[key] = float(rate)
+            kwargs[rate_key] = float(rate)
         except ValueError:
             raise ConfigError(f"bad rate {rate!r} in {spec!r}: expected a number", field="configs") from None
     try:
