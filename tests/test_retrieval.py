@@ -323,3 +323,44 @@ def test_precomputed_embeddings_are_reused(nq_requests: list[Request], warm_embe
     out = stage.run(wrong)
     assert [d.id for d in out.documents] == [d.id for d in plain.documents]
     assert any("another dimension" in w for w in out.report.warnings)
+
+
+def test_bm25_matches_rank_bm25_with_lucene_idf(nq_requests: list[Request]) -> None:
+    import math
+
+    rank_bm25 = pytest.importorskip("rank_bm25")
+    from promptslim.backends.lexical import bm25_scores
+    from promptslim.text import analyse
+
+    class LuceneBM25(rank_bm25.BM25Okapi):  # type: ignore[misc,name-defined]
+        def _calc_idf(self, nd: dict[str, int]) -> None:
+            n = self.corpus_size
+            self.idf = {w: math.log(1.0 + (n - f + 0.5) / (f + 0.5)) for w, f in nd.items()}
+
+    for request in nq_requests[:20]:
+        texts = [d.text for d in request.documents]
+        reference = LuceneBM25([analyse(t) for t in texts]).get_scores(analyse(request.effective_query))
+        assert np.allclose(bm25_scores(request.effective_query, texts), reference)
+
+
+def test_cross_encoder_scorer_uses_the_shared_loader(monkeypatch: pytest.MonkeyPatch) -> None:
+    from promptslim.backends import models
+
+    class FakeCrossEncoder:
+        def predict(self, pairs: list[tuple[str, str]], **_: Any) -> np.ndarray:
+            return np.array([float("nobel" in text) for _, text in pairs])
+
+    loaded: list[str] = []
+    monkeypatch.setattr(models, "load_cross_encoder", lambda name, device=None: loaded.append(name) or FakeCrossEncoder())
+    docs = [Document(id="a", text="cats"), Document(id="b", text="the nobel prize")]
+    out = RetrievalStage(scorer="cross_encoder", model="/models/my-ce").run(request_with(docs, "nobel?"))
+    assert [d.id for d in out.documents] == ["b"] and loaded == ["/models/my-ce"]
+
+
+def test_fusion_functions() -> None:
+    from promptslim.backends.scorers import reciprocal_rank_fusion, weighted_fusion
+
+    a, b = np.array([3.0, 1.0, 2.0]), np.array([0.1, 0.9, 0.5])
+    assert np.allclose(weighted_fusion([a, b], [0.5, 0.5]), [0.5, 0.5, 0.5 * 0.5 + 0.5 * 0.5])
+    rrf = reciprocal_rank_fusion([a, b], k=60)
+    assert rrf[2] == pytest.approx(2 / 62) and rrf[0] == pytest.approx(1 / 61 + 1 / 63)

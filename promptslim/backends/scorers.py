@@ -138,7 +138,7 @@ class DenseScorer(Scorer):
         self,
         *,
         model: str | None = None,
-        max_seq_length: int | None = 256,
+        max_seq_length: int | None = 128,
         backend: Literal["torch", "onnx", "auto"] = "torch",
         device: str | None = None,
     ) -> None:
@@ -167,21 +167,18 @@ class DenseScorer(Scorer):
         service = self.service()
         query_vector = service.embed_one(query)
         dim = query_vector.shape[0]
-        rows: list[np.ndarray | None] = [None] * len(texts)
-        reused = mismatched = 0
-        for i, given in enumerate(embeddings or ()):
-            if given is None:
-                continue
-            if len(given) == dim:
-                rows[i] = normalise(given)
-                reused += 1
-            else:  # another model's vector: embed the text instead, and say so
-                mismatched += 1
-        todo = [i for i, row in enumerate(rows) if row is None]
+        vectors = np.zeros((len(texts), dim), dtype=np.float32)
+        given_at = [
+            i for i, given in enumerate(embeddings or ()) if given is not None and len(given) == dim
+        ]
+        reused = len(given_at)
+        # another model's vector (wrong length) is not used: the text is embedded instead
+        mismatched = sum(1 for g in embeddings or () if g is not None) - reused
+        if given_at:
+            vectors[given_at] = normalise([embeddings[i] for i in given_at])  # type: ignore[index]
+        todo = sorted(set(range(len(texts))) - set(given_at))
         if todo:
-            for i, vector in zip(todo, service.embed([texts[i] for i in todo])):
-                rows[i] = vector
-        vectors = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)  # type: ignore[arg-type]
+            vectors[todo] = service.embed([texts[i] for i in todo])
         if len(texts) >= FAISS_MIN_CANDIDATES:
             top, ids = inner_product_top_k(query_vector, vectors, len(texts))
             scores = np.empty(len(texts), dtype=np.float64)
@@ -252,7 +249,7 @@ class HybridScorer(Scorer):
         self,
         *,
         model: str | None = None,
-        max_seq_length: int | None = 256,
+        max_seq_length: int | None = 128,
         backend: Literal["torch", "onnx", "auto"] = "torch",
         device: str | None = None,
         fusion: Fusion = "weighted",

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import re
 import time
+from functools import lru_cache
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -110,6 +111,7 @@ def _edges(items: list[int]) -> list[int]:
     return front + back[::-1]
 
 
+@lru_cache(maxsize=8192)  # documents recur across requests
 def _shingles(text: str) -> frozenset[str]:
     words = _WORDS.findall(text.lower())
     if len(words) <= _SHINGLE:
@@ -132,7 +134,8 @@ class RetrievalStage(BaseStage):
     ``scorer``: a name in ``SCORERS`` (``hybrid``, ``bm25``, ``dense``, ``cross_encoder``) or a
     :class:`~promptslim.backends.scorers.Scorer` instance. ``model``: the embedding model for
     ``dense``/``hybrid``, or the cross-encoder for ``cross_encoder``. ``max_seq_length``:
-    word pieces of each passage the embedder reads (scoring needs the head, not all of it).
+    word pieces of each passage the embedder reads (default 128, half of MiniLM's own 256: a
+    passage's topic is in its head, and the encoder's cost grows with length).
     ``dedup_threshold``: None takes the method's default (cosine 0.95, shingle Jaccard 0.8).
     ``mmr_lambda``: None turns MMR off; 1.0 is pure relevance, 0.0 pure diversity.
     """
@@ -144,7 +147,7 @@ class RetrievalStage(BaseStage):
         *,
         scorer: str | Scorer = "hybrid",
         model: str | None = None,
-        max_seq_length: int | None = 256,
+        max_seq_length: int | None = 128,
         fusion: Literal["weighted", "rrf"] = "weighted",
         dense_weight: float = 0.5,
         max_k: int | None = 10,
@@ -328,18 +331,28 @@ class RetrievalStage(BaseStage):
             DEFAULT_COSINE_THRESHOLD if method == "embedding" else DEFAULT_SHINGLE_THRESHOLD
         )
         kept: list[int] = []
-        shingles: dict[int, frozenset[str]] = {}
+        if method == "embedding":
+            assert vectors is not None
+            # one small matrix product instead of a Python loop over 384-value dot products
+            ordered = vectors[[row[i] for i in ranked]]
+            sims = (ordered @ ordered.T).tolist() if len(ranked) <= 512 else None
+        else:
+            shingles = {i: _shingles(documents[i].text) for i in ranked}
+        position = {i: p for p, i in enumerate(ranked)}
         for i in ranked:
             best, twin = 0.0, -1
-            for j in kept:
-                if method == "embedding":
-                    sim = float(vectors[row[i]] @ vectors[row[j]])  # type: ignore[index]
+            if kept and method == "embedding":
+                if sims is not None:
+                    values = [sims[position[i]][position[j]] for j in kept]
                 else:
-                    a = shingles.setdefault(i, _shingles(documents[i].text))
-                    b = shingles.setdefault(j, _shingles(documents[j].text))
-                    sim = _jaccard(a, b)
-                if sim > best:
-                    best, twin = sim, j
+                    values = (vectors[[row[j] for j in kept]] @ vectors[row[i]]).tolist()  # type: ignore[index]
+                at = max(range(len(values)), key=values.__getitem__)
+                best, twin = float(values[at]), kept[at]
+            elif kept:
+                for j in kept:
+                    sim = _jaccard(shingles[i], shingles[j])
+                    if sim > best:
+                        best, twin = sim, j
             if twin >= 0 and best >= threshold:
                 self._drop(
                     log,

