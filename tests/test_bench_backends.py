@@ -48,6 +48,9 @@ def test_hf_backend_on_smollm2_measures_prefill_answer_and_gold_logprob() -> Non
     # the answer is far more likely when the prompt holds it: the log-prob reads the right tokens
     assert with_ctx.gold_logprob > without.gold_logprob + 2
     assert isinstance(with_ctx.answer, str) and "\n" not in with_ctx.answer
+    # the KV-cache-sharing path agrees with a separate full forward pass
+    separate, n = backend.answer_logprob(backend.prompt_ids(WITH_CONTEXT), "zebrafish")
+    assert n == with_ctx.gold_tokens and separate == pytest.approx(with_ctx.gold_logprob, abs=1e-3)
 
     run = run_bench(_tiny_dataset(), backend, parse_configs("baseline"))
     assert [r.error for r in run.rows] == [None, None]

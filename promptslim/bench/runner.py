@@ -347,6 +347,8 @@ def run_bench(
                 config.pipeline.run(dataset.items[0].request)
             except PromptSlimError:
                 pass  # the real run records it
+    if progress is not None:
+        progress.start = time.perf_counter()  # the ETA is about items, not the warm-up
     rows: list[ItemResult] = []
     for item in dataset.items:
         baseline_first: float | None = None
