@@ -4,6 +4,13 @@ The public API is what this module re-exports; ``tests/test_public_api.py`` chec
 Importing promptslim loads no heavy dependency (torch, transformers, faiss, llmlingua...).
 """
 
+from .backends.compress import COMPRESSORS as COMPRESSORS
+from .backends.compress import Compressor as Compressor
+from .backends.scorers import SCORERS as SCORERS
+from .backends.scorers import Scorer as Scorer
+from .backends.summarisers import SUMMARISERS as SUMMARISERS
+from .backends.summarisers import Summariser as Summariser
+from .backends.summarisers import SummaryCache as SummaryCache
 from .budget import Allocation as Allocation
 from .budget import allocate as allocate
 from .errors import BackendError as BackendError
@@ -23,6 +30,10 @@ from .stages.base import BaseStage as BaseStage
 from .stages.base import PassThrough as PassThrough
 from .stages.base import Stage as Stage
 from .stages.base import StageLog as StageLog
+from .stages.compress import CompressStage as CompressStage
+from .stages.history import HistoryStage as HistoryStage
+from .stages.prefix import PrefixStage as PrefixStage
+from .stages.retrieval import RetrievalStage as RetrievalStage
 from .tokens import TokenCounter as TokenCounter
 from .tokens import count_messages as count_messages
 from .tokens import count_request as count_request
@@ -47,25 +58,36 @@ __all__ = [
     "BaseStage",
     "Budget",
     "BudgetInfeasible",
+    "COMPRESSORS",
     "Change",
+    "CompressStage",
+    "Compressor",
     "ConfigError",
     "ContentPart",
     "DatasetError",
     "Document",
+    "HistoryStage",
     "InvalidRequest",
     "Message",
     "PassThrough",
     "Pipeline",
+    "PrefixStage",
     "PromptSlimError",
     "Registry",
     "Report",
     "Request",
     "Result",
+    "RetrievalStage",
+    "SCORERS",
     "STAGES",
+    "SUMMARISERS",
+    "Scorer",
     "Stage",
     "StageLog",
     "StageReport",
     "StageTimeout",
+    "Summariser",
+    "SummaryCache",
     "TokenCounter",
     "ToolCall",
     "UnknownName",

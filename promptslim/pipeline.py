@@ -28,7 +28,7 @@ from .types import Budget, Report, Request, Result, StageReport, invalid_from_va
 __all__ = ["DEFAULT_STAGES", "Pipeline", "PipelineConfig", "StageSpec"]
 
 #: the built-in stages of the default pipeline, in order
-DEFAULT_STAGES: tuple[str, ...] = ("passthrough",)
+DEFAULT_STAGES: tuple[str, ...] = ("prefix", "history", "retrieval", "compress")
 
 OnInfeasible = Literal["raise", "best_effort"]
 
