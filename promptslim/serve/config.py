@@ -1,0 +1,68 @@
+"""The proxy's settings: one frozen, keyword-only object, checked when built."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import ConfigError
+
+__all__ = ["ServeConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeConfig:
+    """Everything ``promptslim serve`` needs besides the Pipeline.
+
+    ``upstream`` is the base URL an OpenAI client would use (``http://host:8000/v1``); a URL
+    with no path gets ``/v1``. It is fixed here: no request field or header can change it.
+    ``upstream_timeout_s`` bounds every wait for the upstream (its response headers, and each
+    gap between chunks); past it the client gets ``504`` (or, mid-stream, an SSE error event).
+    """
+
+    upstream: str
+    host: str = "127.0.0.1"
+    port: int = 8787
+    #: requests talking to the upstream at once; more wait in the queue
+    max_concurrency: int = 64
+    #: requests allowed to wait; beyond this, 429 at once instead of a growing TTFT
+    max_queue: int = 256
+    #: the longest a request waits in the queue before it gets 429
+    queue_timeout_s: float = 30.0
+    upstream_timeout_s: float = 60.0
+    connect_timeout_s: float = 5.0
+    max_body_bytes: int = 8 * 1024 * 1024
+    #: when set, clients must send it in ``X-PromptSlim-Key`` (``Authorization`` is the upstream's)
+    api_key: str | None = field(default=None, repr=False)
+    retry_after_s: int = 1
+    graceful_shutdown_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.upstream)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError("expected an http(s) URL with a host", field="upstream")
+        if not parts.path.strip("/"):
+            # a bare host means the OpenAI layout: the routes live under /v1
+            object.__setattr__(self, "upstream", f"{parts.scheme}://{parts.netloc}/v1")
+        object.__setattr__(self, "upstream", self.upstream.rstrip("/"))
+        for name in ("max_concurrency", "max_body_bytes", "port"):
+            if getattr(self, name) < 1:
+                raise ConfigError("must be at least 1", field=name)
+        for name in ("max_queue", "retry_after_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError("must not be negative", field=name)
+        for name in ("queue_timeout_s", "upstream_timeout_s", "connect_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError("must be positive", field=name)
+
+    def upstream_url(self, path: str) -> str:
+        """The upstream URL for a route below ``/v1`` (``"/chat/completions"``)."""
+        return self.upstream + path
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings, with the API key masked (this goes to logs)."""
+        data = dataclasses.asdict(self)
+        data["api_key"] = "***" if self.api_key else None
+        return data
