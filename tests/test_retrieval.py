@@ -364,3 +364,17 @@ def test_fusion_functions() -> None:
     assert np.allclose(weighted_fusion([a, b], [0.5, 0.5]), [0.5, 0.5, 0.5 * 0.5 + 0.5 * 0.5])
     rrf = reciprocal_rank_fusion([a, b], k=60)
     assert rrf[2] == pytest.approx(2 / 62) and rrf[0] == pytest.approx(1 / 61 + 1 / 63)
+
+
+def test_one_stage_serves_many_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    stage = RetrievalStage(scorer="bm25")
+    requests = [
+        request_with([Document(id=f"{n}-{i}", text=f"topic {i} word{n} " * (i + 1)) for i in range(20)],
+                     f"topic word{n}")
+        for n in range(16)
+    ]
+    serial = [stage.run(r).to_openai() for r in requests]
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(lambda r: stage.run(r).to_openai(), requests)) == serial

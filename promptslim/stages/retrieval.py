@@ -256,11 +256,11 @@ class RetrievalStage(BaseStage):
         else:
             selected = pool[:k]
         chosen = set(selected)
-        for i in pool:
+        for rank, i in enumerate(pool):
             if i not in chosen:
                 reason = (
                     f"below the relevance cut-off ({self.cutoff})"
-                    if pool.index(i) >= k_rel or self.mmr_lambda is not None
+                    if rank >= k_rel or self.mmr_lambda is not None
                     else f"beyond the hard cap max_k={self.max_k}"
                 )
                 self._drop(log, documents[i], tokens[i], score_of[i], reason)
