@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import re
 import time
-from functools import lru_cache
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..budget import allocate
@@ -244,26 +244,23 @@ class RetrievalStage(BaseStage):
         # best first; equal scores keep their original order (deterministic)
         ranked = sorted(valid, key=lambda i: (-score_of[i], i))
 
-        pool = self._dedup(ranked, documents, vectors, valid, score_of, tokens, log)
-        pool_scores = [score_of[i] for i in pool]
+        # the cut-off is taken on the ranking itself: a near-duplicate scores like its twin, so
+        # it moves neither the best-to-worst range nor the largest gap
         k_rel = relevance_cutoff(
-            pool_scores, rule=self.cutoff, fraction=self.cutoff_fraction, window=self.max_k
+            [score_of[i] for i in ranked],
+            rule=self.cutoff,
+            fraction=self.cutoff_fraction,
+            window=self.max_k,
         )
-        k = min(k_rel, self.max_k or len(pool))
-        k = max(k, min(self.min_k, len(pool)))
-        if self.mmr_lambda is not None:
-            selected = self._mmr(pool, k, vectors, valid, score_of, documents)
+        cap = self.max_k or len(ranked)
+        if self.mmr_lambda is None:
+            selected = self._walk(ranked, k_rel, cap, documents, vectors, valid, score_of, tokens, log)
         else:
-            selected = pool[:k]
-        chosen = set(selected)
-        for rank, i in enumerate(pool):
-            if i not in chosen:
-                reason = (
-                    f"below the relevance cut-off ({self.cutoff})"
-                    if rank >= k_rel or self.mmr_lambda is not None
-                    else f"beyond the hard cap max_k={self.max_k}"
-                )
-                self._drop(log, documents[i], tokens[i], score_of[i], reason)
+            pool = self._walk(ranked, k_rel, len(ranked), documents, vectors, valid, score_of, tokens, log)
+            selected = self._mmr(pool, min(cap, len(pool)), vectors, valid, score_of, documents)
+            for i in pool:
+                if i not in selected:
+                    self._drop(log, documents[i], tokens[i], score_of[i], "not selected by MMR")
 
         kept = self._fit_budget(request, budget, selected, documents, tokens, score_of, log)
         log.details.update(
@@ -308,9 +305,11 @@ class RetrievalStage(BaseStage):
             )
         return np.asarray(scored.scores, dtype=np.float64), scored.vectors
 
-    def _dedup(
+    def _walk(
         self,
         ranked: list[int],
+        k_rel: int,
+        cap: int,
         documents: Sequence[Document],
         vectors: np.ndarray | None,
         valid: list[int],
@@ -318,42 +317,27 @@ class RetrievalStage(BaseStage):
         tokens: list[int],
         log: StageLog,
     ) -> list[int]:
-        """Documents in rank order without near-duplicates of a better-ranked one."""
-        method = self.dedup
-        if method == "none":
-            return ranked
-        if method == "auto":
-            method = "embedding" if vectors is not None else "shingle"
-        if method == "embedding" and vectors is None:
-            method = "shingle"  # the scorer computed no embeddings: compare words instead
-        row = {i: j for j, i in enumerate(valid)}
+        """Walk the ranking best first: keep up to ``cap`` documents that pass the cut-off (or
+        are needed for ``min_k``) and are not near-duplicates of one already kept. Documents
+        past the cap or the cut-off are not compared at all."""
+        similar = self._similarity(ranked, documents, vectors, valid)
         threshold = self.dedup_threshold or (
-            DEFAULT_COSINE_THRESHOLD if method == "embedding" else DEFAULT_SHINGLE_THRESHOLD
+            DEFAULT_COSINE_THRESHOLD if self._dedup_method(vectors) == "embedding"
+            else DEFAULT_SHINGLE_THRESHOLD
         )
         kept: list[int] = []
-        if method == "embedding":
-            assert vectors is not None
-            # one small matrix product instead of a Python loop over 384-value dot products
-            ordered = vectors[[row[i] for i in ranked]]
-            sims = (ordered @ ordered.T).tolist() if len(ranked) <= 512 else None
-        else:
-            shingles = {i: _shingles(documents[i].text) for i in ranked}
-        position = {i: p for p, i in enumerate(ranked)}
-        for i in ranked:
-            best, twin = 0.0, -1
-            if kept and method == "embedding":
-                if sims is not None:
-                    values = [sims[position[i]][position[j]] for j in kept]
-                else:
-                    values = (vectors[[row[j] for j in kept]] @ vectors[row[i]]).tolist()  # type: ignore[index]
-                at = max(range(len(values)), key=values.__getitem__)
-                best, twin = float(values[at]), kept[at]
-            elif kept:
-                for j in kept:
-                    sim = _jaccard(shingles[i], shingles[j])
-                    if sim > best:
-                        best, twin = sim, j
+        for rank, i in enumerate(ranked):
+            if len(kept) >= cap or (rank >= k_rel and len(kept) >= self.min_k):
+                reason = (
+                    f"below the relevance cut-off ({self.cutoff})"
+                    if rank >= k_rel
+                    else f"beyond the hard cap max_k={self.max_k}"
+                )
+                self._drop(log, documents[i], tokens[i], score_of[i], reason)
+                continue
+            best, twin = similar(i, kept) if similar is not None and kept else (0.0, -1)
             if twin >= 0 and best >= threshold:
+                method = self._dedup_method(vectors)
                 self._drop(
                     log,
                     documents[i],
@@ -364,6 +348,42 @@ class RetrievalStage(BaseStage):
             else:
                 kept.append(i)
         return kept
+
+    def _dedup_method(self, vectors: np.ndarray | None) -> str:
+        if self.dedup in ("auto", "embedding"):
+            # without embeddings from the scorer, compare words instead
+            return "embedding" if vectors is not None else "shingle"
+        return self.dedup
+
+    def _similarity(
+        self,
+        ranked: list[int],
+        documents: Sequence[Document],
+        vectors: np.ndarray | None,
+        valid: list[int],
+    ) -> Any:
+        """``similar(i, kept) -> (best similarity, most similar kept document)``, or None."""
+        method = self._dedup_method(vectors)
+        if method == "none":
+            return None
+        if method == "shingle":
+
+            def by_shingles(i: int, kept: list[int]) -> tuple[float, int]:
+                mine = _shingles(documents[i].text)
+                values = [_jaccard(mine, _shingles(documents[j].text)) for j in kept]
+                at = max(range(len(values)), key=values.__getitem__)
+                return values[at], kept[at]
+
+            return by_shingles
+        assert vectors is not None
+        row = {i: j for j, i in enumerate(valid)}
+
+        def by_cosine(i: int, kept: list[int]) -> tuple[float, int]:
+            values = (vectors[[row[j] for j in kept]] @ vectors[row[i]]).tolist()
+            at = max(range(len(values)), key=values.__getitem__)
+            return float(values[at]), kept[at]
+
+        return by_cosine
 
     def _mmr(
         self,
