@@ -14,15 +14,27 @@ bookkeeping every stage needs (timing, token counts, the StageReport) so a stage
 
 from __future__ import annotations
 
+import concurrent.futures
 import inspect
+import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
+from ..errors import (
+    BackendError,
+    BackendUnavailable,
+    BudgetInfeasible,
+    InvalidRequest,
+    StageTimeout,
+)
 from ..tokens import TokenCounter, count_request, get_counter
 from ..types import Budget, Change, Report, Request, Result, StageReport
 
-__all__ = ["BaseStage", "PassThrough", "Stage", "StageLog"]
+__all__ = ["BaseStage", "PassThrough", "Stage", "StageLog", "run_with_fallback"]
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -60,6 +72,79 @@ class StageLog:
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
+
+
+# ---------------------------------------------------------------- degradation
+
+# Primaries with a time limit run here so the caller can stop waiting; a primary that overran
+# finishes in the background and its result is discarded (Python threads cannot be killed).
+_limit_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_limit_pool_guard = threading.Lock()
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _limit_pool
+    with _limit_pool_guard:
+        if _limit_pool is None:
+            _limit_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=32, thread_name_prefix="promptslim-limited"
+            )
+        return _limit_pool
+
+
+def run_with_fallback(
+    primary: Callable[[], T],
+    fallback: Callable[[], T],
+    *,
+    backend: str,
+    fallback_name: str,
+    log: StageLog,
+    extra: str | None = None,
+    strict: bool = False,
+    time_limit_ms: float | None = None,
+) -> T:
+    """``primary()``, or ``fallback()`` when the primary backend is missing, fails or runs past
+    ``time_limit_ms``: the request is never lost to an optional backend (DESIGN.md, issue 8).
+
+    The fallback is recorded as a warning and in ``log.details["fallback"]``. With ``strict``
+    the error is raised instead, mapped into the promptslim tree: ``BackendUnavailable`` for a
+    missing extra, ``StageTimeout`` for the time limit, ``BackendError`` for anything else.
+    Errors about the input or the budget (``InvalidRequest``, ``BudgetInfeasible``) are never
+    masked: the cheaper path would fail on them too.
+    """
+    try:
+        if time_limit_ms is None:
+            return primary()
+        future = _pool().submit(primary)
+        try:
+            return future.result(timeout=time_limit_ms / 1e3)
+        except concurrent.futures.TimeoutError:
+            future.cancel()  # a no-op once it runs; then its result is simply dropped
+            raise StageTimeout(backend, limit_ms=time_limit_ms) from None
+    except (InvalidRequest, BudgetInfeasible):
+        raise
+    except Exception as exc:  # any backend failure degrades, by design
+        error = _as_backend_error(exc, backend, extra or backend)
+        if strict:
+            if error is exc:
+                raise
+            raise error from exc
+        # one wording for every cause; the error says which (missing extra, time limit...)
+        log.warn(f"{backend} failed ({error}); used {fallback_name}")  # noqa: G010  (StageLog)
+        log.details["fallback"] = {
+            "backend": backend,
+            "used": fallback_name,
+            "error": type(error).__name__,
+        }
+        return fallback()
+
+
+def _as_backend_error(exc: Exception, backend: str, extra: str) -> Exception:
+    if isinstance(exc, (BackendError, BackendUnavailable)):
+        return exc
+    if isinstance(exc, ImportError):  # an extra that is not installed, or a broken install
+        return BackendUnavailable(f"{exc.name or backend} (for {backend})", extra=extra)
+    return BackendError(f"{type(exc).__name__}: {exc}", backend=backend)
 
 
 class BaseStage(ABC):

@@ -17,12 +17,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..backends.compress import COMPRESSORS, Compressor, Item
+from ..backends.compress.extractive import ExtractiveCompressor
 from ..budget import allocate, history_span
 from ..errors import ConfigError
 from ..text import find_protected_spans
 from ..tokens import TokenCounter, count_document, count_message
 from ..types import Budget, Document, Message, Request
-from .base import BaseStage, StageLog
+from .base import BaseStage, StageLog, run_with_fallback
 
 __all__ = ["CompressStage"]
 
@@ -41,6 +42,8 @@ class CompressStage(BaseStage):
     ``compress_history``: also compress history messages between the stable prefix and the
     last user message (tool calls and pinned messages are left alone), to ``rate`` or the
     history cap. With neither ``rate``, ``target_tokens`` nor a Budget cap, nothing changes.
+    ``strict``: when the compressor is missing, fails or exceeds ``time_limit_ms`` (per call),
+    raise instead of falling back to ``extractive`` (the default falls back and warns).
     """
 
     name = "compress"
@@ -53,6 +56,8 @@ class CompressStage(BaseStage):
         rate: float | None = None,
         target_tokens: int | None = None,
         compress_history: bool = False,
+        strict: bool = False,
+        time_limit_ms: float | None = None,
     ) -> None:
         if not isinstance(compressor, str) or compressor not in COMPRESSORS:
             raise ConfigError(
@@ -65,12 +70,19 @@ class CompressStage(BaseStage):
             raise ConfigError(f"must be a non-negative integer, got {target_tokens!r}", field="target_tokens")
         if options is not None and not isinstance(options, dict):
             raise ConfigError("must be a mapping of compressor options", field="options")
+        if time_limit_ms is not None and not (
+            isinstance(time_limit_ms, (int, float)) and time_limit_ms > 0
+        ):
+            raise ConfigError(f"must be a positive number, got {time_limit_ms!r}", field="time_limit_ms")
         self.compressor = compressor
         self.options = options
         self.rate = rate
         self.target_tokens = target_tokens
         self.compress_history = compress_history
+        self.strict = strict
+        self.time_limit_ms = time_limit_ms
         self._backend: Compressor | None = None
+        self._fallback = ExtractiveCompressor()
 
     @property
     def backend(self) -> Compressor:
@@ -119,7 +131,7 @@ class CompressStage(BaseStage):
             )
             for d, n in zip(docs, before)
         ]
-        texts = self._fit(items, request.effective_query, target, counter, _docs_cost(docs, counter))
+        texts = self._fit(items, request.effective_query, target, counter, _docs_cost(docs, counter), log)
         kept: list[Document] = []
         for d, n, text in zip(docs, before, texts):
             if not text:
@@ -146,13 +158,14 @@ class CompressStage(BaseStage):
         target: int,
         counter: TokenCounter,
         cost: Any,
+        log: StageLog,
     ) -> list[str]:
         """Compress to ``target``; when joins make the real count overshoot, retry with the
         overshoot off the budget, and as a last resort drop the last kept items."""
         budget = target
         texts: list[str] = []
         for _ in range(_MAX_RETRIES):
-            texts = self.backend.compress(items, query=query, budget=max(0, budget), counter=counter)
+            texts = self._compress(items, query, max(0, budget), counter, log)
             over = cost(texts) - target
             if over <= 0:
                 return texts
@@ -163,6 +176,29 @@ class CompressStage(BaseStage):
                 break
             texts[i] = ""
         return texts
+
+    def _compress(
+        self, items: Sequence[Item], query: str, budget: int, counter: TokenCounter, log: StageLog
+    ) -> list[str]:
+        """The configured compressor, or extractive when it is missing, fails or is too slow
+        (once fallen back, the rest of this request stays on extractive)."""
+
+        def fallback() -> list[str]:
+            return self._fallback.compress(items, query=query, budget=budget, counter=counter)
+
+        if self.compressor == "extractive" or "fallback" in log.details:
+            backend = self.backend if self.compressor == "extractive" else self._fallback
+            return backend.compress(items, query=query, budget=budget, counter=counter)
+        return run_with_fallback(
+            lambda: self.backend.compress(items, query=query, budget=budget, counter=counter),
+            fallback,
+            backend=f"compressor {self.compressor!r}",
+            fallback_name="extractive",
+            extra="lingua" if self.compressor == "llmlingua" else "lm",
+            log=log,
+            strict=self.strict,
+            time_limit_ms=self.time_limit_ms,
+        )
 
     # ---- history
 
@@ -204,7 +240,7 @@ class CompressStage(BaseStage):
             # a message is never removed (turn structure): it costs its overhead either way
             return sum(o + counter.count(t) for o, t in zip(overhead, texts))
 
-        texts = self._fit(items, request.effective_query, target, counter, cost)
+        texts = self._fit(items, request.effective_query, target, counter, cost, log)
         for i, text in zip(chosen, texts):
             if text != messages[i].text:
                 old = count_message(messages[i], counter)

@@ -71,10 +71,10 @@ from ..backends.summarisers import (
     clip_to_tokens,
 )
 from ..budget import allocate, history_span
-from ..errors import BackendError, BudgetInfeasible, ConfigError
+from ..errors import BudgetInfeasible, ConfigError
 from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message
 from ..types import Budget, Message, Request, Result
-from .base import BaseStage, StageLog
+from .base import BaseStage, StageLog, run_with_fallback
 
 __all__ = [
     "DEFAULT_SUMMARY_CACHE",
@@ -207,7 +207,9 @@ class HistoryStage(BaseStage):
 
     ``summariser`` is a name in ``SUMMARISERS`` (``extractive``, ``lm``, ``openai``) built with
     ``summariser_options``, or a ``Summariser`` instance. ``summary_cache`` is any
-    ``SummaryCache`` (default: a process-wide in-memory LRU).
+    ``SummaryCache`` (default: a process-wide in-memory LRU). A summariser that is missing,
+    fails or exceeds ``time_limit_ms`` (per summariser call) is replaced by the extractive one
+    for that request, with a warning; ``strict=True`` raises instead.
     """
 
     name = "history"
@@ -225,6 +227,8 @@ class HistoryStage(BaseStage):
         start_on: Literal["user", "any"] = "user",
         summary_role: Literal["system", "user", "assistant"] = "system",
         summary_cache: SummaryCache | None = None,
+        strict: bool = False,
+        time_limit_ms: float | None = None,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ConfigError(f"must be one of {', '.join(STRATEGIES)}", field="strategy")
@@ -240,6 +244,10 @@ class HistoryStage(BaseStage):
             raise ConfigError("must be 'system', 'user' or 'assistant'", field="summary_role")
         if summary_cache is not None and not isinstance(summary_cache, SummaryCache):
             raise ConfigError("must have get(key) and set(key, value)", field="summary_cache")
+        if time_limit_ms is not None and not (
+            isinstance(time_limit_ms, (int, float)) and time_limit_ms > 0
+        ):
+            raise ConfigError("must be a positive number or None", field="time_limit_ms")
         self.strategy = strategy
         self.summariser = summariser
         self.summariser_options = summariser_options
@@ -250,6 +258,8 @@ class HistoryStage(BaseStage):
         self.start_on = start_on
         self.summary_role = summary_role
         self.summary_cache = summary_cache
+        self.strict = strict
+        self.time_limit_ms = time_limit_ms
         self._summariser = _build_summariser(summariser, summariser_options)
         self._fallback = ExtractiveSummariser()
 
@@ -414,21 +424,37 @@ class HistoryStage(BaseStage):
         fell_back = False
         for j in range(done, len(keys)):
             chunk = [messages[i] for i in spans[j]]
-            try:
-                text = self._summariser.summarise(
-                    chunk, max_tokens=body_cap, counter=counter, previous=text or None
+            previous = text or None
+
+            def primary(chunk: list[Message] = chunk, previous: str | None = previous) -> str:
+                return self._summariser.summarise(
+                    chunk, max_tokens=body_cap, counter=counter, previous=previous
                 )
-            except BackendError as exc:
-                # the request is never lost: an extractive summary stands in, uncached, so
-                # the configured summariser is tried again on the next request
-                log.warn(  # noqa: G010  (StageLog.warn, not logging)
-                    f"history: {self._summariser.name} summariser failed ({exc}); used extractive"
-                )
-                log.details["summary_fallback"] = type(exc).__name__
+
+            def fallback(chunk: list[Message] = chunk, previous: str | None = previous) -> str:
+                # the extractive summary stands in uncached, so the configured summariser is
+                # tried again on the next request
+                nonlocal fell_back
                 fell_back = True
-                text = self._fallback.summarise(
-                    chunk, max_tokens=body_cap, counter=counter, previous=text or None
+                return self._fallback.summarise(
+                    chunk, max_tokens=body_cap, counter=counter, previous=previous
                 )
+
+            if fell_back or self._summariser.name == self._fallback.name:
+                text = fallback() if fell_back else primary()
+            else:
+                text = run_with_fallback(
+                    primary,
+                    fallback,
+                    backend=f"{self._summariser.name} summariser",
+                    fallback_name="extractive",
+                    extra="lm",
+                    log=log,
+                    strict=self.strict,
+                    time_limit_ms=self.time_limit_ms,
+                )
+                if fell_back:
+                    log.details["summary_fallback"] = log.details["fallback"]["error"]
             if not fell_back:
                 cache.set(keys[j], text)
         if not text:
