@@ -58,6 +58,9 @@ DEFAULT_VOLATILE_KINDS: tuple[str, ...] = (
     "date",
     "time",
     "time_ampm",
+    "zh_date",  # 2026年11月30日, 11月30日
+    "zh_time",  # 下午3点, 15点30分
+    "zh_weekday",  # 星期一, 周一 (zh_relative_day, 今天..., is opt-in: the word itself is stable)
     "unix_timestamp",
     "uuid",
     "jwt",
@@ -70,6 +73,10 @@ _LABELS = {
     "date": "date",
     "time": "time",
     "time_ampm": "time",
+    "zh_date": "date",
+    "zh_time": "time",
+    "zh_weekday": "date",
+    "zh_relative_day": "date",
     "unix_timestamp": "timestamp",
     "uuid": "id",
     "hex_id": "id",
