@@ -199,9 +199,19 @@ _DECISION_STEMS: tuple[str, ...] = (
 )  # fmt: skip
 _FILLER = re.compile(
     r"^(?:ok(?:ay)?|sure|thanks?(?: you)?|thank you|great|got it|sounds good|hi|hello|yes|no|"
-    r"of course|you're welcome|no problem)\W*$",
+    r"of course|you're welcome|no problem|"
+    # Chinese acknowledgements: 好的, 谢谢, 收到, 没问题 ...
+    r"好的?|嗯+|哦|行|对|是的|可以|谢谢(?:你|您)?|多谢|感谢|收到|明白了?|知道了|没问题|不客气|你好|您好)"
+    r"[\W啊呀吧哈了]*$",
     re.IGNORECASE,
 )
+# Chinese decision words, matched as substrings (Chinese has no spaces to split words on)
+_ZH_DECISIONS = re.compile(
+    "决定|同意|确认|批准|选择|选定|定了|敲定|必须|务必|计划|截止|期限|预算|优先|偏好|需要|要求|"
+    "最终|记住|重要|总是|永远|不要|待办|行动"
+)
+_LATIN_NAME = re.compile(r"(?<![A-Za-z])[A-Z][A-Za-z]+")
+_CJK_CHAR = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
 class ExtractiveSummariser(Summariser):
@@ -285,7 +295,9 @@ _DIGIT = re.compile(r"\d")
 @lru_cache(maxsize=65_536)
 def _score(sentence: str, role: str) -> float:
     """Salience of one sentence (memoised: a rolling summary re-scores its own lines)."""
-    if len(sentence) < 12 or _FILLER.match(sentence):
+    cjk = len(_CJK_CHAR.findall(sentence))
+    # a CJK character carries about a word's worth of meaning: it counts double for length
+    if len(sentence) + cjk < 12 or _FILLER.match(sentence):
         return 0.0
     score = 0.0
     identifiers = 0
@@ -299,14 +311,19 @@ def _score(sentence: str, role: str) -> float:
     words = sentence.split()
     # a capitalised word after the first is likely a name; an all-caps word an acronym
     names = sum(1 for w in words[1:] if w[:1].isupper() and (w[1:2].islower() or w.isupper()))
+    if cjk:  # no spaces around Latin names in Chinese text: "从MySQL迁移到PostgreSQL"
+        names += len(_LATIN_NAME.findall(sentence))
     score += 1.0 * min(3, names)
     decisions = sum(1 for w in sentence.lower().split() if w.startswith(_DECISION_STEMS))
+    if cjk:
+        decisions += len(_ZH_DECISIONS.findall(sentence))
     score += 1.5 * min(2, decisions)
-    if sentence.rstrip().endswith("?"):
+    if sentence.rstrip().endswith(("?", "？")):
         score += 2.0 if role == "user" else 1.0
     if role == "tool":
         score += 0.5  # tool output is ground truth the assistant may refer back to
-    score -= max(0, len(words) - 25) * 0.05
+    # Chinese words are about two characters long: count them so long sentences still pay
+    score -= max(0, len(words) + cjk // 2 - 25) * 0.05
     return score + 0.5  # every real sentence beats nothing
 
 
