@@ -66,8 +66,10 @@ def join_units(text: str, units: Sequence[Span], keep: Sequence[bool]) -> str:
         if last is not None:
             gap = text[units[last].end : unit.start]
             if last != i - 1:
-                gap = "\n" if "\n" in gap else " "
-            parts.append(gap or " ")
+                # Chinese sentences follow each other with no space: keep it that way
+                after_last = text[units[last].end : units[last + 1].start]
+                gap = "\n" if "\n" in gap else (" " if after_last else "")
+            parts.append(gap)
         parts.append(unit.of(text))
         last = i
     return "".join(parts)
