@@ -15,8 +15,8 @@ shifting and scaling, so it means the same for BM25, cosine and fused scores) an
 document that is about as good as the best, where the sharper ``gap`` rule bets everything on
 one gap being the edge of the relevant set. k is then
 never fewer than ``min_k`` (default 1: a request that came with documents keeps at least one;
-``min_k=0`` allows none, when none fits the budget). Before the cut, near-duplicates of a better
-document are removed (embedding cosine, or word-shingle overlap when there are no
+``min_k=0`` allows none, when none fits the budget). Among the documents that can be kept,
+near-duplicates of a better one are removed (embedding cosine, or word-shingle overlap when there are no
 embeddings); optionally MMR trades relevance for diversity. Kept documents keep their ids and
 metadata, get ``score`` set, and are ordered by score, in their original order, or at the
 ``edges`` (best first, second best last: models read the ends of a long context best, Liu et
