@@ -260,6 +260,29 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_loadtest(args: argparse.Namespace) -> int:
+    from .loadsim.loadtest import LoadtestOptions, run_loadtest, write_report
+
+    options = LoadtestOptions(
+        url=args.url, dataset=args.dataset, configs=tuple(c.strip() for c in args.configs.split(",") if c.strip()),
+        requests=args.requests, concurrency=args.concurrency, rate=args.rate, burstiness=args.burstiness,
+        timeout_s=args.timeout, time_limit_s=args.time_limit, slo_ttft_ms=args.slo_ttft,
+        max_tokens=args.max_tokens, model=args.model, seed=args.seed,
+    )  # fmt: skip
+    result = run_loadtest(options)
+    paths = write_report(result, args.out)
+    summaries = {label: run["summary"] for label, run in result["configs"].items()}
+    if args.json:
+        print(json.dumps(summaries, default=str))
+    else:
+        for label, s in summaries.items():
+            t = s["ttft_ms"]
+            ttft = f"TTFT p50 {t['p50']:.0f} ms, p99 {t['p99']:.0f} ms" if t.get("n") else "no TTFT"
+            print(f"{label}: {s['completed']}/{s['requests']} ok, {ttft}, errors {s['error_rate']:.0%}")
+        print(f"promptslim loadtest: wrote {paths['md']}")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -328,6 +351,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, required=True, metavar="N")
     p.add_argument("-o", "--output", default="promptslim-plan.json", metavar="FILE", help="config to write (.json or .toml)")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("loadtest", help="concurrent streaming requests against a server: TTFT/ITL/E2E percentiles, with and without promptslim")
+    p.add_argument("--url", required=True, metavar="URL", help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--dataset", default="builtin:rag", metavar="SPEC", help="request stream (bench dataset spec; default builtin:rag)")
+    p.add_argument("--concurrency", type=int, metavar="N", help="closed-loop clients (with --rate: most requests in flight)")
+    p.add_argument("--rate", type=float, metavar="R", help="open-loop arrivals per second")
+    p.add_argument("--burstiness", type=float, default=1.0, metavar="B", help="gamma shape of the gaps (1: Poisson)")
+    p.add_argument("--requests", type=int, default=100, metavar="M", help="requests per config (default 100)")
+    p.add_argument("--configs", default="baseline", metavar="LIST", help="comma-separated: baseline, pipeline (the default pipeline), or bench config specs")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per-request limit in seconds (default 60)")
+    p.add_argument("--time-limit", dest="time_limit", type=float, default=600.0, metavar="S", help="whole run limit in seconds (default 600)")
+    p.add_argument("--slo-ttft", dest="slo_ttft", type=float, metavar="MS", help="TTFT SLO for goodput, in ms")
+    p.add_argument("--max-tokens", dest="max_tokens", type=int, default=32, metavar="N")
+    p.add_argument("--model", default="default", help="model name sent in each body")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="loadtest-out", metavar="DIR", help="JSON, Markdown and PNG go here")
+    p.add_argument("--json", action="store_true", help="print the summaries as one JSON line")
+    p.set_defaults(func=cmd_loadtest)
     return parser
 
 

@@ -5,6 +5,7 @@
   fed by ``SimRequest``s at a closed-loop concurrency or open-loop ``arrival_times``
 - ``load_prompts``: prompt token streams from a benchmark dataset, per promptslim config
 - ``plan_budget``: the largest prompt budget per request that meets a TTFT P99 SLO
+- ``run_loadtest``: the measured side: streaming requests against a real server (``loadtest``)
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from .engine import ServerConfig as ServerConfig
 from .engine import ServerRun as ServerRun
 from .engine import SimRequest as SimRequest
 from .engine import simulate_server as simulate_server
+from .loadtest import LoadtestOptions as LoadtestOptions
+from .loadtest import PreparedRequest as PreparedRequest
+from .loadtest import RequestRecord as RequestRecord
+from .loadtest import run_loadtest as run_loadtest
 from .plan import Plan as Plan
 from .plan import dataset_profile as dataset_profile
 from .plan import plan_budget as plan_budget
@@ -26,7 +31,10 @@ from .workload import prompt_tokens as prompt_tokens
 
 __all__ = [
     "CostModel",
+    "LoadtestOptions",
     "Plan",
+    "PreparedRequest",
+    "RequestRecord",
     "RequestTiming",
     "ServerConfig",
     "ServerRun",
@@ -37,6 +45,7 @@ __all__ = [
     "load_prompts",
     "plan_budget",
     "prompt_tokens",
+    "run_loadtest",
     "simulate_server",
     "write_config",
 ]
