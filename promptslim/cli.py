@@ -283,6 +283,30 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .pipeline import Pipeline
+    from .serve import ServeConfig, serve
+
+    api_key = None
+    if args.api_key_env:
+        # read from the environment: a key on the command line shows in `ps`
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise InvalidRequest("environment variable is not set or empty", field=args.api_key_env)
+    if args.no_pipeline:
+        pipeline = None
+    else:
+        pipeline = Pipeline.from_config(args.config) if args.config else Pipeline.default()
+    config = ServeConfig(
+        upstream=args.upstream, host=args.host, port=args.port,
+        max_concurrency=args.max_concurrency, max_queue=args.max_queue,
+        queue_timeout_s=args.queue_timeout, upstream_timeout_s=args.timeout,
+        max_body_bytes=args.max_body_bytes, api_key=api_key,
+    )  # fmt: skip
+    serve(config, pipeline=pipeline, log_level=args.log_level)
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -369,6 +393,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="loadtest-out", metavar="DIR", help="JSON, Markdown and PNG go here")
     p.add_argument("--json", action="store_true", help="print the summaries as one JSON line")
     p.set_defaults(func=cmd_loadtest)
+
+    p = sub.add_parser("serve", help="OpenAI-compatible streaming proxy that slims every request")
+    p.add_argument("--upstream", required=True, metavar="URL", help="the OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--config", metavar="FILE", help="pipeline config (JSON, TOML or YAML); default: the default pipeline")
+    p.add_argument("--no-pipeline", dest="no_pipeline", action="store_true", help="forward bodies unchanged (a transparent proxy)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8787)
+    p.add_argument("--max-concurrency", dest="max_concurrency", type=int, default=64, metavar="N", help="requests at the upstream at once (default 64)")
+    p.add_argument("--max-queue", dest="max_queue", type=int, default=256, metavar="N", help="requests waiting beyond that; more get 429 (default 256)")
+    p.add_argument("--queue-timeout", dest="queue_timeout", type=float, default=30.0, metavar="S", help="longest queue wait before 429 (default 30)")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="upstream silence before 504 (default 60)")
+    p.add_argument("--max-body-bytes", dest="max_body_bytes", type=int, default=8 * 1024 * 1024, metavar="N", help="larger bodies get 413")
+    p.add_argument("--api-key-env", dest="api_key_env", metavar="NAME", help="require the key in this environment variable as X-PromptSlim-Key")
+    p.add_argument("--log-level", dest="log_level", default="info", choices=("debug", "info", "warning", "error"))
+    p.set_defaults(func=cmd_serve)
     return parser
 
 
