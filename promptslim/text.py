@@ -131,7 +131,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
         r"tokens?|ms|x)(?!\w)"
         # Chinese units follow the number without a space
         r"|(?:万元|亿元|美元|元|万|亿|块|公里|千米|厘米|毫米|米|公斤|千克|克|吨|毫升|升|小时|分钟|"
-        r"秒|天|个月|岁|倍|次|个|人|％))?(?![\w])",
+        r"秒|天|个月|岁|倍|次|个|件|台|人|％))?(?![\w])",
         _A,
     ),
     "quoted": re.compile(r"\"[^\"\n]{1,200}\"|“[^”\n]{1,200}”|「[^」\n]{1,200}」|『[^』\n]{1,200}』"),
@@ -261,13 +261,14 @@ _ABBREVIATIONS = frozenset(
 )
 _CLOSERS = "\"'”’)\\]」』）》】〕〉"
 _ZH_ENDERS = "。！？；｡"
-# A sentence ends at . ! ? before whitespace; at ! ? directly followed by CJK text (mixed
+# A sentence ends at . ! ? before whitespace; at . ! ? directly followed by CJK text (mixed
 # text has no space there); at CJK enders (not inside a run such as ！！ or ？！); after an
 # ellipsis (… or ……, not between its halves); and at line breaks. Closing quotes and brackets
 # right after the ender belong to the sentence (split_sentences cuts after them).
 _BOUNDARY = re.compile(
     rf"(?<=[.!?])[{_CLOSERS}]*\s+"
     rf"|(?<=[!?])[{_CLOSERS}]*(?=[{_CJK_RANGES}])"
+    rf"|(?<=[^\d.][.])[{_CLOSERS}]*(?=[{_CJK_RANGES}])"  # not "3.", not "..."
     rf"|(?<=[{_ZH_ENDERS}])(?![{_ZH_ENDERS}!?…])[{_CLOSERS}]*\s*"
     rf"|(?<=…)(?!…)[{_CLOSERS}]*\s*"
     r"|\n\s*"

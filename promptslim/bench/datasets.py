@@ -8,6 +8,7 @@ A dataset is named by a spec ``KIND:ARG``::
     longbench:PATH   LongBench jsonl (input, context, answers)
     jsonl:PATH       promptslim's generic format (messages, documents, answers)
     builtin:rag      generated multi-document QA with distractors (no files needed)
+    builtin:rag-zh   the same in Chinese
     builtin:chat     generated multi-turn chats with tool calls and a volatile system prompt
     builtin:kv       generated UUID key-value lookups
 
@@ -431,6 +432,82 @@ def _rag_item(rng: random.Random, index: int, *, n_documents: int) -> BenchItem:
     )
 
 
+# Chinese counterpart of builtin:rag (issue 10): same shape, generated Chinese text
+_ZH_NAME_CHARS = "安宁青云明华东海清远嘉禾金石银泉松柏岚溪文德瑞丰鸿源星河长乐平湖翠峰新城玉兰春江秋水临川"
+_ZH_SURNAMES = "王李张刘陈杨赵黄周吴徐孙胡朱高林何郭马罗"
+_ZH_KINDS = ("古镇", "博物馆", "公司", "天文台", "商会", "图书馆")
+_ZH_INSTRUCTION = "请只根据下面的搜索结果回答问题（部分结果可能与问题无关）。"
+_ZH_ATTRIBUTES: dict[str, tuple[str, str, Callable[[random.Random], str]]] = {
+    "founded": ("{n}成立于{v}年。", "{n}成立于哪一年？", lambda r: str(r.randint(1620, 1990))),
+    "founder": ("{n}由{v}创办。", "{n}是由谁创办的？", lambda r: _zh_person(r)),
+    "colour": (
+        "{n}的徽标是{v}的。",
+        "{n}的徽标是什么颜色？",
+        lambda r: r.choice(["琥珀色", "深红色", "青绿色", "紫罗兰色", "赭石色", "银白色", "靛蓝色", "猩红色", "橄榄绿", "钴蓝色"]),
+    ),
+    "count": ("{n}共有{v}名注册会员。", "{n}有多少名注册会员？", lambda r: str(r.randint(120, 9800))),
+    "region": ("{n}位于{v}省。", "{n}位于哪个省？", lambda r: _zh_name(r, 2)),
+}
+_ZH_FILLER = (
+    "多本地区旅游指南都提到过它。",
+    "每年春天都有不少游客前来参观。",
+    "当地的地方志对它有较为详细的记载。",
+    "一些学者专门研究过它的历史。",
+    "后来的几部文献都重复了同样的描述。",
+)
+
+
+def _zh_name(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice(_ZH_NAME_CHARS) for _ in range(n))
+
+
+def _zh_person(rng: random.Random) -> str:
+    return rng.choice(_ZH_SURNAMES) + _zh_name(rng, rng.randint(1, 2))
+
+
+def _rag_zh_item(rng: random.Random, index: int, *, n_documents: int) -> BenchItem:
+    """``builtin:rag-zh``: as ``_rag_item``, in Chinese: one gold document among distractors
+    of the same kind that carry the asked attribute with other values. Deterministic."""
+    kind = rng.choice(_ZH_KINDS)
+    attr = rng.choice(sorted(_ZH_ATTRIBUTES))
+    names: list[str] = []
+    while len(names) < n_documents:
+        candidate = _zh_name(rng, rng.randint(2, 3)) + kind
+        if candidate not in names:
+            names.append(candidate)
+    gold_pos = rng.randrange(n_documents)
+    documents = []
+    answer = ""
+    for i, name in enumerate(names):
+        facts = {a: _ZH_ATTRIBUTES[a][2](rng) for a in rng.sample(sorted(_ZH_ATTRIBUTES), 3)}
+        if i == gold_pos:
+            facts.setdefault(attr, _ZH_ATTRIBUTES[attr][2](rng))
+            answer = facts[attr]
+        else:
+            facts[attr] = _ZH_ATTRIBUTES[attr][2](rng)
+            while facts[attr] == answer and answer:
+                facts[attr] = _ZH_ATTRIBUTES[attr][2](rng)
+        sentences = [f"{name}是一家{kind}。" if kind in ("公司", "商会") else f"{name}是一座{kind}。"]
+        for a, value in facts.items():
+            sentences.append(_ZH_ATTRIBUTES[a][0].format(n=name, v=value))
+            if rng.random() < 0.5:
+                sentences.append(rng.choice(_ZH_FILLER))
+        documents.append(
+            Document(
+                id=f"d{i}",
+                text="".join(sentences),  # Chinese sentences follow each other with no space
+                metadata={"title": name, "isgold": i == gold_pos, "hasanswer": i == gold_pos},
+            )
+        )
+    question = _ZH_ATTRIBUTES[attr][1].format(n=names[gold_pos])
+    return BenchItem(
+        f"rag-zh-{index}",
+        _qa_request(_ZH_INSTRUCTION, question, documents),
+        (answer,),
+        {"gold_index": gold_pos},
+    )
+
+
 def _chat_item(rng: random.Random, index: int, *, n_filler_turns: int) -> BenchItem:
     """A support chat: a system prompt with volatile values (date, request id, user name) and a
     tool definition; a fact planted in the first user turn; a tool call and its result; filler
@@ -508,12 +585,13 @@ def _kv_item(rng: random.Random, index: int, *, n_pairs: int) -> BenchItem:
 
 
 class BuiltinLoader(DatasetLoader):
-    """``builtin:rag|chat|kv``: items generated from ``seed``; the same seed gives the same
+    """``builtin:rag|rag-zh|chat|kv``: items generated from ``seed``; the same seed gives the same
     items. Sizes are small on purpose so a CPU run stays short."""
 
     kind = "builtin"
     GENERATORS: Mapping[str, Callable[[random.Random, int], BenchItem]] = {
         "rag": lambda rng, i: _rag_item(rng, i, n_documents=8),
+        "rag-zh": lambda rng, i: _rag_zh_item(rng, i, n_documents=8),
         "chat": lambda rng, i: _chat_item(rng, i, n_filler_turns=4),
         "kv": lambda rng, i: _kv_item(rng, i, n_pairs=20),
     }

@@ -1,0 +1,296 @@
+"""Chinese and mixed-language text (issue 10): segmentation, analysis, protected spans, and the
+stages on Chinese requests. The QA set below is hand-written; nothing is downloaded."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from promptslim import text as text_module
+from promptslim.backends.compress.extractive import bm25
+from promptslim.backends.summarisers import ExtractiveSummariser
+from promptslim.errors import BackendUnavailable
+from promptslim.stages.compress import CompressStage
+from promptslim.stages.prefix import PrefixStage
+from promptslim.text import (
+    analyse,
+    dominant_script,
+    find_protected_spans,
+    normalise_width,
+    script_spans,
+    split_sentences,
+)
+from promptslim.tokens import count_document, get_counter
+from promptslim.types import Budget, Document, Message, Request
+
+HAS_JIEBA = text_module.chinese_segmenter("auto") == "jieba"
+
+
+def sentences(text: str) -> list[str]:
+    return [s.of(text) for s in split_sentences(text)]
+
+
+# ---------------------------------------------------------------- segmentation
+
+
+def test_chinese_paragraph_splits_at_chinese_enders_without_spaces() -> None:
+    text = "今天天气很好。我们去公园散步吧！你带伞了吗？带了；不过可能用不上……走吧。"
+    assert sentences(text) == [
+        "今天天气很好。",
+        "我们去公园散步吧！",
+        "你带伞了吗？",
+        "带了；",
+        "不过可能用不上……",  # "……" is one ender, not two
+        "走吧。",
+    ]
+
+
+def test_closing_quotes_and_brackets_stay_with_their_sentence() -> None:
+    text = "他回答：「好的，明天见。」然后挂了电话。（这是第二次了！）她说：“不行。”"
+    assert sentences(text) == [
+        "他回答：「好的，明天见。」然后挂了电话。",  # 。 inside a quotation does not end it
+        "（这是第二次了！）",
+        "她说：“不行。”",
+    ]
+
+
+def test_mixed_chinese_english_and_code() -> None:
+    text = (
+        "请用Python写一个函数。It should return the sum.真的可以吗?当然。\n"
+        "```python\ndef add(a, b):\n    return a + b  # 求和。不要拆开\n```\n"
+        "版本是v1.2.3，详见https://example.com/docs/安装。"
+    )
+    got = sentences(text)
+    assert got[:4] == ["请用Python写一个函数。", "It should return the sum.", "真的可以吗?", "当然。"]
+    assert got[4].startswith("```python") and got[4].endswith("```")  # the code block is whole
+    assert got[5] == "版本是v1.2.3，详见https://example.com/docs/安装。"
+
+
+def test_spans_index_the_original_text() -> None:
+    text = "第一句。  第二句！\n\n第三句"
+    assert all(s.of(text) == text[s.start : s.end] for s in split_sentences(text))
+    assert sentences(text) == ["第一句。", "第二句！", "第三句"]
+
+
+# ---------------------------------------------------------------- scripts and widths
+
+
+def test_width_folding_keeps_length_and_cjk_punctuation() -> None:
+    assert normalise_width("ＧＰＴ－４，１２３！　好。") == "GPT-4,123! 好。"
+    assert len(normalise_width("ＡＢＣ")) == 3
+
+
+def test_full_width_letters_and_digits_analyse_like_half_width() -> None:
+    assert analyse("ＰｏｓｔｇｒｅＳＱＬ １６") == analyse("PostgreSQL 16") == ["postgresql", "16"]
+
+
+def test_script_spans_and_dominant_script() -> None:
+    text = "hello 世界 abc, 123 日本語です"
+    assert [(s.kind, s.of(text)) for s in script_spans(text)] == [
+        ("latin", "hello "),
+        ("cjk", "世界 "),
+        ("latin", "abc, 123 "),
+        ("cjk", "日本語です"),
+    ]
+    assert dominant_script("请把PostgreSQL数据库迁移到新的服务器上") == "cjk"
+    assert dominant_script("Migrate the database 到新服务器") == "latin"
+    assert dominant_script("123 !!") == ""
+
+
+# ---------------------------------------------------------------- analysis
+
+
+def test_mixed_text_gets_both_analysers() -> None:
+    terms = analyse("我们在会议室讨论了PostgreSQL的迁移方案")
+    assert "postgresql" in terms
+    assert "的" not in terms and "我们" not in terms  # Chinese stopwords dropped
+    if HAS_JIEBA:
+        assert {"会议室", "讨论", "迁移", "方案"} <= set(terms)
+    bigrams = analyse("迁移方案", chinese="bigram")
+    assert bigrams == ["迁移", "移方", "方案"]
+
+
+def test_jieba_mode_without_jieba_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text_module, "_jieba_state", {"missing": True})
+    assert text_module.chinese_segmenter("auto") == "bigram"
+    assert analyse("迁移方案") == ["迁移", "移方", "方案"]
+    with pytest.raises(BackendUnavailable, match=r"promptslim\[zh\]"):
+        analyse("迁移方案", chinese="jieba")
+
+
+@pytest.mark.skipif(not HAS_JIEBA, reason="jieba not installed")
+def test_jieba_loads_once_under_concurrency(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text_module, "_jieba_state", {})
+    text_module._jieba_words.cache_clear()
+    text_module._analyse.cache_clear()
+    results: list[list[str]] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(analyse("北京是中国的首都，也是文化中心")))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4 and all(r == results[0] for r in results)
+    assert "北京" in results[0] and "首都" in results[0]
+
+
+def test_import_promptslim_does_not_import_jieba() -> None:
+    code = "import sys, promptslim, promptslim.text; print('jieba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------- BM25 on a Chinese QA set
+
+PASSAGES = [
+    "长城是中国古代的军事防御工程，东起山海关，西至嘉峪关，全长两万多公里。",
+    "大熊猫主要生活在四川、陕西和甘肃的山区，以竹子为主要食物，是中国的国宝。",
+    "故宫位于北京中轴线的中心，是明清两代的皇家宫殿，旧称紫禁城。",
+    "西湖位于浙江省杭州市西部，以秀丽的湖光山色和众多的名胜古迹闻名。",
+    "黄河是中国第二长河，发源于青海省巴颜喀拉山脉，最终注入渤海。",
+    "春节是中国最重要的传统节日，人们会贴春联、吃饺子、放鞭炮迎接新年。",
+    "高铁是高速铁路的简称，中国的高铁运营里程已经超过四万公里，居世界第一。",
+    "茶起源于中国，绿茶、红茶和乌龙茶是最常见的品种，龙井茶产自杭州。",
+    "造纸术是中国古代四大发明之一，东汉时期的蔡伦改进了造纸方法。",
+    "上海是中国最大的经济中心城市，浦东新区的陆家嘴是著名的金融区。",
+    "敦煌莫高窟位于甘肃省，保存了从四世纪到十四世纪的大量壁画和佛像。",
+    "粤语主要在广东、香港和澳门使用，保留了许多古汉语的发音特点。",
+]
+QUESTIONS = [
+    ("长城西边的终点是哪个关口？", 0),
+    ("大熊猫平时吃什么？", 1),
+    ("紫禁城是哪两个朝代的宫殿？", 2),
+    ("西湖在哪个城市？", 3),
+    ("黄河的发源地在哪里？", 4),
+    ("过春节的时候人们有哪些习俗？", 5),
+    ("中国高速铁路的运营里程有多长？", 6),
+    ("龙井茶的产地是哪里？", 7),
+    ("是谁改进了造纸的方法？", 8),
+    ("陆家嘴金融区在哪个城市？", 9),
+    ("莫高窟的壁画是什么年代的？", 10),
+    ("哪些地方的人说粤语？", 11),
+]
+
+
+def recall_at(k: int, analyser: object) -> float:
+    docs = [analyser(p) for p in PASSAGES]  # type: ignore[operator]
+    hits = 0
+    for question, gold in QUESTIONS:
+        scores = bm25(analyser(question), docs)  # type: ignore[operator]
+        ranked = sorted(range(len(PASSAGES)), key=lambda i: (-scores[i], i))
+        hits += gold in ranked[:k]
+    return hits / len(QUESTIONS)
+
+
+def whitespace(text: str) -> list[str]:
+    return text.lower().split()
+
+
+@pytest.mark.parametrize("mode", ["auto", "bigram"])
+def test_chinese_analyser_beats_whitespace_tokenisation(mode: str) -> None:
+    chinese = recall_at(3, lambda t: analyse(t, chinese=mode))  # type: ignore[arg-type]
+    baseline = recall_at(3, whitespace)
+    assert chinese >= 0.9
+    assert chinese > baseline + 0.5  # whitespace "words" are whole clauses: nothing matches
+    assert recall_at(1, lambda t: analyse(t, chinese=mode)) >= 0.75  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- protected spans
+
+
+def test_protected_spans_next_to_chinese_characters() -> None:
+    text = (
+        "访问https://example.com/a?b=1获取文档，或发邮件到ops@example.com联系我们。"
+        "订单550e8400-e29b-41d4-a716-446655440000的金额是3,500元，共１２件，耗时15ms。"
+    )
+    found = {(s.kind, s.of(text)) for s in find_protected_spans(text)}
+    assert ("url", "https://example.com/a?b=1") in found
+    assert ("email", "ops@example.com") in found
+    assert ("uuid", "550e8400-e29b-41d4-a716-446655440000") in found
+    assert ("number_unit", "3,500元") in found
+    assert ("number_unit", "１２件") in found  # full-width digits, original bytes
+    assert ("number_unit", "15ms") in found
+
+
+def test_chinese_dates_and_times_are_found() -> None:
+    text = "会议在2026年11月30日（星期一）下午3点举行，12月1日15点30分复盘，周五截止。注意以下3点。每周一例会。"
+    found = [(s.kind, s.of(text)) for s in find_protected_spans(text, kinds=("zh_date", "zh_time", "zh_weekday"))]
+    assert found == [
+        ("zh_date", "2026年11月30日"),
+        ("zh_weekday", "星期一"),
+        ("zh_time", "下午3点"),
+        ("zh_date", "12月1日"),
+        ("zh_time", "15点30分"),
+        ("zh_weekday", "周五"),
+    ]  # not "3点" ("3 points") nor "每周一" (a standing rule)
+
+
+# ---------------------------------------------------------------- stages
+
+
+def chat(system: str, user: str = "你好") -> Request:
+    return Request(messages=[Message(role="system", content=system), Message(role="user", content=user)])
+
+
+def test_prefix_moves_chinese_dates_out_of_the_stable_prefix() -> None:
+    template = "你是客服助手。今天是{d}（{w}），现在是{t}。请注意以下3点：回答要简洁。"
+    a = PrefixStage().run(chat(template.format(d="2026年11月30日", w="星期一", t="下午3点15分")))
+    b = PrefixStage().run(chat(template.format(d="2026年12月1日", w="星期二", t="上午9点")))
+    assert a.messages[0].content == b.messages[0].content  # byte-stable prefix
+    assert "2026" not in a.messages[0].content and "3点" in a.messages[0].content
+    context = a.messages[1].content or ""
+    for value in ("2026年11月30日", "星期一", "下午3点15分"):
+        assert value in context  # moved verbatim, not lost
+    assert a.messages[-1].content == "你好"
+
+
+LONG_DOC = (
+    "订单服务部署在上海的两个机房。"
+    "每天凌晨两点会自动备份数据库，备份保存在https://backup.example.com/orders目录。"
+    "如果主库故障，系统会在30秒内切换到备库。"
+    "切换后请检查订单号550e8400-e29b-41d4-a716-446655440000是否能正常查询。"
+    "团队每周五下午会复盘上一周的故障。"
+    "新员工入职后需要先阅读操作手册。"
+    "机房的空调温度设定为22°C。"
+    "食堂在二楼，午饭时间是十二点。"
+)
+
+
+def test_compress_keeps_whole_chinese_sentences_and_protected_spans() -> None:
+    request = Request(
+        messages=[Message(role="user", content="主库故障以后多久切换到备库？")],
+        documents=[Document(id="ops", text=LONG_DOC)],
+    )
+    counter = get_counter()
+    budget = count_document(request.documents[0], counter) // 2
+    result = CompressStage(compressor="extractive").run(request, Budget(documents=budget))
+    out = result.documents[0].text
+    assert count_document(result.documents[0], counter) <= budget
+    assert "如果主库故障，系统会在30秒内切换到备库。" in out  # the answer survives
+    kept = sentences(out)
+    assert kept and all(s in sentences(LONG_DOC) for s in kept)  # whole sentences only
+    assert out == "".join(kept)  # no spaces inserted between Chinese sentences
+    for span in find_protected_spans(LONG_DOC):
+        value = span.of(LONG_DOC)
+        if value[:4] in out:
+            assert value in out  # a protected span is kept whole or dropped whole
+
+
+def test_extractive_summary_keeps_whole_chinese_sentences() -> None:
+    messages = [
+        Message(role="user", content="你好！我们正在把订单服务从MySQL迁移到PostgreSQL。预算是每月3000元。"),
+        Message(role="assistant", content="好的。我们决定在2026年12月5日完成切换，负责人是王磊。"),
+        Message(role="user", content="谢谢！接口文档在https://docs.example.com/api里。回滚方案怎么做？"),
+        Message(role="assistant", content="嗯。回滚方案是保留旧库只读两周。"),
+    ]
+    summary = ExtractiveSummariser().summarise(messages, max_tokens=70, counter=get_counter())
+    lines = summary.splitlines()
+    source = {f"{m.role}: {s}" for m in messages for s in sentences(m.text)}
+    assert lines and all(line in source for line in lines)
+    assert "assistant: 我们决定在2026年12月5日完成切换，负责人是王磊。" in lines
+    assert not any(line.endswith(("你好！", "好的。", "谢谢！", "嗯。")) for line in lines)
