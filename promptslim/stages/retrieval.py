@@ -46,7 +46,7 @@ from ..budget import allocate
 from ..errors import BudgetInfeasible, ConfigError
 from ..tokens import count_document
 from ..types import Budget, Document, Request
-from .base import BaseStage, StageLog
+from .base import BaseStage, StageLog, run_with_fallback
 
 if TYPE_CHECKING:
     import numpy as np
@@ -138,6 +138,9 @@ class RetrievalStage(BaseStage):
     passage's topic is in its head, and the encoder's cost grows with length).
     ``dedup_threshold``: None takes the method's default (cosine 0.95, shingle Jaccard 0.8).
     ``mmr_lambda``: None turns MMR off; 1.0 is pure relevance, 0.0 pure diversity.
+    A scorer other than BM25 that is missing (extra not installed), fails or runs past
+    ``time_limit_ms`` is replaced by BM25 for that request, with a warning; ``strict=True``
+    raises instead.
     """
 
     name = "retrieval"
@@ -159,6 +162,8 @@ class RetrievalStage(BaseStage):
         mmr_lambda: float | None = None,
         order: Order = "edges",
         on_overflow: OnOverflow = "keep_best",
+        strict: bool = False,
+        time_limit_ms: float | None = None,
     ) -> None:
         from ..backends.scorers import SCORERS, Scorer
 
@@ -187,6 +192,10 @@ class RetrievalStage(BaseStage):
             raise ConfigError("must be in (0, 1]", field="dedup_threshold")
         if mmr_lambda is not None and not 0.0 <= mmr_lambda <= 1.0:
             raise ConfigError("must be between 0 and 1 (None: no MMR)", field="mmr_lambda")
+        if time_limit_ms is not None and not (
+            isinstance(time_limit_ms, (int, float)) and time_limit_ms > 0
+        ):
+            raise ConfigError("must be a positive number or None", field="time_limit_ms")
         if scorer == "cross_encoder" and not model:
             raise ConfigError("scorer='cross_encoder' needs a model path or name", field="model")
         self.scorer = scorer
@@ -203,6 +212,8 @@ class RetrievalStage(BaseStage):
         self.mmr_lambda = mmr_lambda
         self.order = order
         self.on_overflow = on_overflow
+        self.strict = strict
+        self.time_limit_ms = time_limit_ms
         self._scorer: Scorer | None = None if isinstance(scorer, str) else scorer
 
     # ---- scorer
@@ -264,7 +275,7 @@ class RetrievalStage(BaseStage):
 
         kept = self._fit_budget(request, budget, selected, documents, tokens, score_of, log)
         log.details.update(
-            scorer=self.get_scorer().name,
+            scorer="bm25" if "fallback" in log.details else self.get_scorer().name,
             candidates=len(documents),
             relevance_k=k_rel,
             kept=len(kept),
@@ -295,7 +306,22 @@ class RetrievalStage(BaseStage):
             return -np.arange(len(docs), dtype=np.float64), None
         texts = [_scoring_text(d) for d in docs]
         embeddings = [d.embedding for d in docs] if any(d.embedding for d in docs) else None
-        scored = self.get_scorer().score(query, texts, embeddings=embeddings)
+        scorer = self.get_scorer()
+        if scorer.name == "bm25":
+            scored = scorer.score(query, texts, embeddings=embeddings)
+        else:
+            from ..backends.lexical import BM25Scorer
+
+            scored = run_with_fallback(
+                lambda: scorer.score(query, texts, embeddings=embeddings),
+                lambda: BM25Scorer().score(query, texts),
+                backend=f"{scorer.name} scorer",
+                fallback_name="bm25",
+                extra="retrieval",
+                log=log,
+                strict=self.strict,
+                time_limit_ms=self.time_limit_ms,
+            )
         for key, value in scored.details.items():
             log.details[key] = value
         if scored.details.get("embeddings_mismatched"):
