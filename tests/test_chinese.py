@@ -294,3 +294,16 @@ def test_extractive_summary_keeps_whole_chinese_sentences() -> None:
     assert lines and all(line in source for line in lines)
     assert "assistant: 我们决定在2026年12月5日完成切换，负责人是王磊。" in lines
     assert not any(line.endswith(("你好！", "好的。", "谢谢！", "嗯。")) for line in lines)
+
+
+# ---------------------------------------------------------------- bench metrics
+
+
+def test_answer_metrics_on_chinese() -> None:
+    from promptslim.bench.metrics import best_subspan_em, normalize_answer, token_f1
+
+    assert normalize_answer("北京 市，（中国）ＡＢＣ１２３！") == "北京市中国abc123"
+    assert best_subspan_em("它位于安春省。", ["安春"]) == 1.0
+    # F1 over characters: "北京" against "答案是北京市" shares 2 of 6 and 2 of 2 characters
+    assert token_f1("答案是北京市", ["北京"]) == pytest.approx(2 * (2 / 6) * 1.0 / (2 / 6 + 1.0))
+    assert token_f1("the cat sat", ["cat"]) == pytest.approx(2 * (1 / 2) / (1 / 2 + 1))

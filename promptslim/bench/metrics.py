@@ -4,7 +4,8 @@
   squeeze whitespace), as the "Lost in the Middle" study and SQuAD's scorer do.
 - ``best_subspan_em``: 1.0 when a normalised gold answer occurs in the normalised prediction
   (the study's QA metric; a long, rambling prediction is not penalised).
-- ``token_f1``: SQuAD token-overlap F1, best over the gold answers.
+- ``token_f1``: SQuAD token-overlap F1, best over the gold answers; Chinese (CJK) text counts
+  characters as tokens, as CMRC-style Chinese QA evaluations do, Latin words stay words.
 - ``evidence_retention``: 1.0 when a gold answer is still in the prompt text (needs no model).
 - ``paired_bootstrap_ci``: mean of paired deltas with a seeded percentile-bootstrap interval.
 """
@@ -18,6 +19,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..text import normalise_width
+
 __all__ = [
     "Interval",
     "best_subspan_em",
@@ -30,6 +33,10 @@ __all__ = [
 ]
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+# spaces next to a CJK character carry no meaning in Chinese ("北京 市" is "北京市")
+_SPACE_BY_CJK = re.compile(f"(?<=[{_CJK}])\\s+|\\s+(?=[{_CJK}])")
+_ANSWER_TOKEN = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
 _PUNCTUATION = frozenset(string.punctuation)
 
 
@@ -38,12 +45,13 @@ def normalize_answer(text: str) -> str:
 
     Unicode punctuation (category P*) is removed too, and text is NFC-normalised first so a
     precomposed and a combining "ö" compare equal."""
-    text = unicodedata.normalize("NFC", text).lower()
+    # full-width letters and digits fold to half-width (text.normalise_width): "１２３" is "123"
+    text = normalise_width(unicodedata.normalize("NFC", text)).lower()
     text = "".join(
         ch for ch in text if ch not in _PUNCTUATION and not unicodedata.category(ch).startswith("P")
     )
     text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+    return _SPACE_BY_CJK.sub("", " ".join(text.split()))
 
 
 def best_subspan_em(prediction: str, answers: Iterable[str]) -> float:
@@ -57,8 +65,8 @@ def best_subspan_em(prediction: str, answers: Iterable[str]) -> float:
 
 
 def _f1(prediction: str, answer: str) -> float:
-    pred_tokens = normalize_answer(prediction).split()
-    gold_tokens = normalize_answer(answer).split()
+    pred_tokens = _ANSWER_TOKEN.findall(normalize_answer(prediction))
+    gold_tokens = _ANSWER_TOKEN.findall(normalize_answer(answer))
     if not pred_tokens or not gold_tokens:
         # SQuAD: two empty answers agree, one empty one does not
         return float(pred_tokens == gold_tokens)
