@@ -307,3 +307,42 @@ def test_answer_metrics_on_chinese() -> None:
     # F1 over characters: "北京" against "答案是北京市" shares 2 of 6 and 2 of 2 characters
     assert token_f1("答案是北京市", ["北京"]) == pytest.approx(2 * (2 / 6) * 1.0 / (2 / 6 + 1.0))
     assert token_f1("the cat sat", ["cat"]) == pytest.approx(2 * (1 / 2) / (1 / 2 + 1))
+
+
+# ---------------------------------------------------------------- retrieval
+
+
+def qa_request(question: str, passages: list[str]) -> Request:
+    return Request(
+        messages=[Message(role="user", content=question)],
+        documents=[Document(id=f"p{i}", text=p) for i, p in enumerate(passages)],
+    )
+
+
+def test_retrieval_falls_back_to_bm25_on_chinese_with_the_english_model() -> None:
+    from promptslim.stages.retrieval import RetrievalStage
+
+    result = RetrievalStage(max_k=3).run(qa_request("龙井茶的产地是哪里？", PASSAGES))  # hybrid
+    stage = result.report.stages[0]
+    assert any("BM25 only" in w and "multilingual" in w for w in stage.warnings)
+    assert stage.details.get("language_fallback") == "bm25"
+    assert result.documents[0].id == "p7"  # the tea passage, found by the Chinese analyser
+
+
+def test_retrieval_keeps_a_multilingual_model_and_english_text_as_configured() -> None:
+    from promptslim.stages.retrieval import RetrievalStage
+
+    zh = "龙井茶的产地是哪里？"
+    assert not RetrievalStage(model="/models/paraphrase-multilingual-MiniLM-L12-v2")._english_model_on_foreign_text(zh, PASSAGES)
+    assert RetrievalStage(model="/models/all-MiniLM-L6-v2")._english_model_on_foreign_text(zh, PASSAGES)
+    assert not RetrievalStage()._english_model_on_foreign_text("Where is tea grown?", ["Tea grows in Hangzhou."])
+    assert not RetrievalStage(scorer="bm25")._english_model_on_foreign_text(zh, PASSAGES)
+
+
+def test_retrieval_dedupes_near_duplicate_chinese_documents() -> None:
+    from promptslim.stages.retrieval import RetrievalStage
+
+    twin = "（转载）" + PASSAGES[7]  # a syndicated copy: whole-clause "words" would differ
+    request = qa_request("龙井茶的产地是哪里？", [*PASSAGES, twin])
+    kept = {d.id for d in RetrievalStage(scorer="bm25", max_k=5).run(request).documents}
+    assert len(kept & {"p7", f"p{len(PASSAGES)}"}) == 1  # one of the twins, not both

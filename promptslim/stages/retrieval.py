@@ -32,6 +32,11 @@ raises ``BudgetInfeasible`` at the end if nothing does); ``"drop"`` keeps none a
 Scoring is lazy and pluggable (``promptslim.backends.scorers.SCORERS``): ``scorer="bm25"``
 never imports torch; dense scoring reuses precomputed ``Document.embedding`` vectors and the
 shared embedding cache.
+
+Chinese and other non-Latin text: BM25 uses ``text.analyse`` (jieba words or character
+bigrams); with the default English MiniLM, ``dense``/``hybrid`` score such text with BM25 only
+and say so in a warning (a multilingual model given as ``model=`` is used as given).
+Near-duplicate shingles count each CJK character as a token.
 """
 
 from __future__ import annotations
@@ -64,7 +69,9 @@ OnOverflow = Literal["keep_best", "drop", "raise"]
 DEFAULT_COSINE_THRESHOLD = 0.95
 DEFAULT_SHINGLE_THRESHOLD = 0.8
 _SHINGLE = 5
-_WORDS = re.compile(r"\w+")
+# a CJK character is a shingle token of its own: Chinese text has no spaces between words
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_WORDS = re.compile(f"[{_CJK_CHARS}]|[^\\W{_CJK_CHARS}]+")
 
 
 def _choice(value: object, allowed: Sequence[str], field: str) -> None:
@@ -307,6 +314,18 @@ class RetrievalStage(BaseStage):
         texts = [_scoring_text(d) for d in docs]
         embeddings = [d.embedding for d in docs] if any(d.embedding for d in docs) else None
         scorer = self.get_scorer()
+        if self._english_model_on_foreign_text(query, texts):
+            # the default MiniLM is English-only: on Chinese (or other non-Latin) text its
+            # similarities are noise that would drown BM25 in the fusion
+            from ..backends.lexical import BM25Scorer
+
+            log.warn(
+                f"{scorer.name} scorer: the text is not English and the embedding model is the "
+                "default English all-MiniLM-L6-v2; scored with BM25 only (give a multilingual "
+                "sentence-transformers model by path as model= for dense scores)"
+            )
+            log.details["language_fallback"] = "bm25"
+            scorer = BM25Scorer()
         if scorer.name == "bm25":
             scored = scorer.score(query, texts, embeddings=embeddings)
         else:
@@ -330,6 +349,20 @@ class RetrievalStage(BaseStage):
                 "dimension than the model's; those documents were embedded again"
             )
         return np.asarray(scored.scores, dtype=np.float64), scored.vectors
+
+    def _english_model_on_foreign_text(self, query: str, texts: Sequence[str]) -> bool:
+        """True when this stage would embed with the default English model text whose main
+        script is not Latin (query first; the documents when the query is Latin or empty)."""
+        if self.scorer not in ("dense", "hybrid"):
+            return False  # BM25 needs no model; a cross-encoder or a Scorer is the caller's choice
+        if self.model is not None and "all-minilm" not in str(self.model).lower():
+            return False  # the caller's model: a multilingual one is used as given
+        from ..text import dominant_script
+
+        script = dominant_script(query)
+        if script in ("latin", ""):
+            script = dominant_script("\n".join(texts))
+        return script not in ("latin", "")
 
     def _walk(
         self,
