@@ -62,6 +62,9 @@ _A = re.ASCII  # see the module docstring: \b, \w, \d and \s are ASCII-only in t
 # (IRIs may contain Han characters, but in running Chinese text a URL is followed directly by
 # prose far more often; the ASCII part stays protected either way)
 _NOT_URL = "\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+# after a unit suffix ("Z", "am"): no letter of an alphabetic script may follow, Unicode-wide
+# (under ASCII \w, "12:30 Zürich" took "12:30 Z" and split the word); CJK may follow, as above
+_NO_LETTER = rf"(?u:(?![^\W\d_{_NOT_URL}]))"
 _ZH_NUM = "〇零一二两三四五六七八九十"
 _ZH_PERIOD = "凌晨|清晨|早上|早晨|上午|中午|午后|下午|傍晚|晚上|夜里|夜间|半夜|深夜"
 _ZH_HOUR = rf"(?:\d{{1,2}}|[{_ZH_NUM}]{{1,3}})"
@@ -94,10 +97,12 @@ PATTERNS: dict[str, re.Pattern[str]] = {
         rf"|\b{_WEEKDAYS}\b",
         _A,
     ),
-    "time": re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?\s*(?:[ap]\.?m\.?|UTC|GMT|Z)?(?![\w:])", re.I | _A),
+    "time": re.compile(
+        rf"\b\d{{1,2}}:\d{{2}}(?::\d{{2}})?\s*(?:(?:[ap]\.?m\.?|UTC|GMT|Z){_NO_LETTER})?(?![\w:])", re.I | _A
+    ),
     "unix_timestamp": re.compile(r"\b1[5-9]\d{8}(?:\d{3})?\b", _A),
     # "3 pm", "11:30am" without seconds is "time"; this catches the colon-less clock times
-    "time_ampm": re.compile(r"\b\d{1,2}\s?(?:[ap]\.m\.|[ap]m)(?!\w)", re.I | _A),
+    "time_ampm": re.compile(rf"\b\d{{1,2}}\s?(?:[ap]\.m\.|[ap]m)(?!\w){_NO_LETTER}", re.I | _A),
     # 2026年11月30日, 二〇二六年十一月, 11月30日 / 30号, 2026/11/30, 2026.11.30
     "zh_date": re.compile(
         rf"(?:\d{{4}}|[〇零一二三四五六七八九]{{4}})\s?年\s?(?:\d{{1,2}}|[{_ZH_NUM}]{{1,3}})\s?月"
