@@ -283,6 +283,14 @@ class EmbeddingService:
     def clear_cache(self) -> None:
         self._cache.clear()
 
+    @staticmethod
+    def clear_all_caches() -> None:
+        """Empty every shared service's embedding cache (benchmarks measuring cold cost)."""
+        with _services_lock:
+            services = list(_services.values())
+        for service in services:
+            service.clear_cache()
+
     def __repr__(self) -> str:
         return (
             f"EmbeddingService(model={self.model!r}, backend={self.backend!r}, "

@@ -252,6 +252,9 @@ def run_item(item: BenchItem, config: BenchConfig, backend: ModelBackend) -> Ite
     row = ItemResult(config=config.label, item_id=item.id)
     row.segments_in = segment_tokens(item.request)
     try:
+        # every config meets the item's documents unseen: otherwise a config run after another
+        # would find its embeddings cached and look cheaper than it is per new request
+        _clear_embedding_caches()
         start = time.perf_counter()
         result = config.pipeline.run(item.request)
         row.slim_s = time.perf_counter() - start
@@ -370,6 +373,14 @@ def run_bench(
     summary["seed"] = seed
     summary.update(meta or {})
     return BenchRun(rows, summary)
+
+
+def _clear_embedding_caches() -> None:
+    import sys
+
+    embeddings = sys.modules.get("promptslim.backends.embeddings")
+    if embeddings is not None:  # never import it (and torch) just to clear it
+        embeddings.EmbeddingService.clear_all_caches()
 
 
 # ---------------------------------------------------------------- aggregation
