@@ -111,10 +111,12 @@ class DatasetLoader(ABC):
 # ---------------------------------------------------------------- reading files
 
 
-def _open_text(path: Path) -> Any:
+def _open_lines(path: Path) -> Any:
+    # bytes, decoded line by line: a text-mode reader decodes ahead in chunks, so one bad
+    # byte on line 3 used to fail the first readline and lose lines 1 and 2 (invariant 9)
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open("r", encoding="utf-8")
+        return gzip.open(path, "rb")
+    return path.open("rb")
 
 
 def read_records(
@@ -124,21 +126,28 @@ def read_records(
     else unreadable goes to ``on_error`` and is skipped."""
     path = Path(path)
     try:
-        handle = _open_text(path)
+        handle = _open_lines(path)
     except OSError as exc:
         raise DatasetError(f"cannot open: {exc.strerror or exc}", path=str(path)) from exc
     with handle:
         lineno = 0
         while True:
             try:
-                line = handle.readline()
-            except (OSError, EOFError, UnicodeDecodeError) as exc:
-                # a truncated .gz or a non-UTF-8 byte: nothing after it can be trusted
+                raw = handle.readline()
+            except (OSError, EOFError) as exc:
+                # a truncated .gz: nothing after it can be trusted
                 on_error(DatasetError(f"unreadable: {exc}", path=str(path), line=lineno + 1))
                 return
-            if not line:
+            if not raw:
                 return
             lineno += 1
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                on_error(
+                    DatasetError(f"not UTF-8 (byte {exc.start})", path=str(path), line=lineno)
+                )
+                continue
             if not line.strip():
                 continue
             try:
