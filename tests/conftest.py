@@ -14,6 +14,8 @@ settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("dev", max_examples=50, deadline=None)
+# the invariant suite's big run (tests/test_invariants.py uses it under CI=true)
+settings.register_profile("invariants", max_examples=10_000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 ROOT = Path(__file__).resolve().parent.parent
