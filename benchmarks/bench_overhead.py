@@ -22,11 +22,7 @@ from common import emit, machine, parser, summary
 
 from promptslim import Budget, PassThrough, Pipeline, Request, count_request, get_counter
 
-WORDS = (
-    "cache prefill token budget request latency model server document history retrieval "
-    "answer question system prompt context window queue batch throughput user assistant "
-    "region storage limit policy price update version schema field value number"
-).split()
+WORDS = ["cache", "prefill", "token", "budget", "request", "latency", "model", "server", "document", "history", "retrieval", "answer", "question", "system", "prompt", "context", "window", "queue", "batch", "throughput", "user", "assistant", "region", "storage", "limit", "policy", "price", "update", "version", "schema", "field", "value", "number"]
 
 
 def make_body(seed: int, nonce: str = "") -> dict:

@@ -26,7 +26,6 @@ import gzip
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable

@@ -41,7 +41,7 @@ def summary(samples_ms: Sequence[float]) -> dict[str, float]:
         return {}
 
     def pct(q: float) -> float:
-        return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+        return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
     return {
         "n": len(xs),

@@ -52,13 +52,16 @@ from .types import ToolCall as ToolCall
 __version__ = "0.1.0"
 
 __all__ = [
+    "COMPRESSORS",
+    "SCORERS",
+    "STAGES",
+    "SUMMARISERS",
     "Allocation",
     "BackendError",
     "BackendUnavailable",
     "BaseStage",
     "Budget",
     "BudgetInfeasible",
-    "COMPRESSORS",
     "Change",
     "CompressStage",
     "Compressor",
@@ -78,9 +81,6 @@ __all__ = [
     "Request",
     "Result",
     "RetrievalStage",
-    "SCORERS",
-    "STAGES",
-    "SUMMARISERS",
     "Scorer",
     "Stage",
     "StageLog",

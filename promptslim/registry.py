@@ -14,7 +14,7 @@ from typing import Generic, TypeVar, overload
 
 from .errors import UnknownName
 
-__all__ = ["Registry", "STAGES"]
+__all__ = ["STAGES", "Registry"]
 
 T = TypeVar("T")
 

@@ -71,7 +71,7 @@ _ZH_HOUR = rf"(?:\d{{1,2}}|[{_ZH_NUM}]{{1,3}})"
 
 #: Named patterns shared by the stages. Order matters where kinds overlap: earlier wins.
 PATTERNS: dict[str, re.Pattern[str]] = {
-    "code_block": re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)", re.S),
+    "code_block": re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)", re.DOTALL),
     "inline_code": re.compile(r"`[^`\n]+`"),
     "url": re.compile(
         rf"\b(?:https?|ftp|wss?)://[^\s<>\"'`{_NOT_URL}]+[^\s<>\"'`.,;:!?)\]}}{_NOT_URL}]", _A
@@ -98,11 +98,11 @@ PATTERNS: dict[str, re.Pattern[str]] = {
         _A,
     ),
     "time": re.compile(
-        rf"\b\d{{1,2}}:\d{{2}}(?::\d{{2}})?\s*(?:(?:[ap]\.?m\.?|UTC|GMT|Z){_NO_LETTER})?(?![\w:])", re.I | _A
+        rf"\b\d{{1,2}}:\d{{2}}(?::\d{{2}})?\s*(?:(?:[ap]\.?m\.?|UTC|GMT|Z){_NO_LETTER})?(?![\w:])", re.IGNORECASE | _A
     ),
     "unix_timestamp": re.compile(r"\b1[5-9]\d{8}(?:\d{3})?\b", _A),
     # "3 pm", "11:30am" without seconds is "time"; this catches the colon-less clock times
-    "time_ampm": re.compile(rf"\b\d{{1,2}}\s?(?:[ap]\.m\.|[ap]m)(?!\w){_NO_LETTER}", re.I | _A),
+    "time_ampm": re.compile(rf"\b\d{{1,2}}\s?(?:[ap]\.m\.|[ap]m)(?!\w){_NO_LETTER}", re.IGNORECASE | _A),
     # 2026年11月30日, 二〇二六年十一月, 11月30日 / 30号, 2026/11/30, 2026.11.30
     "zh_date": re.compile(
         rf"(?:\d{{4}}|[〇零一二三四五六七八九]{{4}})\s?年\s?(?:\d{{1,2}}|[{_ZH_NUM}]{{1,3}})\s?月"
@@ -261,8 +261,7 @@ def dominant_script(text: str) -> str:
 # ---------------------------------------------------------------- sentences
 
 _ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st vs etc e.g i.e cf fig al no vol approx inc ltd co corp dept est "
-    "jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k a.m p.m".split()
+    ["mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "e.g", "i.e", "cf", "fig", "al", "no", "vol", "approx", "inc", "ltd", "co", "corp", "dept", "est", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "u.s", "u.k", "a.m", "p.m"]
 )
 _CLOSERS = "\"'”’)\\]」』）》】〕〉"
 _ZH_ENDERS = "。！？；｡"
@@ -336,26 +335,12 @@ def _is_abbreviation(text: str, start: int, cut: int) -> bool:
 # ---------------------------------------------------------------- lexical analysis
 
 STOPWORDS = frozenset(
-    """a about above after again against all am an and any are aren't as at be because been
-    before being below between both but by can can't cannot could couldn't did didn't do does
-    doesn't doing don't down during each few for from further had hadn't has hasn't have haven't
-    having he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll
-    i'm i've if in into is isn't it it's its itself let's me more most mustn't my myself no nor
-    not of off on once only or other ought our ours ourselves out over own same shan't she she'd
-    she'll she's should shouldn't so some such than that that's the their theirs them themselves
-    then there there's these they they'd they'll they're they've this those through to too under
-    until up very was wasn't we we'd we'll we're we've were weren't what what's when when's where
-    where's which while who who's whom why why's will with won't would wouldn't you you'd you'll
-    you're you've your yours yourself yourselves also just s t""".split()
+    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "can't", "cannot", "could", "couldn't", "did", "didn't", "do", "does", "doesn't", "doing", "don't", "down", "during", "each", "few", "for", "from", "further", "had", "hadn't", "has", "hasn't", "have", "haven't", "having", "he", "he'd", "he'll", "he's", "her", "here", "here's", "hers", "herself", "him", "himself", "his", "how", "how's", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "into", "is", "isn't", "it", "it's", "its", "itself", "let's", "me", "more", "most", "mustn't", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "same", "shan't", "she", "she'd", "she'll", "she's", "should", "shouldn't", "so", "some", "such", "than", "that", "that's", "the", "their", "theirs", "them", "themselves", "then", "there", "there's", "these", "they", "they'd", "they'll", "they're", "they've", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "wasn't", "we", "we'd", "we'll", "we're", "we've", "were", "weren't", "what", "what's", "when", "when's", "where", "where's", "which", "while", "who", "who's", "whom", "why", "why's", "will", "with", "won't", "would", "wouldn't", "you", "you'd", "you'll", "you're", "you've", "your", "yours", "yourself", "yourselves", "also", "just", "s", "t"]
 )
 #: Chinese function words and question words, dropped from segmented words (not from bigrams:
 #: a bigram rarely is one of these)
 ZH_STOPWORDS = frozenset(
-    """的 了 是 在 和 与 及 或 也 都 就 而 且 之 其 这 那 个 吗 呢 吧 啊 呀 么 我 你 他 她 它 们
-    有 为 对 把 被 从 到 以 于 着 过 得 地 还 又 很 要 会 能 将 已 并 等 让 给 向 由 此 该 每 各
-    一个 一些 一种 这个 那个 这些 那些 这样 那样 我们 你们 他们 她们 它们 自己 什么 怎么 怎样
-    怎么样 如何 哪 哪个 哪些 哪里 哪儿 哪家 哪年 哪一 谁 多少 几 为什么 是否 是不是 有没有 可以
-    没有 因为 所以 但是 而且 如果 或者 以及 还是 就是 并且 然后 其中 之一 一下 请问 呢 吗""".split()
+    ["的", "了", "是", "在", "和", "与", "及", "或", "也", "都", "就", "而", "且", "之", "其", "这", "那", "个", "吗", "呢", "吧", "啊", "呀", "么", "我", "你", "他", "她", "它", "们", "有", "为", "对", "把", "被", "从", "到", "以", "于", "着", "过", "得", "地", "还", "又", "很", "要", "会", "能", "将", "已", "并", "等", "让", "给", "向", "由", "此", "该", "每", "各", "一个", "一些", "一种", "这个", "那个", "这些", "那些", "这样", "那样", "我们", "你们", "他们", "她们", "它们", "自己", "什么", "怎么", "怎样", "怎么样", "如何", "哪", "哪个", "哪些", "哪里", "哪儿", "哪家", "哪年", "哪一", "谁", "多少", "几", "为什么", "是否", "是不是", "有没有", "可以", "没有", "因为", "所以", "但是", "而且", "如果", "或者", "以及", "还是", "就是", "并且", "然后", "其中", "之一", "一下", "请问", "呢", "吗"]
 )
 
 ChineseMode = Literal["auto", "jieba", "bigram"]
@@ -436,8 +421,7 @@ def _analyse(text: str, segmenter: str) -> tuple[str, ...]:
         if _CJK.search(word):
             terms.extend(_mixed_terms(word, segmenter))
             continue
-        if word.endswith("'s"):
-            word = word[:-2]
+        word = word.removesuffix("'s")
         if word and word not in STOPWORDS:
             terms.append(_stem(word))
     return tuple(terms)

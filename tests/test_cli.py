@@ -9,7 +9,8 @@ from .conftest import chat_body
 
 def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "promptslim", *args], input=stdin, capture_output=True, timeout=120
+        [sys.executable, "-m", "promptslim", *args], input=stdin, capture_output=True, timeout=120,
+        check=False,
     )
 
 

@@ -64,7 +64,7 @@ def test_no_prompt_text_in_traces(monkeypatch: pytest.MonkeyPatch, offline: None
         def __enter__(self) -> Span:
             return self
 
-        def __exit__(self, *exc: Any) -> None:
+        def __exit__(self, *exc: object) -> None:
             pass
 
     class Tracer:

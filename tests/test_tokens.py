@@ -3,7 +3,15 @@ import threading
 import pytest
 import tiktoken
 
-from promptslim import ConfigError, Document, Message, Request, count_messages, count_request, get_counter
+from promptslim import (
+    ConfigError,
+    Document,
+    Message,
+    Request,
+    count_messages,
+    count_request,
+    get_counter,
+)
 from promptslim.tokens import (
     MESSAGE_OVERHEAD,
     NAME_OVERHEAD,

@@ -4,6 +4,7 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from promptslim import Document, InvalidRequest, Report, Request, Result
 from promptslim.render import DOCUMENTS_ROLE
@@ -126,10 +127,10 @@ def test_pinned_is_ours_and_never_sent() -> None:
 
 def test_models_are_frozen() -> None:
     request = Request.from_openai(chat_body(1))
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         request.messages[0].content = "changed"  # type: ignore[misc]
     doc = Document(id="a", text="t")
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         doc.text = "u"  # type: ignore[misc]
 
 

@@ -12,9 +12,9 @@ integer arrays (uint64 is used as is) avoids a list-to-array conversion per requ
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-import json
 from typing import TYPE_CHECKING, Any
 
 from .base import CacheModel, Tokens, as_token_array

@@ -8,7 +8,7 @@ bookkeeping every stage needs (timing, token counts, the StageReport) so a stage
         name = "shout"
 
         def apply(self, request, budget, log):
-            log.warn("all caps")
+            log.warning("all caps")
             return request.replace(messages=[m.with_text(m.text.upper()) for m in request.messages])
 """
 
@@ -49,7 +49,7 @@ class Stage(Protocol):
 class StageLog:
     """What a stage records while it runs; becomes its StageReport."""
 
-    __slots__ = ("changes", "warnings", "details", "counter")
+    __slots__ = ("changes", "counter", "details", "warnings")
 
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
@@ -70,7 +70,7 @@ class StageLog:
             Change(kind=kind, target=target, tokens=tokens, reason=reason, score=score)  # type: ignore[arg-type]
         )
 
-    def warn(self, message: str) -> None:
+    def warning(self, message: str) -> None:
         self.warnings.append(message)
 
 
@@ -130,7 +130,7 @@ def run_with_fallback(
                 raise
             raise error from exc
         # one wording for every cause; the error says which (missing extra, time limit...)
-        log.warn(f"{backend} failed ({error}); used {fallback_name}")  # noqa: G010  (StageLog)
+        log.warning(f"{backend} failed ({error}); used {fallback_name}")
         log.details["fallback"] = {
             "backend": backend,
             "used": fallback_name,

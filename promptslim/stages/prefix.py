@@ -388,7 +388,7 @@ class PrefixStage(BaseStage):
     ) -> Message:
         content = message.content
         if isinstance(content, list) and any(p.text is None for p in content):
-            log.warn(f"messages[{i}]: non-text content parts in the prefix; left as is")
+            log.warning(f"messages[{i}]: non-text content parts in the prefix; left as is")
             return message
         if content is None or content == "":
             return message
@@ -493,7 +493,7 @@ class PrefixStage(BaseStage):
             try:
                 as_sent = json.dumps(tools, ensure_ascii=False)
             except (TypeError, ValueError):
-                log.warn("tools: not serialisable as JSON; left as is")
+                log.warning("tools: not serialisable as JSON; left as is")
                 return tools, ""
             canonical, warnings = canonicalise_tools(tools) if self.sort_tools else (tools, [])
             try:
@@ -509,7 +509,7 @@ class PrefixStage(BaseStage):
                         self._tools_memo.popitem(last=False)
         canonical, warnings, tools_json, unchanged = found
         for w in warnings:
-            log.warn(w)
+            log.warning(w)
         if unchanged:
             return tools, tools_json  # already canonical: keep the caller's objects
         log.change("reordered", "tools", reason="canonical key order and tool order")
@@ -566,7 +566,7 @@ class PrefixStage(BaseStage):
             if tokens % self.block_size == 0:
                 log.details["alignment_pad_tokens"] = tokens - base
                 return candidate
-        log.warn(f"could not align the prefix to {self.block_size}-token blocks")
+        log.warning(f"could not align the prefix to {self.block_size}-token blocks")
         return last
 
     def _prefix_tokens(

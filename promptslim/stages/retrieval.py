@@ -252,7 +252,7 @@ class RetrievalStage(BaseStage):
         valid = [i for i, d in enumerate(documents) if d.text.strip()]
         for i in sorted(set(range(len(documents))) - set(valid)):
             self._drop(log, documents[i], tokens[i], None, "empty text")
-            log.warn(f"document:{documents[i].id}: empty text, dropped")
+            log.warning(f"document:{documents[i].id}: empty text, dropped")
 
         query = request.effective_query
         start = time.perf_counter()
@@ -306,7 +306,7 @@ class RetrievalStage(BaseStage):
             return np.zeros(0), None
         if not query.strip():
             # nothing to score against: keep the retriever's order (its scores when given)
-            log.warn("no query to score documents against; the retriever's order is kept")
+            log.warning("no query to score documents against; the retriever's order is kept")
             given = [d.score for d in docs]
             if all(s is not None for s in given):
                 return np.asarray(given, dtype=np.float64), None
@@ -319,7 +319,7 @@ class RetrievalStage(BaseStage):
             # similarities are noise that would drown BM25 in the fusion
             from ..backends.lexical import BM25Scorer
 
-            log.warn(
+            log.warning(
                 f"{scorer.name} scorer: the text is not English and the embedding model is the "
                 "default English all-MiniLM-L6-v2; scored with BM25 only (give a multilingual "
                 "sentence-transformers model by path as model= for dense scores)"
@@ -344,7 +344,7 @@ class RetrievalStage(BaseStage):
         for key, value in scored.details.items():
             log.details[key] = value
         if scored.details.get("embeddings_mismatched"):
-            log.warn(
+            log.warning(
                 f"{scored.details['embeddings_mismatched']} precomputed embeddings have another "
                 "dimension than the model's; those documents were embedded again"
             )
@@ -517,11 +517,11 @@ class RetrievalStage(BaseStage):
                 budget=budget.total if budget.total is not None else cap,
             )
         if self.on_overflow == "drop":
-            log.warn(f"no document fits the documents budget of {cap} tokens; none kept")
+            log.warning(f"no document fits the documents budget of {cap} tokens; none kept")
             return kept
         # keep_best: a document that must be shrunk beats no context at all; say so loudly
         log.changes = [c for c in log.changes if c.target != f"document:{documents[best].id}"]
-        log.warn(
+        log.warning(
             f"document:{documents[best].id} ({tokens[best]} tokens) exceeds the documents budget "
             f"of {cap} tokens; kept for a later stage to compress"
         )
