@@ -301,7 +301,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         upstream=args.upstream, host=args.host, port=args.port,
         max_concurrency=args.max_concurrency, max_queue=args.max_queue,
         queue_timeout_s=args.queue_timeout, upstream_timeout_s=args.timeout,
-        max_body_bytes=args.max_body_bytes, api_key=api_key,
+        max_body_bytes=args.max_body_bytes, api_key=api_key, log_content=args.log_content,
     )  # fmt: skip
     serve(config, pipeline=pipeline, log_level=args.log_level)
     return EXIT_OK
@@ -407,6 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-body-bytes", dest="max_body_bytes", type=int, default=8 * 1024 * 1024, metavar="N", help="larger bodies get 413")
     p.add_argument("--api-key-env", dest="api_key_env", metavar="NAME", help="require the key in this environment variable as X-PromptSlim-Key")
     p.add_argument("--log-level", dest="log_level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--log-content", dest="log_content", action="store_true",
+                   help="allow prompt text in logs (failed-pipeline messages; slimmed messages at debug). Off by default")  # fmt: skip
     p.set_defaults(func=cmd_serve)
     return parser
 

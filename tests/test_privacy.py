@@ -81,3 +81,150 @@ def test_no_prompt_text_in_traces(monkeypatch: pytest.MonkeyPatch, offline: None
 def test_otel_absent_is_fine(monkeypatch: pytest.MonkeyPatch, offline: None) -> None:
     monkeypatch.setattr(pipeline_module, "_otel", False)  # as when opentelemetry is not installed
     assert _pipeline().run(_request(), Budget(total=700)).request.messages
+
+
+# ---------------------------------------------------------------- log_content (the proxy)
+# promptslim's library code logs nothing; the proxy is the one module that logs per request.
+# Its opt-in ``ServeConfig.log_content`` is tested on ``Proxy._slim`` directly: no server,
+# no network.
+
+
+class _Quoting:
+    """A stage whose error quotes the prompt, as a real backend's error message may."""
+
+    name = "quoting"
+
+    def run(self, request: Request, budget: Budget | None = None) -> Any:
+        raise RuntimeError(f"cannot handle {request.messages[-1].text!r}")
+
+
+def _slim_logs(caplog: pytest.LogCaptureFixture, *, log_content: bool, pipeline: Pipeline) -> str:
+    pytest.importorskip("starlette")
+    pytest.importorskip("httpx")
+    import asyncio
+    import time
+
+    from promptslim.serve import ServeConfig
+    from promptslim.serve.app import Exchange, Proxy
+
+    proxy = Proxy(ServeConfig(upstream="http://127.0.0.1:9/v1", log_content=log_content), pipeline=pipeline)
+    exchange = Exchange(id="t1", route="chat", start=time.perf_counter())
+    with caplog.at_level(logging.DEBUG):
+        asyncio.run(proxy._slim(_request(), exchange))
+    return "\n".join(r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("pipeline", [Pipeline([_Quoting()]), _pipeline()], ids=["failing", "working"])
+def test_proxy_logs_no_prompt_text_by_default(
+    caplog: pytest.LogCaptureFixture, offline: None, pipeline: Pipeline
+) -> None:
+    text = _slim_logs(caplog, log_content=False, pipeline=pipeline)
+    assert MARKER not in text
+
+
+def test_proxy_log_content_opt_in(caplog: pytest.LogCaptureFixture, offline: None) -> None:
+    """``log_content=True``: the failure's message and, at DEBUG, the slimmed messages."""
+    failed = _slim_logs(caplog, log_content=True, pipeline=Pipeline([_Quoting()]))
+    assert "pipeline_failed" in failed and MARKER in failed
+    caplog.clear()
+    slimmed = _slim_logs(caplog, log_content=True, pipeline=_pipeline())
+    assert '"event": "slimmed"' in slimmed and MARKER in slimmed
+
+
+def test_cli_serve_has_log_content_off_by_default() -> None:
+    from promptslim.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--upstream", "http://127.0.0.1:9/v1"])
+    assert args.log_content is False
+
+
+# ---------------------------------------------------------------- prefix fingerprints
+
+
+def _fingerprint_request() -> Request:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"b": {}, "a": {}}}}}]
+    body = {
+        "messages": [
+            {"role": "system", "content": "You are helpful.  Today is 2024-05-01."},
+            {"role": "user", "content": "hi"},
+        ],
+        "tools": tools,
+    }
+    return Request.from_openai(body)
+
+
+def test_prefix_fingerprint_is_sha256_of_canonical_bytes_and_salted_per_tenant() -> None:
+    """SHA-256 over (salt, canonical tools JSON, each stable message's role and text): one
+    tenant's salt gives fingerprints another tenant cannot reproduce or probe for."""
+    import hashlib
+
+    from promptslim.stages.prefix import canonicalise_json
+
+    def expected(result: Any, salt: str | None) -> str:
+        out = result.request
+        digest = hashlib.sha256()
+        if salt:
+            digest.update(b"salt\x00" + salt.encode() + b"\x1e")
+        digest.update(b"tools\x00" + canonicalise_json(out.tools).encode() + b"\x1e")
+        for m in out.messages[: out.frozen_prefix]:
+            digest.update(m.role.encode() + b"\x00" + m.text.encode() + b"\x1e")
+        return digest.hexdigest()
+
+    request = _fingerprint_request()
+    results = {salt: PrefixStage(tenant_salt=salt).run(request) for salt in (None, "tenant-a", "tenant-b")}
+    prints = {salt: r.report.prefix_fingerprint for salt, r in results.items()}
+    for salt, result in results.items():
+        assert prints[salt] == expected(result, salt)
+        assert len(prints[salt] or "") == 64  # hex SHA-256
+    assert len(set(prints.values())) == 3  # each tenant its own fingerprint space
+    # same tenant, same prefix: same fingerprint (cache hits still work within a tenant)
+    assert PrefixStage(tenant_salt="tenant-a").run(request).report.prefix_fingerprint == prints["tenant-a"]
+    # the volatile date is not part of what is hashed: it moved out of the prefix
+    assert "2024-05-01" not in "".join(m.text for m in results[None].request.messages[:1])
+
+
+# ---------------------------------------------------------------- no code-executing loaders
+
+
+def test_no_code_executing_loader_in_the_package() -> None:
+    """Audit, kept as a test: nothing in promptslim unpickles, evaluates, or lets a model folder
+    run its own code. (transformers 4.47 and sentence-transformers 5 read ``.bin`` weights with
+    ``torch.load(weights_only=True)``; every model load passes ``local_files_only``.)"""
+    import re
+    from pathlib import Path
+
+    import promptslim
+
+    banned = re.compile(
+        r"\bimport pickle\b|\bpickle\.loads?\(|\bjoblib\b|\bdill\b|\bmarshal\.loads?\(|\bshelve\b"
+        r"|allow_pickle\s*=\s*True|trust_remote_code\s*=\s*True|\byaml\.load\(|\byaml\.unsafe_load"
+        r"|(?<![.\w])eval\(|(?<![.\w])exec\("  # builtins, not model.eval()
+    )
+    found = []
+    for path in Path(promptslim.__file__).parent.rglob("*.py"):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if banned.search(code) or ("torch.load(" in code and "weights_only=True" not in code):
+                found.append(f"{path.name}:{n}: {line.strip()}")
+    assert not found, found
+
+
+def test_llmlingua_never_trusts_remote_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """llmlingua's own default is ``trust_remote_code=True`` (a model folder's Python would run);
+    promptslim passes False, and ``local_files_only``."""
+    pytest.importorskip("llmlingua")
+    import llmlingua
+
+    from promptslim.backends.compress import lingua
+
+    seen: list[dict[str, Any]] = []
+
+    class FakeCompressor:
+        def __init__(self, **kwargs: Any) -> None:
+            seen.append(kwargs)
+
+    monkeypatch.setattr(llmlingua, "PromptCompressor", FakeCompressor)
+    monkeypatch.setattr(lingua, "_offline_tiktoken", lambda: None)
+    compressor = lingua.LLMLinguaCompressor(mode="llmlingua2", model="/models/user-supplied", device="cpu")
+    compressor._load()
+    assert seen[0]["model_config"] == {"trust_remote_code": False, "local_files_only": True}

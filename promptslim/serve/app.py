@@ -197,7 +197,10 @@ class Proxy:
             response = await self._chat(request, ex)
         except Exception as exc:  # noqa: BLE001  (a bug of ours still answers; logged, type only)
             ex.error = f"internal:{type(exc).__name__}"
-            log.error(json.dumps({"event": "internal_error", "id": ex.id, "error": ex.error}))
+            line = {"event": "internal_error", "id": ex.id, "error": ex.error}
+            if self.config.log_content:  # the message may quote the prompt: opt-in only
+                line["message"] = str(exc)
+            log.error(json.dumps(line, ensure_ascii=False))
             response = error_response(500, "internal proxy error", type_="server_error")
         response.headers["x-request-id"] = ex.id
         if not isinstance(response, _Relay):  # a relay finishes when its stream ends
@@ -291,13 +294,21 @@ class Proxy:
             ex.pipeline, ex.pipeline_ms = "failed", _ms(start)
             self.metrics.pipeline_failures += 1
             # the request is never lost: forward it as it came, and say so (type only: an
-            # exception message may quote the prompt)
-            log.warning(json.dumps({
+            # exception message may quote the prompt, so it is logged only with log_content)
+            line = {
                 "event": "pipeline_failed", "id": ex.id, "error": type(exc).__name__,
                 "action": "forwarded the original request",
-            }))  # fmt: skip
+            }  # fmt: skip
+            if self.config.log_content:
+                line["message"] = str(exc)
+            log.warning(json.dumps(line, ensure_ascii=False))
             return None
         ex.pipeline, ex.pipeline_ms = "ok", _ms(start)
+        if self.config.log_content and log.isEnabledFor(logging.DEBUG):
+            log.debug(json.dumps(
+                {"event": "slimmed", "id": ex.id, "messages": body.get("messages")},
+                ensure_ascii=False, default=str,
+            ))  # fmt: skip
         report = result.report
         ex.tokens_in, ex.tokens_out = report.tokens_in, report.tokens_out
         ex.stages_ms = {s.stage: round(s.ms, 3) for s in report.stages}

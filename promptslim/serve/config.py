@@ -38,6 +38,10 @@ class ServeConfig:
     api_key: str | None = field(default=None, repr=False)
     retry_after_s: int = 1
     graceful_shutdown_s: float = 30.0
+    #: prompt text in logs (DESIGN.md invariant 8: off by default). When True, a failed
+    #: pipeline's exception message (which may quote the prompt) goes into its log line, and at
+    #: DEBUG each slimmed request's messages are logged; for debugging on a trusted machine only
+    log_content: bool = False
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)

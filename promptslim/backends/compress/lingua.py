@@ -88,14 +88,21 @@ class LLMLinguaCompressor(Compressor):
         from ..models import _smollm2_folder, default_device
 
         device = self.device or default_device()
+        # llmlingua defaults to trust_remote_code=True, which would run Python shipped inside a
+        # user-supplied model folder; and without local_files_only a name could go to the Hub
+        # (DESIGN.md invariant 8). A fresh dict each time: llmlingua mutates the one it gets.
+        safe: dict[str, Any] = {"trust_remote_code": False, "local_files_only": True}
         try:
             if self.mode == "llmlingua2":
                 self._compressor = PromptCompressor(
-                    model_name=self.model, device_map=device, use_llmlingua2=True
-                )
+                    model_name=self.model, device_map=device, use_llmlingua2=True,
+                    model_config=dict(safe),
+                )  # fmt: skip
             else:
                 name = self.model or str(_smollm2_folder())
-                self._compressor = PromptCompressor(model_name=name, device_map=device)
+                self._compressor = PromptCompressor(
+                    model_name=name, device_map=device, model_config=dict(safe)
+                )
         except (OSError, ValueError) as exc:
             raise ConfigError(f"llmlingua cannot load {self.model!r}: {exc}", field="model") from exc
         return self._compressor
