@@ -192,8 +192,12 @@ def find_protected_spans(
     quotes, and every occurrence of each caller-given literal in ``extra``. Merged, sorted."""
     spans = _json_spans(text) if "{" in text or "[" in text else []
     folded = normalise_width(text)  # same length: "１２３" is a number, spans index ``text``
+    # a URL or email ends at full-width punctuation (！，：) as at any CJK punctuation; folded,
+    # "https://x.cn/a！b" read as one URL, and a sentence join could fuse a URL with what follows
+    alnum_folded = text.translate(_ALNUM_WIDTH_FOLD) if "url" in kinds or "email" in kinds else ""
     for kind in kinds:
-        spans.extend(Span(m.start(), m.end(), kind) for m in PATTERNS[kind].finditer(folded))
+        source = alnum_folded if kind in ("url", "email") else folded
+        spans.extend(Span(m.start(), m.end(), kind) for m in PATTERNS[kind].finditer(source))
     for literal in extra:
         if literal:
             spans.extend(
@@ -207,6 +211,8 @@ def find_protected_spans(
 # full-width ASCII (U+FF01-U+FF5E) and the ideographic space fold to their half-width forms:
 # one character for one, so positions in the folded text are positions in the original
 _WIDTH_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+# letters and digits only: full-width punctuation stays, and stops a URL or email
+_ALNUM_WIDTH_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F) if chr(cp - 0xFEE0).isalnum()}
 _CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _SCRIPT_RUN = re.compile(rf"[{_CJK_RANGES}]+|[A-Za-z\u00c0-\u024f]+|[^\W\d_]+")
