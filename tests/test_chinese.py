@@ -3,18 +3,27 @@ stages on Chinese requests. The QA set below is hand-written; nothing is downloa
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import subprocess
 import sys
 import threading
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from promptslim import text as text_module
 from promptslim.backends.compress.extractive import bm25
 from promptslim.backends.summarisers import ExtractiveSummariser
-from promptslim.errors import BackendUnavailable
+from promptslim.errors import BackendUnavailable, BudgetInfeasible
+from promptslim.pipeline import Pipeline
 from promptslim.stages.compress import CompressStage
+from promptslim.stages.history import HistoryStage
 from promptslim.stages.prefix import PrefixStage
+from promptslim.stages.retrieval import RetrievalStage
 from promptslim.text import (
     analyse,
     dominant_script,
@@ -23,8 +32,8 @@ from promptslim.text import (
     script_spans,
     split_sentences,
 )
-from promptslim.tokens import count_document, get_counter
-from promptslim.types import Budget, Document, Message, Request
+from promptslim.tokens import count_document, count_request, get_counter
+from promptslim.types import Budget, Document, Message, Request, Result
 
 HAS_JIEBA = text_module.chinese_segmenter("auto") == "jieba"
 
@@ -217,6 +226,19 @@ def test_protected_spans_next_to_chinese_characters() -> None:
     assert ("number_unit", "15ms") in found
 
 
+def test_full_width_punctuation_ends_a_url() -> None:
+    # folded to "!" and ",", full-width punctuation let a URL run on into what followed it
+    text = "详见https://example.com/a，b项也要看。链接https://x.cn/a?b=1！550e8400-e29b-41d4-a716-446655440000"
+    found = [(s.kind, s.of(text)) for s in find_protected_spans(text, kinds=("url", "uuid"))]
+    assert found == [
+        ("url", "https://example.com/a"),
+        ("url", "https://x.cn/a?b=1"),
+        ("uuid", "550e8400-e29b-41d4-a716-446655440000"),
+    ]
+    wide = "见https://ｅｘａｍｐｌｅ.com/a。"
+    assert [s.of(wide) for s in find_protected_spans(wide, kinds=("url",))] == ["https://ｅｘａｍｐｌｅ.com/a"]
+
+
 def test_chinese_dates_and_times_are_found() -> None:
     text = "会议在2026年11月30日（星期一）下午3点举行，12月1日15点30分复盘，周五截止。注意以下3点。每周一例会。"
     found = [(s.kind, s.of(text)) for s in find_protected_spans(text, kinds=("zh_date", "zh_time", "zh_weekday"))]
@@ -346,3 +368,221 @@ def test_retrieval_dedupes_near_duplicate_chinese_documents() -> None:
     request = qa_request("龙井茶的产地是哪里？", [*PASSAGES, twin])
     kept = {d.id for d in RetrievalStage(scorer="bm25", max_k=5).run(request).documents}
     assert len(kept & {"p7", f"p{len(PASSAGES)}"}) == 1  # one of the twins, not both
+
+
+# ---------------------------------------------------------------- builtin:chat-zh
+
+
+def test_builtin_chat_zh_loads_deterministically_and_slims() -> None:
+    from promptslim.bench.datasets import load_dataset
+
+    first = load_dataset("builtin:chat-zh", limit=5, seed=3)
+    again = load_dataset("builtin:chat-zh", limit=5, seed=3)
+    other = load_dataset("builtin:chat-zh", limit=5, seed=4)
+    assert first.name == "builtin:chat-zh" and len(first.items) == 5 and not first.errors
+
+    def dump(ds: Any) -> list[Any]:
+        return [(i.id, i.request.model_dump(), i.answers, i.metadata) for i in ds.items]
+
+    assert dump(first) == dump(again)  # same seed, same items
+    assert dump(first) != dump(other)
+    assert load_dataset("builtin:chat-zh", limit=2, seed=3).items[1] == first.items[1]  # item i is fixed
+
+    for item in first.items:
+        request = item.request
+        date, weekday, time, request_id, _user = item.metadata["volatile"]
+        system = request.messages[0].content or ""
+        assert date in system and time in system and request_id in system
+        assert "年" in date and "点" in time
+        assert item.answers[0] in (request.messages[1].content or "")  # planted early ...
+        assert request.messages[-1].role == "user" and "项目代码" in (request.messages[-1].content or "")
+        assert any(m.tool_calls for m in request.messages) and any(m.role == "tool" for m in request.messages)
+
+        # the prefix stage moves the Chinese date, weekday and time out of the system prompt
+        prefixed = PrefixStage().run(request).request
+        stable = prefixed.messages[0].content or ""
+        assert date not in stable and weekday not in stable and time not in stable
+        assert request_id not in stable  # its hex part is moved too
+        context = "\n".join(m.text for m in prefixed.messages[1 : prefixed.prefix_end() + 1])
+        for value in (date, weekday, time):
+            assert value in context
+
+        # ... and the history stage trims the turns but keeps the last user message as it came
+        out = HistoryStage().run(request, Budget(history=120)).request
+        assert out.messages[-1].to_openai() == request.messages[-1].to_openai()
+        assert len(out.messages) < len(request.messages)
+        calls = {c.id for m in out.messages for c in (m.tool_calls or ())}
+        results = {m.tool_call_id for m in out.messages if m.role == "tool"}
+        assert calls == results  # a tool call and its result stay or go together
+
+
+# ---------------------------------------------------------------- invariants on generated Chinese requests
+#
+# The invariant suite (tests/test_invariants.py) draws mostly Latin text; these properties draw
+# Chinese and mixed Chinese-English text with Chinese punctuation, full-width characters,
+# numbers with Chinese units, URLs, UUIDs, code, JSON and Chinese dates and times, and run it
+# through the full pipeline (prefix, history, retrieval with BM25, extractive compression).
+
+_ZH_WORDS = [
+    "我们", "数据库", "迁移", "服务器", "订单", "用户", "请", "检查", "会议", "项目", "代码", "北京",
+    "上海", "备份", "故障", "切换", "文档", "问题", "回答", "模型", "缓存", "前缀", "压缩", "历史",
+    "检索", "天气", "很好", "系统", "提示", "工具", "调用", "结果", "的", "了", "是", "在", "和",
+    "负责人", "王磊", "预算", "每月", "回滚", "方案", "只读", "两周", "长城", "龙井茶", "杭州",
+    "日本語です", "한국어", "今天", "明天", "以下3点", "每周一",
+]
+_ZH_PUNCT = ["。", "。", "。", "！", "？", "；", "，", "，", "、", "……", "：", "「好的。」", "“不行。”", "（备注）", "《手册》"]
+_ZH_MIXED = [
+    " PostgreSQL ", " the cache ", "API", " Python ", "GPT-4", "v1.2.3", "It works.", " OK! ",
+    "ＰｏｓｔｇｒｅＳＱＬ", "１２３", "\u3000", "ｈｔｔｐ", "🙂", "e\u0301",
+]
+_ZH_SPECIALS = [
+    "42", "3.14", "3,500元", "１２件", "15ms", "30秒", "2万", "22°C", "100%",
+    "https://example.com/docs/安装", "https://docs.example.cn/a?b=1", "ops@example.com",
+    "550e8400-e29b-41d4-a716-446655440000", "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+    "2026年11月30日", "12月1日", "二〇二六年十一月", "2026/11/30", "下午3点", "15点30分",
+    "上午十点半", "星期一", "周五", "2026-11-30", "12:30",
+    "`code`", '{"城市": "北京", "n": 1}', "```python\nprint('你好。')\n```",
+]
+_ZH_ODD = ["\n", "\n\n", " ", "\r\n", "\t", "\u200b", "\ufeff"]
+_ZH_POOL = [*_ZH_WORDS, *_ZH_PUNCT, *_ZH_MIXED, *_ZH_SPECIALS, *_ZH_ODD]
+assert len(_ZH_POOL) <= 256
+
+
+@st.composite
+def _zh_text(draw: st.DrawFn, *, max_words: int = 30, min_words: int = 0) -> str:
+    raw = draw(st.binary(min_size=min_words, max_size=max_words))  # one byte, one token: cheap and shrinks well
+    text = "".join(_ZH_POOL[b % len(_ZH_POOL)] for b in raw)
+    if raw[:1] == b"\xff":  # now and then a long field, for compression and folding to bite
+        text = (text + "。") * (10 + len(raw))
+    if raw and raw[-1] % 2:
+        text += "。"
+    return text
+
+
+@st.composite
+def _zh_bodies(draw: st.DrawFn) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        date = draw(st.sampled_from(["2026年11月30日", "2027年1月5日", "12月1日", "二〇二六年十一月三十日"]))
+        time = draw(st.sampled_from(["下午3点", "上午9点15分", "晚上八点半", "15点30分"]))
+        messages.append({"role": "system", "content": f"你是客服助手。今天是{date}，现在是{time}。" + draw(_zh_text(max_words=12))})
+    elif draw(st.booleans()):
+        messages.append({"role": "system", "content": draw(_zh_text(max_words=12))})
+    for n in range(draw(st.integers(0, 5))):
+        if draw(st.integers(0, 3)) == 0:
+            call = {
+                "id": f"call_{n}",
+                "type": "function",
+                "function": {"name": "search", "arguments": json.dumps({"q": draw(_zh_text(max_words=3))}, ensure_ascii=False)},
+            }
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": draw(_zh_text(max_words=15))})
+        else:
+            messages.append({"role": "user", "content": draw(_zh_text())})
+            messages.append({"role": "assistant", "content": draw(_zh_text())})
+    messages.append({"role": "user", "content": draw(_zh_text(max_words=12)) + "？"})
+    documents = [  # long enough, often, for compression to cut sentences out of them
+        {"id": f"d{i}", "text": draw(_zh_text(min_words=draw(st.sampled_from([0, 0, 120])), max_words=250))}
+        for i in range(draw(st.integers(0, 4)))
+    ]
+    return {"model": "m", "messages": messages, "documents": documents}
+
+
+_ZH_BUDGETS = st.sampled_from(
+    [Budget(), Budget(total=80), Budget(total=300), Budget(total=1200, documents=150),
+     Budget(total=600, history_share=0.2), Budget(history=80, documents=80)]
+)
+_ZH_EXAMPLES = int(os.environ.get("ZH_INVARIANT_EXAMPLES", "500"))  # ~10 s on a 2-core box
+
+
+def _zh_pipeline() -> Pipeline:
+    return Pipeline(
+        [PrefixStage(), HistoryStage(), RetrievalStage(scorer="bm25"), CompressStage(compressor="extractive")]
+    )
+
+
+_ZH_A, _ZH_B = _zh_pipeline(), _zh_pipeline()
+_SPACE = re.compile(r"\s+")
+
+
+def _zh_run(pipeline: Pipeline, request: Request, budget: Budget) -> Result | BudgetInfeasible:
+    try:
+        return pipeline.run(request, budget)
+    except BudgetInfeasible as exc:
+        return exc
+
+
+@settings(
+    max_examples=_ZH_EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(body=_zh_bodies(), budget=_ZH_BUDGETS)
+def test_invariants_hold_on_chinese_and_mixed_requests(body: dict[str, Any], budget: Budget) -> None:
+    request = Request.from_openai(body)
+    first = _zh_run(_ZH_A, request, budget)
+    second = _zh_run(_ZH_B, Request.from_openai(body), budget)
+
+    # deterministic: the same bytes, or the same infeasibility, from a second pipeline
+    if isinstance(first, BudgetInfeasible):
+        assert isinstance(second, BudgetInfeasible)
+        assert (first.minimum, first.budget) == (second.minimum, second.budget)
+        assert first.budget is None or first.minimum > first.budget
+        return
+    assert not isinstance(second, BudgetInfeasible)
+    assert json.dumps(first.to_openai(), sort_keys=True, ensure_ascii=False) == json.dumps(
+        second.to_openai(), sort_keys=True, ensure_ascii=False
+    )
+    out = first.request
+
+    # within budget
+    if budget.total is not None:
+        assert count_request(out, get_counter(request.tokenizer)) <= budget.total
+
+    # the last user message unchanged, and still last
+    i_in, i_out = request.last_user_index(), out.last_user_index()
+    assert i_in is not None and i_out is not None
+    assert out.messages[i_out].to_openai() == request.messages[i_in].to_openai()
+    assert len(request.messages) - i_in == len(out.messages) - i_out
+
+    # a tool call and its result together
+    calls = {c.id for m in out.messages for c in (m.tool_calls or ())}
+    results = {m.tool_call_id for m in out.messages if m.role == "tool"}
+    assert calls == results
+
+    # protected spans (UUIDs, URLs, numbers) in an output document appear verbatim in its input
+    given_docs = {d.id: d for d in request.documents}
+    for doc in out.documents:
+        source = given_docs[doc.id].text
+        for span in find_protected_spans(doc.text, kinds=("uuid", "url", "email", "number_unit")):
+            if span.kind == "json":
+                continue
+            assert span.of(doc.text) in source, f"protected span {span.of(doc.text)!r} of {doc.id} altered"
+
+    # every Chinese date or time in the system prompt (moved out of it or not) is in the output
+    everything = _SPACE.sub("", "\n".join(m.text for m in out.messages))
+    for m in request.messages[: request.prefix_end()]:
+        for kind in ("zh_date", "zh_time"):
+            for match in text_module.PATTERNS[kind].finditer(normalise_width(m.text)):
+                value = _SPACE.sub("", m.text[match.start() : match.end()])
+                assert value in everything, f"Chinese {kind} {value!r} of the system prompt lost"
+
+
+# ---------------------------------------------------------------- README.zh-CN.md
+
+
+def test_chinese_readme_keeps_the_english_readme_commands() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    english = (root / "README.md").read_text(encoding="utf-8")
+    chinese = (root / "README.zh-CN.md").read_text(encoding="utf-8")
+    assert "README.zh-CN.md" in english.split("\n## ")[0]  # linked near the top
+    fence = re.compile(r"```bash\n(.*?)```", re.DOTALL)
+    assert fence.findall(english) and fence.findall(chinese) == fence.findall(english)
+    # every command of the English command-line table is in the Chinese one, as written
+    commands = re.findall(r"^\| `(promptslim [^`]+)` \|", english, re.MULTILINE)
+    assert len(commands) >= 7
+    for command in commands:
+        assert f"`{command}`" in chinese, command

@@ -10,6 +10,7 @@ A dataset is named by a spec ``KIND:ARG``::
     builtin:rag      generated multi-document QA with distractors (no files needed)
     builtin:rag-zh   the same in Chinese
     builtin:chat     generated multi-turn chats with tool calls and a volatile system prompt
+    builtin:chat-zh  the same in Chinese (Chinese dates and times in the system prompt)
     builtin:kv       generated UUID key-value lookups
 
 A bare path is read as ``jsonl:``, unless its first record has the keys of another format.
@@ -21,6 +22,7 @@ Loaders are looked up in ``DATASETS`` (a ``Registry``); users register their own
 
 from __future__ import annotations
 
+import datetime
 import gzip
 import json
 import random
@@ -583,6 +585,101 @@ def _chat_item(rng: random.Random, index: int, *, n_filler_turns: int) -> BenchI
     )
 
 
+_ZH_WEEKDAYS = "一二三四五六日"
+_ZH_PERIODS = ("上午", "下午", "晚上")
+_ZH_CHAT_FILLER = (
+    "这个问题之前在周会上讨论过。",
+    "相关的记录都在项目文档里。",
+    "评审意见已经整理好了。",
+    "不过还需要再确认一下细节。",
+    "大家对这个安排没有异议。",
+)
+
+
+def _chat_zh_item(rng: random.Random, index: int, *, n_filler_turns: int) -> BenchItem:
+    """``builtin:chat-zh``: as ``_chat_item``, in Chinese: a system prompt with volatile values
+    (a Chinese date such as 2026年11月30日, a weekday, a time such as 下午3点, a request id, a
+    user name) and a tool definition; a project code planted in the first user turn; a tool
+    call and its result; filler turns; the last user turn asks for the code. Deterministic."""
+    user = _zh_person(rng)
+    day = datetime.date(2000 + rng.randint(24, 27), rng.randint(1, 12), rng.randint(1, 28))
+    date = f"{day.year}年{day.month}月{day.day}日"
+    weekday = "星期" + _ZH_WEEKDAYS[day.weekday()]  # the date's own weekday
+    hour = rng.randint(1, 11)
+    time = f"{rng.choice(_ZH_PERIODS)}{hour}点" + rng.choice(["", f"{rng.randint(10, 59)}分", "半"])
+    request_id = f"req-{rng.getrandbits(48):012x}"
+    code = f"{_name(rng, 2).upper()}-{rng.randint(100, 999)}"
+    system = (
+        "你是一个内部项目管理系统的客服助手，回答要简洁。"
+        "请根据对话内容回答；如果前面给出过某个值，请原样复述。\n"
+        f"当前日期：{date}（{weekday}）\n当前时间：{time}\n请求编号：{request_id}\n用户：{user}"
+    )
+    topic = _zh_name(rng, 2)
+    ticket = rng.randint(1000, 9999)
+    messages: list[Message] = [
+        Message(role="system", content=system),
+        Message(role="user", content=f"你好，我正在创建{topic}项目。它的项目代码是{code}，请记住。"),
+        Message(role="assistant", content=f"好的，已记下：{topic}项目的代码是{code}。"),
+        Message(role="user", content=f"能帮我查一下工单{ticket}的状态吗？"),
+        Message.model_validate(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{index}",
+                        "type": "function",
+                        "function": {
+                            "name": "get_ticket",
+                            "arguments": json.dumps({"project": topic, "ticket": ticket}, ensure_ascii=False),
+                        },
+                    }
+                ],
+            }
+        ),
+        Message(
+            role="tool",
+            tool_call_id=f"call_{index}",
+            content=json.dumps(
+                {"status": rng.choice(["处理中", "已阻塞", "评审中"]), "owner": _zh_person(rng)},
+                ensure_ascii=False,
+            ),
+        ),
+        Message(role="assistant", content="工单已经在跟踪中，详细信息见上面的工具结果。"),
+    ]
+    for _ in range(n_filler_turns):
+        other = _zh_name(rng, 2)
+        messages.append(
+            Message(role="user", content=f"{other}里程碑的总结应该写些什么？{rng.choice(_ZH_CHAT_FILLER)}")
+        )
+        messages.append(
+            Message(
+                role="assistant",
+                content=f"写清楚{other}里程碑交付了什么、由谁评审、还剩下哪些工作。{rng.choice(_ZH_CHAT_FILLER)}",
+            )
+        )
+    messages.append(Message(role="user", content=f"{topic}项目的项目代码是什么？"))
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_ticket",
+                "description": "在项目管理系统中查询工单。",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"project": {"type": "string"}, "ticket": {"type": "integer"}},
+                },
+            },
+        }
+    ]
+    return BenchItem(
+        f"chat-zh-{index}",
+        Request(messages=messages, tools=tools),
+        (code,),
+        {"volatile": [date, weekday, time, request_id, user]},
+    )
+
+
 def _uuid(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
@@ -594,7 +691,7 @@ def _kv_item(rng: random.Random, index: int, *, n_pairs: int) -> BenchItem:
 
 
 class BuiltinLoader(DatasetLoader):
-    """``builtin:rag|rag-zh|chat|kv``: items generated from ``seed``; the same seed gives the same
+    """``builtin:rag|rag-zh|chat|chat-zh|kv``: items generated from ``seed``; the same seed gives the same
     items. Sizes are small on purpose so a CPU run stays short."""
 
     kind = "builtin"
@@ -602,6 +699,7 @@ class BuiltinLoader(DatasetLoader):
         "rag": lambda rng, i: _rag_item(rng, i, n_documents=8),
         "rag-zh": lambda rng, i: _rag_zh_item(rng, i, n_documents=8),
         "chat": lambda rng, i: _chat_item(rng, i, n_filler_turns=4),
+        "chat-zh": lambda rng, i: _chat_zh_item(rng, i, n_filler_turns=4),
         "kv": lambda rng, i: _kv_item(rng, i, n_pairs=20),
     }
     #: how many items a builtin dataset has when no limit is given
