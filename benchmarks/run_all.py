@@ -54,6 +54,8 @@ GOALS: dict[str, list[tuple[str, str, float]]] = {
         ("added_ttft_p50_ms", "<=", 1.0), ("added_ttft_p99_ms", "<=", 5.0), ("errors", "<=", 0),
     ],
     "bench_simulate": [],
+    # issue 8: no lost request; RSS flat once caches are full (end within 10 % of half-way)
+    "soak": [("errors", "<=", 0), ("rss_growth_second_half", "<=", 0.10)],
 }
 
 
