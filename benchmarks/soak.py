@@ -8,7 +8,8 @@ three request kinds, in rotation:
   seen before (embedding and token-count cache misses, so those caches fill and then evict).
   ``--quick`` (10,000 requests) uses 1 new + 7 popular documents instead (each new document
   costs a cold MiniLM embedding); the JSON says so in ``quick_changes``. Even so, --quick does
-  NOT fit in two minutes on the 2-core dev box: about 29 requests/s there, so about 6 minutes;
+  NOT fit in two minutes on the 2-core dev box: 3,000 requests ran at ~29/s there, and a full
+  --quick run was stopped unfinished after 10 minutes;
 - ``tools``: a long chat (12-24 turns) with assistant tool calls and tool results, cut by the
   history stage, which summarises what it drops (the summary cache fills);
 - ``volatile``: a system prompt with a date, a time and a session UUID (moved out by the
@@ -54,7 +55,7 @@ DOCS_PER_RAG = 8
 NEW_DOCS = 4
 #: --quick: 1 new document per rag request instead of 4 (a cold MiniLM embedding is the dominant
 #: cost); recorded in the JSON as ``quick_changes``. Measured: ~29 requests/s on the 2-core box,
-#: so 10,000 requests still take ~6 minutes, not two
+#: yet a 10,000-request run was still going after 10 minutes (stopped): not two
 NEW_DOCS_QUICK = 1
 POPULAR_DOCS = 400
 SYSTEM_TEMPLATES = 3000
@@ -316,7 +317,7 @@ def main() -> None:
         result["quick_changes"] = (
             f"{n:,} requests instead of 100,000, and {NEW_DOCS_QUICK} new document per rag request "
             f"instead of {NEW_DOCS} ({DOCS_PER_RAG - NEW_DOCS_QUICK} from the popular pool): fewer cold "
-            "MiniLM embeddings per request (10,000 still take ~6 min on 2 cores, not 2)"
+            "MiniLM embeddings per request (a 10,000 run on 2 cores did not finish in 10 min)"
         )
     table = "\n".join([
         (
