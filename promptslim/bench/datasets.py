@@ -404,29 +404,49 @@ def _entity_document(rng: random.Random, name: str, kind: str, facts: dict[str, 
     return " ".join(sentences)
 
 
+def _unique_names(rng: random.Random, n: int, make: Callable[[], str]) -> list[str]:
+    """``n`` distinct names from ``make`` (which draws from ``rng``), in the order drawn."""
+    names: list[str] = []
+    while len(names) < n:
+        candidate = make()
+        if candidate not in names:
+            names.append(candidate)
+    return names
+
+
+def _document_facts(
+    rng: random.Random,
+    attributes: Mapping[str, tuple[str, str, Callable[[random.Random], str]]],
+    attr: str,
+    *,
+    gold: bool,
+    answer: str,
+) -> dict[str, str]:
+    """Three random facts about one entity. The gold document also states the asked attribute;
+    a distractor states it too, with a value other than the answer (shared by rag and rag-zh)."""
+    facts = {a: attributes[a][2](rng) for a in rng.sample(sorted(attributes), 3)}
+    if gold:
+        facts.setdefault(attr, attributes[attr][2](rng))
+    else:
+        facts[attr] = attributes[attr][2](rng)
+        while facts[attr] == answer and answer:
+            facts[attr] = attributes[attr][2](rng)
+    return facts
+
+
 def _rag_item(rng: random.Random, index: int, *, n_documents: int) -> BenchItem:
     """Multi-document QA: one gold fact document among distractors about other entities of the
     same kind (same attributes, other values) and near-namesakes, at a random position."""
     kind = rng.choice(_KINDS)
     attr = rng.choice(sorted(_ATTRIBUTES))
-    names: list[str] = []
-    while len(names) < n_documents:
-        candidate = _name(rng, rng.randint(2, 3))
-        if candidate not in names:
-            names.append(candidate)
+    names = _unique_names(rng, n_documents, lambda: _name(rng, rng.randint(2, 3)))
     gold_pos = rng.randrange(n_documents)
     documents = []
     answer = ""
     for i, name in enumerate(names):
-        facts = {a: _ATTRIBUTES[a][2](rng) for a in rng.sample(sorted(_ATTRIBUTES), 3)}
+        facts = _document_facts(rng, _ATTRIBUTES, attr, gold=i == gold_pos, answer=answer)
         if i == gold_pos:
-            facts.setdefault(attr, _ATTRIBUTES[attr][2](rng))
             answer = facts[attr]
-        else:
-            # distractors carry the same attribute with a different value
-            facts[attr] = _ATTRIBUTES[attr][2](rng)
-            while facts[attr] == answer and answer:
-                facts[attr] = _ATTRIBUTES[attr][2](rng)
         documents.append(
             Document(
                 id=f"d{i}",
@@ -481,23 +501,14 @@ def _rag_zh_item(rng: random.Random, index: int, *, n_documents: int) -> BenchIt
     of the same kind that carry the asked attribute with other values. Deterministic."""
     kind = rng.choice(_ZH_KINDS)
     attr = rng.choice(sorted(_ZH_ATTRIBUTES))
-    names: list[str] = []
-    while len(names) < n_documents:
-        candidate = _zh_name(rng, rng.randint(2, 3)) + kind
-        if candidate not in names:
-            names.append(candidate)
+    names = _unique_names(rng, n_documents, lambda: _zh_name(rng, rng.randint(2, 3)) + kind)
     gold_pos = rng.randrange(n_documents)
     documents = []
     answer = ""
     for i, name in enumerate(names):
-        facts = {a: _ZH_ATTRIBUTES[a][2](rng) for a in rng.sample(sorted(_ZH_ATTRIBUTES), 3)}
+        facts = _document_facts(rng, _ZH_ATTRIBUTES, attr, gold=i == gold_pos, answer=answer)
         if i == gold_pos:
-            facts.setdefault(attr, _ZH_ATTRIBUTES[attr][2](rng))
             answer = facts[attr]
-        else:
-            facts[attr] = _ZH_ATTRIBUTES[attr][2](rng)
-            while facts[attr] == answer and answer:
-                facts[attr] = _ZH_ATTRIBUTES[attr][2](rng)
         sentences = [f"{name}是一家{kind}。" if kind in ("公司", "商会") else f"{name}是一座{kind}。"]
         for a, value in facts.items():
             sentences.append(_ZH_ATTRIBUTES[a][0].format(n=name, v=value))
