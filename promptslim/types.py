@@ -197,6 +197,10 @@ class Request(BaseModel):
     documents: list[Document] = Field(default_factory=list)
     #: the question the context should answer; defaults to the last user message's text
     query: str | None = None
+    #: the query's embedding when the caller already has it (the vector search that produced
+    #: ``documents`` embedded the query with the same model): the retrieval stage reuses it
+    #: instead of embedding the query again
+    query_embedding: list[float] | None = None
     #: the served model (the body's ``model`` field)
     model: str | None = None
     #: a local Hugging Face tokenizer (path or cached name) to count tokens with; None: cl100k
