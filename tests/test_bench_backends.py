@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from promptslim.bench.backends import HFBackend, OpenAIBackend, load_backend
+from promptslim.bench.backends import HFBackend, OpenAIBackend, last_logits_only, load_backend
 from promptslim.bench.datasets import BenchItem, LoadedDataset
 from promptslim.bench.runner import parse_configs, run_bench
 from promptslim.types import Message, Request
@@ -38,6 +38,10 @@ def _tiny_dataset() -> LoadedDataset:
 def test_hf_backend_on_smollm2_measures_prefill_answer_and_gold_logprob() -> None:
     backend = load_backend("hf:default", device="cpu", repeats=2, max_new_tokens=6)
     assert isinstance(backend, HFBackend) and backend.describe()["device"] == "cpu"
+    # prefill computes the last position's logits only, as an engine does (a Llama-family model
+    # with the pinned transformers takes one of the two spellings; the log-prob check below
+    # shows the last logits are still right)
+    assert list(last_logits_only(backend.lm.model).values()) == [1]
     with_ctx = backend.measure(WITH_CONTEXT, answers=["zebrafish"])
     without = backend.measure(WITHOUT_CONTEXT, answers=["zebrafish"])
     assert with_ctx.prefill_s is not None and with_ctx.prefill_s > 0

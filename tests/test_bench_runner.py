@@ -102,3 +102,30 @@ def test_cli_rejects_a_bad_config_with_exit_2(capsys: pytest.CaptureFixture[str]
 
     assert main(["bench", "--configs", "compress@x", "--limit", "1"]) == 2
     assert "bad rate 'x'" in capsys.readouterr().err
+
+
+class CountingBackend(EchoBackend):
+    """EchoBackend that counts how many prompts it was asked to measure."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def measure(self, messages: Sequence[dict[str, Any]], *, answers: Sequence[str]) -> Measurement:
+        self.calls += 1
+        return super().measure(messages, answers=answers)
+
+
+def test_identical_prompts_are_measured_once_per_item() -> None:
+    # on a RAG item the prefix and history stages have nothing to do: their prompts equal the
+    # baseline's, so the model runs once for the three of them; retrieval changes the prompt
+    dataset = load_dataset("builtin:rag", limit=2, seed=3)
+    configs = parse_configs("baseline,prefix,history,retrieval:scorer=bm25:max_k=2")
+    backend = CountingBackend()
+    run = run_bench(dataset, backend, configs, warm_up=False)
+    assert backend.calls == 2 * 2
+    by_config = {c.label: [r for r in run.rows if r.config == c.label] for c in configs}
+    assert [r.reused_measurement for r in by_config["prefix"]] == [True, True]
+    assert [r.reused_measurement for r in by_config["history"]] == [True, True]
+    assert not any(r.reused_measurement for r in by_config["baseline"] + by_config["retrieval:scorer=bm25:max_k=2"])
+    for reused, first in zip(by_config["prefix"], by_config["baseline"]):
+        assert (reused.prefill_s, reused.prediction, reused.em) == (first.prefill_s, first.prediction, first.em)

@@ -31,7 +31,7 @@ from ..pipeline import Pipeline
 from ..registry import STAGES
 from ..tokens import count_documents, count_message, get_counter
 from ..types import Request
-from .backends import ModelBackend
+from .backends import Measurement, ModelBackend
 from .datasets import BenchItem, LoadedDataset
 from .metrics import (
     best_subspan_em,
@@ -202,6 +202,9 @@ class ItemResult:
     evidence: float | None = None
     gold_logprob: float | None = None
     prediction: str | None = None
+    #: the config sent the model a prompt byte-identical to an earlier config's on this item,
+    #: so that config's measurement stands for this one too (see ``run_item``)
+    reused_measurement: bool = False
 
     @property
     def first_token_s(self) -> float | None:
@@ -247,8 +250,20 @@ def _context_text(messages: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-def run_item(item: BenchItem, config: BenchConfig, backend: ModelBackend) -> ItemResult:
-    """Slim, measure and score one item under one config; failures become ``error``."""
+def run_item(
+    item: BenchItem,
+    config: BenchConfig,
+    backend: ModelBackend,
+    measured: dict[str, Measurement] | None = None,
+) -> ItemResult:
+    """Slim, measure and score one item under one config; failures become ``error``.
+
+    ``measured`` (one dict per item, shared by its configs) maps a prompt's canonical JSON to
+    its model measurement. A config whose prompt is byte-identical to one already measured
+    (a stage with nothing to do on this item) reuses it instead of paying for the model again:
+    greedy decoding gives the same answer, and a second prefill would only be another sample of
+    the same timing -- or, on a server with a prefix cache, a cache hit the first config paid
+    for. The row says so (``reused_measurement``); the slimming time is always its own."""
     row = ItemResult(config=config.label, item_id=item.id)
     row.segments_in = segment_tokens(item.request)
     try:
@@ -266,11 +281,18 @@ def run_item(item: BenchItem, config: BenchConfig, backend: ModelBackend) -> Ite
     row.segments_out = segment_tokens(result.request)
     messages = result.to_openai()["messages"]
     row.evidence = evidence_retention(_context_text(messages), item.answers)
-    try:
-        m = backend.measure(messages, answers=item.answers)
-    except BackendError as exc:
-        row.error = f"{type(exc).__name__}: {exc}"
-        return row
+    key = json.dumps(messages, sort_keys=True, ensure_ascii=False)
+    m = measured.get(key) if measured is not None else None
+    if m is not None:
+        row.reused_measurement = True
+    else:
+        try:
+            m = backend.measure(messages, answers=item.answers)
+        except BackendError as exc:
+            row.error = f"{type(exc).__name__}: {exc}"
+            return row
+        if measured is not None:
+            measured[key] = m
     row.prompt_tokens = m.prompt_tokens
     row.prefill_s, row.ttft_s, row.generate_s = m.prefill_s, m.ttft_s, m.generate_s
     row.cached_tokens = m.cached_tokens
@@ -355,8 +377,9 @@ def run_bench(
     rows: list[ItemResult] = []
     for item in dataset.items:
         baseline_first: float | None = None
+        measured: dict[str, Measurement] = {}
         for config in configs:
-            row = run_item(item, config, backend)
+            row = run_item(item, config, backend, measured)
             if config.label == BASELINE:
                 baseline_first = row.first_token_s
             first = row.first_token_s
