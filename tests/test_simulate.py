@@ -10,12 +10,20 @@ import pytest
 from promptslim.errors import ConfigError
 from promptslim.loadsim import (
     CostModel,
+    Hardware,
+    Model,
     ServerConfig,
+    ServerTiming,
     SimRequest,
     arrival_times,
+    extend_stream,
     fit_prefill,
+    fit_single_stream,
+    parse_llama_perf,
+    roofline_cost,
     simulate_server,
 )
+from promptslim.loadsim.roofline import LLAMA3_8B
 
 COST = CostModel(a=0.01, b=0.001, c=1e-7, decode_step_s=0.005)
 
@@ -201,3 +209,133 @@ def test_cli_simulate_and_plan(tmp_path: object, capsys: pytest.CaptureFixture[s
         main(["plan", *common, "--ttft-p99", "0.0001", "--concurrency", "4", "-o", str(out)]) == 3
     )
     assert main(["simulate", "--cost-model", str(tmp / "missing.json")]) == 2
+
+
+# ---------------------------------------------------------------- calibration, roofline, streams
+
+# a verbatim block from llama-cpp-python 0.3.36's server log (verbose), two requests, with the
+# surrounding lines it prints; the second block lost its eval line (the log was cut mid-write)
+LLAMA_LOG = """\
+Llama.generate: 3 prefix-match hit, remaining 1016 prompt tokens to eval
+llama_perf_context_print:        load time =       2.05 ms
+llama_perf_context_print: prompt eval time =   52585.52 ms /  1019 tokens (   51.61 ms per token,    19.38 tokens per second)
+llama_perf_context_print:        eval time =    1123.93 ms /     7 runs   (  160.56 ms per token,     6.23 tokens per second)
+llama_perf_context_print:       total time =  102076.62 ms /  1026 tokens
+llama_perf_context_print:    graphs reused =          5
+INFO:     127.0.0.1:50422 - "POST /v1/chat/completions HTTP/1.1" 200 OK
+llama_perf_context_print: prompt eval time =     990.00 ms /   990 tokens (    1.00 ms per token,   1000.0 tokens per second)
+"""
+
+
+def test_parse_llama_perf_reads_the_servers_own_timings() -> None:
+    (t,) = parse_llama_perf(LLAMA_LOG)
+    assert (t.prefill_s, t.prefill_tokens) == (pytest.approx(52.58552), 1019)
+    assert (t.decode_s, t.decode_tokens) == (pytest.approx(1.12393), 7)
+    complete = LLAMA_LOG + (
+        "llama_perf_context_print:        eval time =      30.00 ms /     3 runs   (10 ms per token)\n"
+    )
+    assert [x.prefill_tokens for x in parse_llama_perf(complete)] == [1019, 990]
+    assert parse_llama_perf("no perf lines here\n") == []
+
+
+def _single_stream(true: CostModel, n: int, *, noise: float, seed: int) -> tuple[list[int], ...]:
+    """Synthetic one-at-a-time requests: the server's prefill is b*n, the client also waits a;
+    each time scaled by its own lognormal noise (a shared machine)."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(900, 1100, size=n).tolist()
+    jitter = rng.lognormal(0.0, noise, size=n)
+    server = [ServerTiming(true.b * p * j, p + 3) for p, j in zip(tokens, jitter, strict=True)]
+    ttft = [true.a + true.b * p * j for p, j in zip(tokens, jitter, strict=True)]
+    tpot = [true.decode_step_s * j for j in jitter]
+    return tokens, ttft, tpot, server  # type: ignore[return-value]
+
+
+def test_single_stream_fit_recovers_known_costs() -> None:
+    true = CostModel(a=0.05, b=0.0028, decode_step_s=0.02)
+    tokens, ttft, tpot, server = _single_stream(true, 200, noise=0.0, seed=1)
+    # the server counts 3 template tokens more, so its per-token cost is per *its* token
+    exact = fit_single_stream(
+        tokens, ttft, tpot, [ServerTiming(true.b * (p + 3), p + 3) for p in tokens]
+    )
+    assert exact.cost.b == pytest.approx(true.b, rel=1e-9)
+    assert exact.template_tokens == 3
+    assert exact.cost.decode_step_s == pytest.approx(true.decode_step_s)
+    assert exact.source == "server timings"
+    # medians: 15 % lognormal noise on every request still gives the parameters within a few %
+    tokens, ttft, tpot, server = _single_stream(true, 200, noise=0.15, seed=2)
+    noisy = fit_single_stream(tokens, ttft, tpot, server)
+    assert noisy.cost.b * 1000 / 1003 == pytest.approx(true.b, rel=0.05)
+    assert noisy.cost.a == pytest.approx(true.a, rel=0.05)
+    assert noisy.cost.decode_step_s == pytest.approx(true.decode_step_s, rel=0.05)
+    # without server timings the whole TTFT is charged per token
+    client = fit_single_stream(tokens, ttft, tpot)
+    assert client.cost.a == 0.0 and client.source == "client TTFT only"
+    assert client.cost.prefill_s(1000) == pytest.approx(true.prefill_s(1000), rel=0.05)
+    with pytest.raises(ConfigError):
+        fit_single_stream(tokens, ttft, tpot, server[:-1])
+
+
+def test_a_batch_one_fit_predicts_the_queue_at_higher_concurrency() -> None:
+    """Concurrency 1 measured (here: simulated with known costs), fitted, then concurrency 8
+    predicted: with a batch-1 server the prediction is exact, the queue is closed-form."""
+    true = CostModel(a=0.05, b=0.0028, decode_step_s=0.02)
+    batch1 = ServerConfig(max_num_seqs=1, prefix_cache=False, chunked_prefill=False)
+    reqs = [SimRequest(_prompt(1000, seed=i), output_tokens=4) for i in range(16)]
+    c1 = simulate_server(reqs, cost=true, server=batch1, concurrency=1).requests
+    fit = fit_single_stream(
+        [r.prompt_tokens for r in c1],
+        [r.ttft_s for r in c1],
+        [(r.e2e_s - r.ttft_s) / 3 for r in c1],
+        [ServerTiming(true.b * r.prompt_tokens, r.prompt_tokens) for r in c1],
+    )
+    c8 = simulate_server(reqs, cost=fit.cost, server=batch1, concurrency=8).requests
+    service = true.prefill_s(1000) + 3 * true.decode_step_s
+    # the first 8 arrive together: the k-th waits k services; later ones wait 7 services
+    expected = [k * service + true.prefill_s(1000) for k in range(8)] + [
+        7 * service + true.prefill_s(1000)
+    ] * 8
+    assert [r.ttft_s for r in c8] == pytest.approx(expected, rel=1e-9)
+
+
+def test_roofline_costs_follow_the_stated_rules() -> None:
+    model = Model("tiny", params=1e9, layers=2, hidden=64, kv_heads=1, head_dim=8)
+    hw = Hardware(
+        "toy", peak_flops=1e15, hbm_bytes_per_s=1e12, mfu=0.5, mbu=0.5, step_overhead_s=0.0
+    )
+    cost = roofline_cost(model, hw, context=100)
+    assert cost.b == pytest.approx(2e9 / 5e14)
+    assert cost.c == pytest.approx(2 * 2 * 64 / 5e14)
+    assert cost.decode_step_s == pytest.approx(2e9 / 5e11)  # 1e9 bf16 weights read once
+    kv = 2 * 2 * 1 * 8 * 2  # K and V, 2 layers, 1 head of 8, 2 bytes
+    assert cost.decode_per_seq_s == pytest.approx(cost.b + kv * 100 / 5e11)
+    assert LLAMA3_8B.kv_bytes_per_token == 131072  # 128 KiB per token, as published for GQA-8
+    # the scenario's math on a tiny case: 2 requests of 1,000 and 300 tokens at once on a
+    # batch-1 server; the shorter prompt's P99 TTFT is the sum of the two prefills
+    batch1 = ServerConfig(max_num_seqs=1, prefix_cache=False, chunked_prefill=False)
+    for n in (1000, 300):
+        run = simulate_server(
+            [SimRequest(_prompt(n, seed=1)), SimRequest(_prompt(n, seed=2))],
+            cost=cost, server=batch1, concurrency=2,
+        )  # fmt: skip
+        assert max(r.ttft_s for r in run.requests) == pytest.approx(2 * cost.prefill_s(n))
+    with pytest.raises(ConfigError):
+        Hardware("bad", peak_flops=1e15, hbm_bytes_per_s=1e12, mfu=1.5)
+
+
+def test_extend_stream_keeps_the_shared_prefix_and_renews_the_rest() -> None:
+    system = _prompt(64, seed=0)
+    prompts = [np.concatenate([system, _prompt(n, seed=i + 1)]) for i, n in enumerate((100, 200))]
+    out = extend_stream(prompts, 5, seed=3)
+    assert [len(p) for p in out] == [164, 264, 164, 264, 164]
+    assert all(np.array_equal(a, b) for a, b in zip(out[:2], prompts, strict=True))
+    for k in (2, 3, 4):
+        assert np.array_equal(out[k][:64], system)  # what a prefix cache may share
+        assert not set(out[k][64:].tolist()) & {t for p in out[:k] for t in p[64:].tolist()}
+    assert all(
+        np.array_equal(a, b) for a, b in zip(out, extend_stream(prompts, 5, seed=3), strict=True)
+    )
+    # a prefix cache now hits the system prompt only, not whole repeated prompts
+    run = simulate_server([SimRequest(p) for p in out], cost=COST, concurrency=1)
+    assert [r.hit_tokens for r in run.requests] == [0, 64, 64, 64, 64]
+    with pytest.raises(ConfigError):
+        extend_stream([], 3)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from ..types import Request
 
-__all__ = ["arrival_times", "load_prompts", "prompt_tokens"]
+__all__ = ["arrival_times", "extend_stream", "load_prompts", "prompt_tokens"]
 
 
 def arrival_times(n: int, *, rate: float, burstiness: float = 1.0, seed: int = 0) -> list[float]:
@@ -78,3 +78,42 @@ def load_prompts(
         prompts = [prompt_tokens(config.pipeline.run(item.request).request) for item in items]
         out[config.label] = [prompts[i % len(prompts)] for i in range(requests)]
     return out
+
+
+def extend_stream(
+    prompts: Sequence[npt.NDArray[np.uint64]], requests: int, *, seed: int = 0
+) -> list[npt.NDArray[np.uint64]]:
+    """``requests`` prompts shaped like ``prompts``, for a stream longer than the distinct items
+    at hand: the originals first, then, in turn, repeats that keep the longest prefix each
+    original shares with another (a system prompt: what a prefix cache may share) and get fresh
+    ids, never seen before, for the rest (a new user's content: what no cache holds). Repeating
+    whole prompts instead would let a prefix cache skip their prefill and flatter every config.
+    """
+    import numpy as np
+
+    if not prompts:
+        raise ConfigError("expected at least one prompt", field="prompts")
+    rng = np.random.default_rng(seed)
+    arrays = [np.asarray(p, dtype=np.uint64) for p in prompts]
+    shared = [
+        max((_common_prefix(p, q) for j, q in enumerate(arrays) if j != i), default=0)
+        for i, p in enumerate(arrays)
+    ]
+    # fresh ids above any tokenizer's vocabulary: they cannot collide with a real prompt
+    fresh_base = np.uint64(1 << 40)
+    out = arrays[:requests]
+    for k in range(len(arrays), requests):
+        i = k % len(arrays)
+        fresh = fresh_base + rng.integers(
+            0, 1 << 40, size=len(arrays[i]) - shared[i], dtype=np.uint64
+        )
+        out.append(np.concatenate([arrays[i][: shared[i]], fresh]))
+    return out
+
+
+def _common_prefix(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> int:
+    import numpy as np
+
+    n = min(len(a), len(b))
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if len(diff) else n

@@ -1,0 +1,320 @@
+"""The seed's scenario on paper (issue 11, item 6): 500 concurrent RAG+chat requests on one H200
+serving an 8B-class model, baseline vs ``Pipeline.default()``: TTFT P50/P95/P99 from loadsim.
+
+**The cost model is a public figure, not a measurement** unless ``--cost-curve`` gives one.
+Without it: the H200 SXM's theoretical dense BF16 peak of 989 TFLOPS and HBM bandwidth of
+4.8 TB/s, as tabulated in Stas Bekman's *Machine Learning Engineering*
+(https://github.com/stas00/ml-engineering/blob/master/insights/when-to-upgrade-gpus/README.md,
+"Key spec differences: H200 vs B200"; the same page measures 794.5 TFLOPS of achievable BF16
+matmul, 80 % of peak), Llama-3-8B's shape, and the roofline rules of ``loadsim.roofline``:
+2 x params FLOPs per prefill token at an ASSUMED 50 % MFU (``--mfu``), decode steps reading
+the weights and KV cache at an ASSUMED 70 % of bandwidth (``--mbu``), 2 ms per forward pass.
+``--cost-curve FILE`` takes a measured prefill curve instead: ``benchmarks/gpu_prefill.py
+--json`` output (its per-config token/prefill medians are the points) or a loadsim cost model
+file (``{"a","b","c"}`` or ``{"points"}``); decode costs stay the roofline's unless given.
+
+The stream: items from ``builtin:rag`` and ``builtin:chat`` alternated, each sent as is
+(baseline) and after ``Pipeline.default()`` (token counts from actually running it). The first
+``--items`` of each dataset are distinct; longer streams reuse their shapes: a repeat keeps the
+prefix its prompt shares with the other prompts of its dataset (the system prompt a prefix cache
+can share) and gets fresh ids for the rest (a new user's content, which no cache holds).
+Closed loop at ``--concurrency`` 500 clients, ``--output-tokens`` each; the engine is vLLM-like
+(256 sequences, 8,192-token steps, chunked prefill, prefix cache in the KV memory left beside
+the weights). The time promptslim itself takes is measured on this CPU and reported, not added.
+
+``--bench-summary summary.json`` (from ``promptslim bench`` on the same config) adds the quality
+delta: config minus baseline, paired bootstrap 95 % interval, in points; goal >= -1 point.
+
+    python benchmarks/scenario_h200.py [--quick] [--json] [--out benchmarks/results]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import emit, machine, parser
+
+from promptslim.loadsim import (
+    CostModel,
+    Hardware,
+    ServerConfig,
+    SimRequest,
+    extend_stream,
+    prompt_tokens,
+    roofline_cost,
+    simulate_server,
+)
+from promptslim.loadsim.roofline import LLAMA3_8B
+
+GOAL_P99_RATIO = 2.0
+GOAL_QUALITY_POINTS = -1.0
+SOURCE_URL = (
+    "https://github.com/stas00/ml-engineering/blob/master/insights/when-to-upgrade-gpus/README.md"
+)
+H200_SXM = Hardware(name="H200 SXM (public figures)", peak_flops=989e12, hbm_bytes_per_s=4.8e12)
+H200_HBM_BYTES = 141e9
+#: vLLM keeps 90 % of GPU memory for weights + KV cache (gpu_memory_utilization default)
+GPU_MEMORY_UTILISATION = 0.9
+DATASETS = ("builtin:rag", "builtin:chat")
+
+
+# ---------------------------------------------------------------- the request stream
+
+
+def build_streams(items: int, requests: int, seed: int) -> dict[str, Any]:
+    """Per config: the prompt token arrays (rag and chat alternated) and the slimming times."""
+    from promptslim.bench.datasets import load_dataset
+    from promptslim.pipeline import Pipeline
+
+    pipeline = Pipeline.default()
+    per: dict[str, dict[str, list[Any]]] = {"baseline": {}, "promptslim": {}}
+    slim_s: list[float] = []
+    for spec in DATASETS:
+        loaded = load_dataset(spec, limit=items, seed=seed).items
+        base, slim = [], []
+        for item in loaded:
+            base.append(prompt_tokens(item.request))
+            t0 = time.perf_counter()
+            slimmed = pipeline.run(item.request).request
+            slim_s.append(time.perf_counter() - t0)
+            slim.append(prompt_tokens(slimmed))
+        half = (requests + len(DATASETS) - 1) // len(DATASETS)
+        per["baseline"][spec] = extend_stream(base, half, seed=seed)
+        per["promptslim"][spec] = extend_stream(slim, half, seed=seed)
+    streams = {}
+    for label, by_ds in per.items():
+        mixed = [p for pair in zip(*by_ds.values(), strict=True) for p in pair][:requests]
+        streams[label] = mixed
+    return {"streams": streams, "slim_s": slim_s}
+
+
+# ---------------------------------------------------------------- the cost model
+
+
+def load_cost_curve(path: Path) -> tuple[CostModel, str]:
+    """A measured prefill curve: gpu_prefill.py JSON (points from its configs) or a loadsim
+    cost model file."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict) and isinstance(data.get("configs"), dict):
+        points = [
+            [c["tokens_mean"], c["prefill_ms_p50"] / 1000]
+            for c in data["configs"].values()
+            if "tokens_mean" in c and "prefill_ms_p50" in c
+        ]
+        gpu = data.get("gpu", "GPU")
+        return CostModel.from_dict(
+            {"points": points}
+        ), f"measured: gpu_prefill.py on {gpu} ({path})"
+    return CostModel.from_dict(data), f"measured: cost model file {path}"
+
+
+def cost_for(context: float, *, mfu: float, mbu: float, measured: CostModel | None) -> CostModel:
+    """Roofline costs for a stream whose sequences hold ``context`` tokens while decoding;
+    a measured prefill curve replaces the roofline's prefill terms (and decode, if it has one)."""
+    hw = Hardware(H200_SXM.name, H200_SXM.peak_flops, H200_SXM.hbm_bytes_per_s, mfu=mfu, mbu=mbu)
+    cost = roofline_cost(LLAMA3_8B, hw, context=context)
+    if measured is None:
+        return cost
+    decode = (
+        (measured.decode_step_s, measured.decode_per_seq_s)
+        if measured.decode_step_s > 0
+        else (cost.decode_step_s, cost.decode_per_seq_s)
+    )
+    return CostModel(measured.a, measured.b, measured.c, *decode)
+
+
+def kv_cache_blocks(block_size: int) -> int:
+    """Prefix-cache capacity: the KV memory vLLM has beside the weights, in blocks."""
+    free = GPU_MEMORY_UTILISATION * H200_HBM_BYTES - LLAMA3_8B.params * LLAMA3_8B.bytes_per_param
+    return int(free / LLAMA3_8B.kv_bytes_per_token / block_size)
+
+
+# ---------------------------------------------------------------- quality from promptslim bench
+
+
+def quality_delta(path: Path, *, config: str | None, metric: str) -> dict[str, Any]:
+    """The config-minus-baseline delta of ``metric`` (in points, x100) with its interval."""
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    configs = summary.get("configs", {})
+    others = [k for k in configs if k != "baseline"]
+    label = config or (others[0] if len(others) == 1 else None)
+    if label is None or label not in configs:
+        raise SystemExit(f"--bench-config: one of {', '.join(others)} (found {config!r})")
+    delta = configs[label].get("delta_vs_baseline", {}).get(metric)
+    if delta is None:
+        raise SystemExit(f"{path}: no {metric} delta for {label!r}")
+    points = {k: 100 * delta[k] for k in ("mean", "low", "high")}
+    return {
+        "summary": str(path),
+        "config": label,
+        "metric": metric,
+        "n": delta.get("n"),
+        "delta_points": points,
+        "dataset": summary.get("dataset"),
+        "backend": summary.get("backend"),
+        "goal_points": GOAL_QUALITY_POINTS,
+        "met": points["mean"] >= GOAL_QUALITY_POINTS,
+        "met_by_interval": points["low"] >= GOAL_QUALITY_POINTS,
+    }
+
+
+# ---------------------------------------------------------------- the run
+
+
+def run(args: Any) -> dict[str, Any]:
+    started = time.perf_counter()
+    requests = args.requests or (args.concurrency if args.quick else 2 * args.concurrency)
+    items = args.items or (12 if args.quick else 60)
+    built = build_streams(items, requests, args.seed)
+    measured, source = (None, "")
+    if args.cost_curve:
+        measured, source = load_cost_curve(Path(args.cost_curve))
+    server = ServerConfig(
+        max_num_seqs=256, max_batched_tokens=8192, chunked_prefill=True, prefix_cache=True,
+        block_size=16, cache_blocks=kv_cache_blocks(16),
+    )  # fmt: skip
+    configs: dict[str, Any] = {}
+    for label, prompts in built["streams"].items():
+        mean_prompt = statistics.fmean(len(p) for p in prompts)
+        cost = cost_for(
+            mean_prompt + args.output_tokens / 2, mfu=args.mfu, mbu=args.mbu, measured=measured
+        )
+        reqs = [SimRequest(p, args.output_tokens) for p in prompts]
+        t0 = time.perf_counter()
+        sim = simulate_server(reqs, cost=cost, server=server, concurrency=args.concurrency)
+        s = sim.summary()
+        configs[label] = {
+            "mean_prompt_tokens": mean_prompt,
+            "ttft_s": s["ttft_s"],
+            "queue_s": s["queue_s"],
+            "prefill_s": s["prefill_s"],
+            "cache_hit_rate": s["cache_hit_rate"],
+            "utilisation": s["utilisation"],
+            "throughput_rps": s["throughput_rps"],
+            "cost_model": cost.as_dict(),
+            "prefill_1k_tokens_ms": 1000 * cost.prefill_s(1000),
+            "sim_wall_s": time.perf_counter() - t0,
+        }
+    base, slim = configs["baseline"]["ttft_s"], configs["promptslim"]["ttft_s"]
+    ratios = {q: base[q] / slim[q] if slim[q] > 0 else float("inf") for q in base}
+    result: dict[str, Any] = {
+        "benchmark": "scenario_h200",
+        "quick": args.quick,
+        "cost_source": source
+        or (
+            f"PUBLIC FIGURE, not measured: H200 SXM dense BF16 peak 989 TFLOPS, HBM 4.8 TB/s "
+            f"({SOURCE_URL}); ASSUMED MFU {args.mfu:.0%} for prefill, {args.mbu:.0%} of bandwidth "
+            "for decode; Llama-3-8B shape; loadsim.roofline rules"
+        ),
+        "model": asdict(LLAMA3_8B),
+        "hardware": {**asdict(H200_SXM), "mfu": args.mfu, "mbu": args.mbu},
+        "server": server.as_dict(),
+        "concurrency": args.concurrency,
+        "requests": requests,
+        "distinct_items_per_dataset": items,
+        "datasets": list(DATASETS),
+        "output_tokens": args.output_tokens,
+        "configs": configs,
+        "p_ratio_baseline_over_promptslim": ratios,
+        "goal_p99_ratio": GOAL_P99_RATIO,
+        "met_p99": ratios["p99"] >= GOAL_P99_RATIO,
+        "slim_ms_this_cpu": {
+            "p50": 1000 * statistics.median(built["slim_s"]),
+            "max": 1000 * max(built["slim_s"]),
+            "n": len(built["slim_s"]),
+            "note": "Pipeline.default() on this (shared) CPU; not added to the simulated TTFT",
+        },
+        "machine": machine(),
+    }
+    if args.bench_summary:
+        result["quality"] = quality_delta(
+            Path(args.bench_summary), config=args.bench_config, metric=args.quality_metric
+        )
+    result["wall_s"] = time.perf_counter() - started
+    return result
+
+
+def table(result: dict[str, Any]) -> str:
+    lines = [
+        f"Cost model: {result['cost_source']}",
+        "",
+        (
+            "| config | mean prompt tokens | TTFT P50 (s) | P95 (s) | P99 (s) | queue P99 (s) "
+            "| cache hit rate | 1k-token prefill (ms) |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for label, c in result["configs"].items():
+        t = c["ttft_s"]
+        lines.append(
+            f"| {label} | {c['mean_prompt_tokens']:.0f} | {t['p50']:.3f} | {t['p95']:.3f} "
+            f"| {t['p99']:.3f} | {c['queue_s']['p99']:.3f} | {c['cache_hit_rate']:.2f} "
+            f"| {c['prefill_1k_tokens_ms']:.1f} |"
+        )
+    r = result["p_ratio_baseline_over_promptslim"]
+    lines += [
+        "",
+        (
+            f"Baseline / promptslim TTFT: P50 {r['p50']:.2f}x, P95 {r['p95']:.2f}x, P99 "
+            f"{r['p99']:.2f}x (goal P99 >= {result['goal_p99_ratio']:.0f}x: "
+            f"{'met' if result['met_p99'] else 'NOT met'}). {result['requests']} requests, "
+            f"concurrency {result['concurrency']}, {result['output_tokens']} output tokens each."
+        ),
+        (
+            f"Pipeline.default() on this CPU: median {result['slim_ms_this_cpu']['p50']:.0f} ms "
+            "per request (not in the simulated TTFT)."
+        ),
+    ]
+    q = result.get("quality")
+    if q:
+        d = q["delta_points"]
+        lines.append(
+            f"Quality ({q['metric']}, {q['config']} minus baseline, n={q['n']}, from {q['summary']}): "
+            f"{d['mean']:+.1f} points [95 % CI {d['low']:+.1f}, {d['high']:+.1f}] "
+            f"(goal >= {q['goal_points']:.0f}: {'met' if q['met'] else 'NOT met'} on the mean, "
+            f"{'met' if q['met_by_interval'] else 'not shown'} by the interval)."
+        )
+    else:
+        lines.append("Quality: no --bench-summary given.")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, help="write scenario_h200.md and .json into this folder")
+    p.add_argument(
+        "--cost-curve", help="a measured prefill curve (gpu_prefill.py JSON or cost model)"
+    )
+    p.add_argument("--bench-summary", help="promptslim bench summary.json for the quality delta")
+    p.add_argument("--bench-config", help="the config label in it (default: its only one)")
+    p.add_argument("--quality-metric", default="em", choices=("em", "f1", "evidence"))
+    p.add_argument("--concurrency", type=int, default=500)
+    p.add_argument("--requests", type=int, help="default: concurrency (quick) or 2x it")
+    p.add_argument("--items", type=int, help="distinct items per dataset (default 12 quick, 60)")
+    p.add_argument("--output-tokens", type=int, default=128)
+    p.add_argument("--mfu", type=float, default=0.5)
+    p.add_argument("--mbu", type=float, default=0.7)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    result = run(args)
+    text = table(result)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "scenario_h200.json").write_text(json.dumps(result, indent=2) + "\n")
+        (args.out / "scenario_h200.md").write_text(
+            "# The seed's scenario on paper: 500 concurrent RAG+chat requests, one H200, 8B model\n\n"
+            "`python benchmarks/scenario_h200.py --out benchmarks/results`\n\n" + text + "\n"
+        )
+    emit(result, args, text)
+
+
+if __name__ == "__main__":
+    main()
