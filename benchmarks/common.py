@@ -71,3 +71,71 @@ def emit(result: dict[str, Any], args: argparse.Namespace, table: str) -> None:
         (RESULTS / f"{args.save}.json").write_text(json.dumps(result, indent=2) + "\n")
     if args.json:
         print(json.dumps(result))
+
+
+class LlamaServer:
+    """llama-cpp-python's OpenAI-compatible server on SmolLM2 (the packaged GGUF), on a free
+    127.0.0.1 port; its log goes to a temporary file (append mode, so reading it never moves the
+    child's offset). Stopped by its PID only. Use as a context manager."""
+
+    READY_TIMEOUT_S = 120.0
+
+    def __init__(self, *extra_args: str, n_ctx: int | None = None, threads: int | None = None) -> None:
+        import socket
+        import subprocess
+        import tempfile
+        import time
+        import urllib.request
+
+        from promptslim.backends.models import smollm2_gguf_path
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        self.cmd = [
+            sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf_path()),
+            "--host", "127.0.0.1", "--port", str(port),
+            "--interrupt_requests", "False",  # the default cuts concurrent streams off
+        ]  # fmt: skip
+        if n_ctx:
+            self.cmd += ["--n_ctx", str(n_ctx)]  # the default 2,048 is shorter than a 20-document prompt
+        if threads:
+            self.cmd += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
+        self.cmd += list(extra_args)
+        self._dir = tempfile.TemporaryDirectory(prefix="promptslim-llama-")
+        self.log_path = Path(self._dir.name) / "server.log"
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT)
+        self.base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + self.READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"llama_cpp.server exited: {self.log_text()[-1500:]}")
+            try:
+                with urllib.request.urlopen(self.base + "/v1/models", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.25)
+        self.stop()
+        raise SystemExit(f"llama_cpp.server not ready after {self.READY_TIMEOUT_S:.0f} s")
+
+    def log_text(self) -> str:
+        return self.log_path.read_bytes().decode("utf-8", "replace")
+
+    def stop(self) -> None:
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._dir.cleanup()
+
+    def __enter__(self) -> LlamaServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
