@@ -35,13 +35,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import SHARED_DATA, LlamaServer, emit, machine, parser  # noqa: E402
+from common import SHARED_DATA, LlamaServer, emit, machine, parser
 
-from promptslim.bench.backends import Measurement, OpenAIBackend, load_backend  # noqa: E402
-from promptslim.bench.command import DEFAULT_CONFIGS  # noqa: E402
-from promptslim.bench.datasets import load_dataset  # noqa: E402
-from promptslim.bench.report import write_outputs  # noqa: E402
-from promptslim.bench.runner import Progress, parse_configs, run_bench  # noqa: E402
+from promptslim.bench.backends import Measurement, OpenAIBackend, load_backend
+from promptslim.bench.command import DEFAULT_CONFIGS
+from promptslim.bench.datasets import load_dataset
+from promptslim.bench.report import write_outputs
+from promptslim.bench.runner import Progress, parse_configs, run_bench
 
 #: replaces the server's cached prompt between measured requests (see the module docstring)
 FLUSH = [{"role": "user", "content": "Say OK."}]

@@ -76,7 +76,7 @@ def emit(result: dict[str, Any], args: argparse.Namespace, table: str) -> None:
 class LlamaServer:
     """llama-cpp-python's OpenAI-compatible server on SmolLM2 (the packaged GGUF), on a free
     127.0.0.1 port; its log goes to a temporary file (append mode, so reading it never moves the
-    child's offset). Stopped by its PID only. Use as a context manager."""
+    child's offset). Stopped by its PID only."""
 
     READY_TIMEOUT_S = 120.0
 
@@ -133,9 +133,3 @@ class LlamaServer:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         self._dir.cleanup()
-
-    def __enter__(self) -> LlamaServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
