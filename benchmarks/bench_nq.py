@@ -66,7 +66,8 @@ def compact(summary: dict[str, Any]) -> dict[str, Any]:
             "errors": c["errors"],
             "token_ratio": c["token_ratio"],
             "tokens_out": c["tokens_out"],  # cl100k, as the pipeline counts
-            "prompt_tokens": c["prompt_tokens"],  # the model's tokenizer, when the backend reports it
+            # the model's own tokenizer, when the backend reports it
+            "prompt_tokens": c["prompt_tokens"],
             "slim_p50_ms": c["slim_ms"].get("p50"),
             "slim_p99_ms": c["slim_ms"].get("p99"),
             "first_token_p50_s": c["first_token_s"].get("p50"),
@@ -88,7 +89,9 @@ def main() -> None:
     p.add_argument("--model", choices=("llama-server", "hf"), default="llama-server")
     p.add_argument("--max-new-tokens", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, help="write results.jsonl, summary.json, report.md and the plot here")
+    p.add_argument(
+        "--out", type=Path, help="write results.jsonl, summary.json, report.md and the plot here"
+    )
     args = p.parse_args()
     limit = 8 if args.quick else args.limit
 
@@ -111,7 +114,8 @@ def main() -> None:
             meta={
                 "machine": machine(),
                 "model": "SmolLM2-135M-Instruct (packaged GGUF, Q4_1) via llama-cpp-python server"
-                if server else "SmolLM2-135M-Instruct (torch fp32, from the packaged GGUF)",
+                if server
+                else "SmolLM2-135M-Instruct (torch fp32, from the packaged GGUF)",
                 "fresh_slot": server is not None,
             },
         )
@@ -131,8 +135,10 @@ def main() -> None:
         "wall_s": run.summary["wall_s"],
         "configs": compact(run.summary),
     }
-    lines = [f"nq run: {result['N']} items, {result['wall_s']:.0f} s, {result['model']}",
-             f"{'config':28} {'tokens':>7} {'TTFT p50':>9} {'net':>6} {'EM':>6} {'dEM [95% CI]':>22}"]
+    lines = [
+        f"nq run: {result['N']} items, {result['wall_s']:.0f} s, {result['model']}",
+        f"{'config':28} {'tokens':>7} {'TTFT p50':>9} {'net':>6} {'EM':>6} {'dEM [95% CI]':>22}",
+    ]
     for label, c in result["configs"].items():
         d = (c.get("delta_vs_baseline") or {}).get("em")
         ci = f"{d['mean']:+.3f} [{d['low']:+.3f},{d['high']:+.3f}]" if d else ""

@@ -80,7 +80,9 @@ class LlamaServer:
 
     READY_TIMEOUT_S = 120.0
 
-    def __init__(self, *extra_args: str, n_ctx: int | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self, *extra_args: str, n_ctx: int | None = None, threads: int | None = None
+    ) -> None:
         import socket
         import subprocess
         import tempfile
@@ -97,8 +99,8 @@ class LlamaServer:
             "--host", "127.0.0.1", "--port", str(port),
             "--interrupt_requests", "False",  # the default cuts concurrent streams off
         ]  # fmt: skip
-        if n_ctx:
-            self.cmd += ["--n_ctx", str(n_ctx)]  # the default 2,048 is shorter than a 20-document prompt
+        if n_ctx:  # the default 2,048 is shorter than a 20-document prompt
+            self.cmd += ["--n_ctx", str(n_ctx)]
         if threads:
             self.cmd += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
         self.cmd += list(extra_args)
