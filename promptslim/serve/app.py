@@ -3,9 +3,11 @@
 
 Timing, and what can honestly go where: a streamed response's headers leave before the
 upstream's first body byte, so its ``Server-Timing`` header carries only what is known by
-then — the queue wait, the pipeline and each stage, and ``upstream-ttfb`` (upstream request
-sent → its response headers). The time to the first body chunk and to the end of the stream
-are known later; a client that sends ``X-PromptSlim-Report: 1`` gets all figures in a
+then — the queue wait, the pipeline and each stage, ``forward`` (request received → upstream
+request sent: the proxy's own share before the upstream sees it) and ``upstream-ttfb``
+(upstream request sent → its response headers). The time to the first body chunk, the first
+chunk's relay (in the proxy's hands → written to the client) and the end of the stream are
+known later; a client that sends ``X-PromptSlim-Report: 1`` gets all figures in a
 ``promptslim`` field of one extra ``chat.completion.chunk`` (with ``choices: []``, like a usage
 chunk) just before ``data: [DONE]``. A non-streamed response is complete before its headers
 go, so its header also has ``upstream`` (the whole upstream exchange) and the ``promptslim``
@@ -88,8 +90,13 @@ class Exchange:
     stages_ms: dict[str, float] = field(default_factory=dict)
     tokens_in: int | None = None
     tokens_out: int | None = None
+    # request received → upstream request handed to the connection pool: the proxy's own
+    # work before the upstream sees the request (body, checks, admission, pipeline)
+    forward_ms: float | None = None
     upstream_ttfb_ms: float | None = None  # upstream request sent → its response headers
     first_chunk_ms: float | None = None  # request received → first body byte relayed
+    # first upstream body chunk in the proxy's hands → written to the client's socket
+    first_relay_ms: float | None = None
     upstream_ms: float | None = None  # upstream request sent → its body complete
     total_ms: float | None = None
     error: str | None = None
@@ -103,6 +110,8 @@ class Exchange:
             parts.append(f'pipeline;dur={self.pipeline_ms:.3f};desc="{self.pipeline}"')
         for stage, ms in self.stages_ms.items():
             parts.append(f"stage-{stage};dur={ms:.3f}")
+        if self.forward_ms is not None:
+            parts.append(f"forward;dur={self.forward_ms:.3f}")
         if self.upstream_ttfb_ms is not None:
             parts.append(f"upstream-ttfb;dur={self.upstream_ttfb_ms:.3f}")
         if complete and self.upstream_ms is not None:
@@ -120,8 +129,10 @@ class Exchange:
                 "queue": self.queue_ms,
                 "pipeline": self.pipeline_ms,
                 "stages": dict(self.stages_ms),
+                "forward": self.forward_ms,
                 "upstream_ttfb": self.upstream_ttfb_ms,
                 "first_chunk": self.first_chunk_ms,
+                "first_relay": self.first_relay_ms,
                 "upstream": self.upstream_ms,
             },
         }
@@ -152,6 +163,11 @@ class Proxy:
         self.admission = Admission(limit=config.max_concurrency, max_queue=config.max_queue)
         self.metrics = Metrics()
         self._client = client
+        # our own transport, when we made the client: chat requests go straight to it
+        self._transport: httpx.AsyncBaseTransport | None = None
+        # parsed once: per request, only the body and the headers are new
+        self._chat_url = httpx.URL(config.upstream_url("/chat/completions"))
+        self._timeouts = self._timeout().as_dict()
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -159,7 +175,8 @@ class Proxy:
             raise RuntimeError("the upstream client starts with the app's lifespan")
         return self._client
 
-    def make_client(self) -> httpx.AsyncClient:
+    def make_transport(self) -> httpx.AsyncHTTPTransport:
+        """The pooled keep-alive connections to the upstream, shared by all requests."""
         cfg = self.config
         # admitted requests never wait for a connection; a few spare for /v1/models
         limits = httpx.Limits(
@@ -167,27 +184,47 @@ class Proxy:
             max_keepalive_connections=cfg.max_concurrency + 8,
             keepalive_expiry=30.0,
         )
-        timeout = httpx.Timeout(
+        return httpx.AsyncHTTPTransport(limits=limits)
+
+    def make_client(self, transport: httpx.AsyncBaseTransport | None = None) -> httpx.AsyncClient:
+        # trust_env=False: no proxy variable or netrc can send requests elsewhere
+        return httpx.AsyncClient(
+            transport=transport or self.make_transport(), timeout=self._timeout(), trust_env=False
+        )
+
+    def _timeout(self) -> httpx.Timeout:
+        cfg = self.config
+        return httpx.Timeout(
             connect=cfg.connect_timeout_s,
             read=cfg.upstream_timeout_s,
             write=cfg.upstream_timeout_s,
             pool=cfg.upstream_timeout_s,
         )
-        # trust_env=False: no proxy variable or netrc can send requests elsewhere
-        return httpx.AsyncClient(limits=limits, timeout=timeout, trust_env=False)
+
+    async def _open(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` and return once the response headers are in (body unread).
+
+        On the proxy's own transport this skips the client layer (auth flow, redirect
+        handling, cookie jar, event hooks): none of it applies to a fixed upstream, and it
+        costs CPU on every request's way to the first token (issue 12). A caller's client
+        is honoured as given."""
+        if self._transport is not None:
+            return await self._transport.handle_async_request(request)
+        return await self.client.send(request, stream=True)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         own = self._client is None
         if own:
-            self._client = self.make_client()
+            self._transport = self.make_transport()
+            self._client = self.make_client(self._transport)
         log.info(json.dumps({"event": "start", "config": self.config.as_dict()}))
         try:
             yield
         finally:
             if own and self._client is not None:
-                await self._client.aclose()
-                self._client = None
+                await self._client.aclose()  # closes the transport too
+                self._client = self._transport = None
 
     # ---- routes
 
@@ -323,13 +360,14 @@ class Proxy:
         self, request: HTTPRequest, ex: Exchange, payload: bytes, body: dict[str, Any]
     ) -> Response:
         ex.bytes_up = len(payload)
-        up = self.client.build_request(
-            "POST", self.config.upstream_url("/chat/completions"), content=payload,
-            headers=self._upstream_headers(request),
+        up = httpx.Request(
+            "POST", self._chat_url, content=payload, headers=self._upstream_headers(request),
+            extensions={"timeout": self._timeouts},
         )  # fmt: skip
         sent = time.perf_counter()
+        ex.forward_ms = (sent - ex.start) * 1e3
         try:
-            upstream = await self.client.send(up, stream=True)
+            upstream = await self._open(up)
         except httpx.HTTPError as exc:
             return self._transport_error(ex, exc, while_="waiting for the response")
         ex.upstream_ttfb_ms = _ms(sent)
@@ -536,13 +574,16 @@ class _Relay(Response):
         reported = not self.want_report
         try:
             async for chunk in self.upstream.aiter_raw():
-                if ex.first_chunk_ms is None:
-                    ex.first_chunk_ms = _ms(ex.start)
+                got = time.perf_counter() if ex.first_chunk_ms is None else 0.0
+                if got:
+                    ex.first_chunk_ms = (got - ex.start) * 1e3
                 if not reported and (at := chunk.find(b"data: [DONE]")) >= 0:
                     ex.upstream_ms = _ms(self.sent)
                     chunk = chunk[:at] + self._report_event() + chunk[at:]
                     reported = True
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                if got:
+                    ex.first_relay_ms = _ms(got)
                 ex.chunks += 1
                 ex.bytes_out += len(chunk)
         except httpx.HTTPError as exc:

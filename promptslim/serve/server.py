@@ -27,6 +27,9 @@ def serve(config: ServeConfig, *, pipeline: Pipeline | None, log_level: str = "i
         log_level=log_level,
         access_log=False,  # our own JSON line per request replaces it
         server_header=False,
+        # X-Forwarded-* rewriting of the client address: nothing here reads it, and it is
+        # one more middleware on every request's way to the upstream
+        proxy_headers=False,
         timeout_graceful_shutdown=max(1, round(config.graceful_shutdown_s)),
         backlog=4096,  # bursts of clients queue in the kernel, not refused
     )
