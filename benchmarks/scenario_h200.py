@@ -19,8 +19,8 @@ The stream: items from ``builtin:rag`` and ``builtin:chat`` alternated, each sen
 prefix its prompt shares with the other prompts of its dataset (the system prompt a prefix cache
 can share) and gets fresh ids for the rest (a new user's content, which no cache holds).
 Closed loop at ``--concurrency`` 500 clients, ``--output-tokens`` each; the engine is vLLM-like
-(256 sequences, 8,192-token steps, chunked prefill, prefix cache in the KV memory left beside
-the weights). The time promptslim itself takes is measured on this CPU and reported, not added.
+(``--max-num-seqs`` 256, ``--max-batched-tokens`` 8,192, chunked prefill, prefix cache in the
+KV memory left beside the weights). The time promptslim itself takes is measured on this CPU and reported, not added.
 
 ``--bench-summary summary.json`` (from ``promptslim bench`` on the same config) adds the quality
 delta: config minus baseline, paired bootstrap 95 % interval, in points; goal >= -1 point.
@@ -178,7 +178,8 @@ def run(args: Any) -> dict[str, Any]:
     if args.cost_curve:
         measured, source = load_cost_curve(Path(args.cost_curve))
     server = ServerConfig(
-        max_num_seqs=256, max_batched_tokens=8192, chunked_prefill=True, prefix_cache=True,
+        max_num_seqs=args.max_num_seqs, max_batched_tokens=args.max_batched_tokens,
+        chunked_prefill=True, prefix_cache=True,
         block_size=16, cache_blocks=kv_cache_blocks(16),
     )  # fmt: skip
     configs: dict[str, Any] = {}
@@ -300,6 +301,9 @@ def main() -> None:
     p.add_argument("--requests", type=int, help="default: concurrency (quick) or 2x it")
     p.add_argument("--items", type=int, help="distinct items per dataset (default 12 quick, 60)")
     p.add_argument("--output-tokens", type=int, default=128)
+    # vLLM's long-standing defaults; newer releases may choose more sequences on a large GPU
+    p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--max-batched-tokens", type=int, default=8192)
     p.add_argument("--mfu", type=float, default=0.5)
     p.add_argument("--mbu", type=float, default=0.7)
     p.add_argument("--seed", type=int, default=0)

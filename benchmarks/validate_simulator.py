@@ -216,6 +216,15 @@ def simulate(
     return [t.ttft_s for t in run.requests]
 
 
+def _detail(records: list[dict[str, Any]], simulated: list[float]) -> list[list[float]]:
+    ordered = sorted(records, key=lambda r: r["index"])
+    t0 = min(r["sent_clock_s"] for r in ordered)
+    return [
+        [round(r["sent_clock_s"] - t0, 3), round(r["ttft_s"], 3), round(s, 3)]
+        for r, s in zip(ordered, simulated, strict=True)
+    ]
+
+
 def _p(values: list[float]) -> dict[str, float]:
     return {"p50": percentile(values, 50), "p99": percentile(values, 99)}
 
@@ -231,6 +240,7 @@ def validate(
     max_tokens: int,
     budget_s: float,
     threads: int | None,
+    concurrencies: tuple[int, ...] = CONCURRENCIES,
     partial: Any = None,
 ) -> dict[str, Any]:
     """``partial(result)`` is called after each level (a bounded run still leaves what it
@@ -247,7 +257,7 @@ def validate(
         cost = CostModel()
         template = 0
         c1_prefill_per_token: float | None = None
-        for c in CONCURRENCIES:
+        for c in concurrencies:
             if rows and time.monotonic() - started > budget_s:
                 print(f"budget of {budget_s:.0f} s spent: no level {c}", file=sys.stderr)
                 break
@@ -294,7 +304,8 @@ def validate(
                 }
                 print(f"fit: {json.dumps(fit)}", file=sys.stderr, flush=True)
             measured = _p([r["ttft_s"] for r in records])
-            simulated = _p(simulate(records, cost, concurrency=c, template_tokens=template))
+            simulated_all = simulate(records, cost, concurrency=c, template_tokens=template)
+            simulated = _p(simulated_all)
             row: dict[str, Any] = {
                 "requests": n,
                 "level_wall_s": level_s,
@@ -304,6 +315,9 @@ def validate(
                 "prompt_tokens_mean": statistics.fmean(r["prompt_tokens"] for r in records),
                 "output_tokens_mean": statistics.fmean(r["output_tokens"] for r in records),
                 "server_prefill_ms_per_token": per_token * 1000 if per_token else None,
+                # per request, in send order: when it was sent (from the level's first send),
+                # measured and simulated TTFT; the server's order shows in the send + TTFT sums
+                "requests_detail": _detail(records, simulated_all),
                 "speed_vs_c1": None,
                 "rel_error_level_costs": None,
             }
@@ -426,6 +440,9 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     p.add_argument("--threads", type=int, help="llama.cpp threads (default: its own choice)")
     p.add_argument("--budget-s", type=float, default=900.0, help="start no new level after this")
+    p.add_argument(
+        "--concurrencies", default=",".join(map(str, CONCURRENCIES)), help="levels; 1 comes first"
+    )
     args = p.parse_args()
     save = (lambda r: _save(args.save, r)) if args.save else None
     result = validate(
@@ -434,6 +451,7 @@ def main() -> None:
         max_tokens=args.max_tokens,
         budget_s=args.budget_s,
         threads=args.threads,
+        concurrencies=tuple(sorted({1, *(int(c) for c in args.concurrencies.split(","))})),
         partial=save,
     )
     result["quick"] = args.quick
