@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from promptslim.cache import (
@@ -99,6 +101,147 @@ def test_unbounded_hits_equal_longest_common_block_prefix(prompts: list[list[int
                 n += 1
             best = max(best, n // block * block)
         assert cache.observe(p) == best
+
+
+class ReferenceBlockCache:
+    """vLLM's rule written the obvious way, to check the tree against: every cached block is
+    its whole token prefix (a tuple) with its last use, ``(request, -depth)``; a lookup counts
+    leading blocks until the first one not cached; eviction drops the smallest stamp (least
+    recently used, deepest first) one block at a time."""
+
+    def __init__(self, block_size: int, capacity_blocks: int | None) -> None:
+        self.block_size = block_size
+        self.capacity_blocks = capacity_blocks
+        self.stamps: dict[tuple[int, ...], tuple[int, int]] = {}
+        self.clock = 0
+        self.evictions = 0
+
+    def lookup(self, tokens: Sequence[int]) -> int:
+        b, hit = self.block_size, 0
+        while (hit + 1) * b <= len(tokens) and tuple(tokens[: (hit + 1) * b]) in self.stamps:
+            hit += 1
+        return hit * b
+
+    def insert(self, tokens: Sequence[int]) -> None:
+        self.clock += 1
+        for depth in range(len(tokens) // self.block_size):
+            prefix = tuple(tokens[: (depth + 1) * self.block_size])
+            self.stamps[prefix] = (self.clock, -depth)
+        while self.capacity_blocks is not None and len(self.stamps) > self.capacity_blocks:
+            del self.stamps[min(self.stamps, key=self.stamps.__getitem__)]
+            self.evictions += 1
+
+    def observe(self, tokens: Sequence[int]) -> int:
+        hit = self.lookup(tokens)
+        self.insert(tokens)
+        return hit
+
+
+def _replay_both(
+    cache: BlockHashCache,
+    ref: ReferenceBlockCache,
+    ops: list[tuple[str, list[int]]],
+    *,
+    probe_every: int = 1,
+) -> None:
+    seen: dict[tuple[int, ...], list[int]] = {}
+    for step, (op, tokens) in enumerate(ops):
+        if op == "insert":
+            cache.insert(tokens)
+            ref.insert(tokens)
+        else:
+            got = getattr(cache, op)(np.array(tokens, dtype=np.uint64) if step % 2 else tokens)
+            assert got == getattr(ref, op)(tokens), (step, op)
+        assert cache.evictions == ref.evictions, step
+        assert len(cache) == len(ref.stamps), step
+        seen[tuple(tokens)] = tokens
+        if step % probe_every == 0:
+            # every cached block is a prefix of a prompt seen so far, so equal lookups of all
+            # of them mean the same blocks are cached (not just as many)
+            for prompt in seen.values():
+                assert cache.lookup(prompt) == ref.lookup(prompt), (step, prompt)
+
+
+@st.composite
+def _request_streams(draw: st.DrawFn) -> list[tuple[str, list[int]]]:
+    """Requests that share prefixes the way real streams do: each one continues, cuts short or
+    turns off from an earlier one, or is new; with lookups and inserts as the load simulator
+    calls them, not only ``observe``."""
+    ops: list[tuple[str, list[int]]] = []
+    for _ in range(draw(st.integers(1, 30))):
+        tail = draw(st.lists(st.integers(0, 2), max_size=8))
+        if ops and draw(st.integers(0, 3)) > 0:  # mostly built on an earlier prompt
+            base = draw(st.sampled_from(ops))[1]
+            tokens = base[: draw(st.integers(0, len(base)))] + tail
+        else:
+            tokens = tail
+        ops.append((draw(st.sampled_from(["observe", "observe", "lookup", "insert"])), tokens))
+    return ops
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _request_streams(),
+    st.integers(1, 3),
+    st.one_of(st.none(), st.integers(1, 12)),
+)
+def test_tree_matches_the_reference_on_random_streams(
+    ops: list[tuple[str, list[int]]], block_size: int, capacity: int | None
+) -> None:
+    _replay_both(
+        BlockHashCache(block_size=block_size, capacity_blocks=capacity),
+        ReferenceBlockCache(block_size, capacity),
+        ops,
+    )
+
+
+def test_a_prompt_that_stops_inside_a_cached_run_refreshes_only_what_it_used() -> None:
+    cache = BlockHashCache(block_size=1, capacity_blocks=3)
+    cache.observe([1, 2])
+    cache.observe([3])
+    cache.observe([1])  # uses block [1] again, not [1, 2]
+    cache.observe([4])  # one over: [1, 2]'s last block is now the least recent
+    assert cache.evictions == 1
+    assert cache.lookup([1, 2]) == 1
+    assert cache.lookup([3]) == 1
+
+
+@pytest.mark.parametrize("capacity", [None, 40, 150])
+def test_tree_matches_the_reference_on_chat_like_streams(capacity: int | None) -> None:
+    # bigger prompts than hypothesis draws: a few system prompts, conversations that grow a
+    # turn at a time, and one-off requests, interleaved, so edges split, grow and get evicted
+    rng = np.random.default_rng(7)
+    systems = [rng.integers(0, 50, 40).tolist() for _ in range(3)]
+    chats: list[list[int]] = []
+    ops: list[tuple[str, list[int]]] = []
+    for _ in range(300):
+        roll = rng.random()
+        if roll < 0.5 and chats:
+            chat = chats[int(rng.integers(len(chats)))]
+            chat += rng.integers(0, 50, int(rng.integers(1, 30))).tolist()
+            tokens = list(chat)
+        elif roll < 0.8:
+            chats.append(systems[int(rng.integers(3))] + rng.integers(0, 50, 20).tolist())
+            tokens = list(chats[-1])
+        else:
+            tokens = rng.integers(0, 4, int(rng.integers(0, 60))).tolist()
+        ops.append(("observe" if rng.random() < 0.8 else "lookup", tokens))
+    _replay_both(
+        BlockHashCache(block_size=8, capacity_blocks=capacity),
+        ReferenceBlockCache(8, capacity),
+        ops,
+        probe_every=25,
+    )
+
+
+def test_radix_matches_the_reference_at_token_granularity() -> None:
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 5, 30).tolist()
+    ops = [("observe", base[: int(rng.integers(31))] + rng.integers(0, 5, 8).tolist())]
+    for _ in range(200):
+        prev = ops[int(rng.integers(len(ops)))][1]
+        ops.append(("observe", prev[: int(rng.integers(len(prev) + 1))] + [int(rng.integers(5))]))
+    _replay_both(RadixCache(capacity_tokens=60), ReferenceBlockCache(1, 60), ops, probe_every=10)
 
 
 def test_lists_and_arrays_give_the_same_keys() -> None:
