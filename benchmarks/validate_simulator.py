@@ -33,11 +33,8 @@ The server is stopped by its PID. Only 127.0.0.1 is used. The whole run is bound
 from __future__ import annotations
 
 import json
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 import uuid
@@ -46,9 +43,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, emit, machine, parser
+from common import RESULTS, LlamaServer, emit, machine, parser
 
-from promptslim.backends.models import smollm2_gguf_path
 from promptslim.bench.metrics import percentile
 from promptslim.loadsim import (
     CostModel,
@@ -64,7 +60,6 @@ from promptslim.loadsim import (
 )
 
 GOAL = 0.15
-READY_TIMEOUT_S = 90.0
 CONCURRENCIES = (1, 2, 4, 8)
 PROMPT_TOKENS = 1000
 #: a few output tokens: the decode cost is fitted and queued behind, a level stays short
@@ -82,12 +77,6 @@ _FILLER = (
 # ---------------------------------------------------------------- the server we start
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _post(url: str, body: dict[str, Any]) -> Any:
     req = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
@@ -96,53 +85,9 @@ def _post(url: str, body: dict[str, Any]) -> Any:
         return json.loads(resp.read())
 
 
-class Server:
-    """llama-cpp-python on a free port; its log (with per-request perf lines) in a file we
-    read as it grows. The child writes in append mode, so our reads never move its offset."""
-
-    def __init__(self, threads: int | None) -> None:
-        port = _free_port()
-        self.cmd = [
-            sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf_path()),
-            "--host", "127.0.0.1", "--port", str(port),
-            "--interrupt_requests", "False",  # the default cuts concurrent streams off
-            "--verbose", "True",  # the per-request perf lines we fit from
-        ]  # fmt: skip
-        if threads:
-            self.cmd += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
-        self._dir = tempfile.TemporaryDirectory(prefix="validate-sim-")
-        self.log_path = Path(self._dir.name) / "server.log"
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT)
-        self.base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"llama_cpp.server exited: {self.log_text()[-1500:]}")
-            try:
-                with urllib.request.urlopen(self.base + "/v1/models", timeout=2):
-                    return
-            except OSError:
-                time.sleep(0.25)
-        self.stop()
-        raise SystemExit(f"llama_cpp.server not ready after {READY_TIMEOUT_S:.0f} s")
-
-    def log_text(self) -> str:
-        return self.log_path.read_bytes().decode("utf-8", "replace")
-
-    def timings(self) -> list[ServerTiming]:
-        return parse_llama_perf(self.log_text())
-
-    def stop(self) -> None:
-        """By its PID only."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self._dir.cleanup()
+def _timings(server: LlamaServer) -> list[ServerTiming]:
+    """The server's per-request perf lines so far (it logs them with ``--verbose True``)."""
+    return parse_llama_perf(server.log_text())
 
 
 # ---------------------------------------------------------------- prompts of a known size
@@ -246,7 +191,7 @@ def validate(
     """``partial(result)`` is called after each level (a bounded run still leaves what it
     measured)."""
     started = time.monotonic()
-    server = Server(threads)
+    server = LlamaServer("--verbose", "True", threads=threads)
     rows: dict[str, Any] = {}
     fit: dict[str, Any] = {}
     try:
@@ -262,7 +207,7 @@ def validate(
                 print(f"budget of {budget_s:.0f} s spent: no level {c}", file=sys.stderr)
                 break
             n = max(requests, c)
-            seen = len(server.timings())
+            seen = len(_timings(server))
             t0 = time.monotonic()
             records = _loadtest(
                 server.base,
@@ -271,7 +216,7 @@ def validate(
                 max_tokens=max_tokens,
             )
             level_s = time.monotonic() - t0
-            timings = server.timings()[seen:]
+            timings = _timings(server)[seen:]
             paired = timings if len(timings) == len(records) else None
             if paired is None:
                 print(
