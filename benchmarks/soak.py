@@ -1,33 +1,45 @@
 """Soak: many mixed requests through the default pipeline; errors, latency, memory, cache sizes.
 
 ``Pipeline.default(budget=Budget(total=BUDGET))`` (prefix, history, retrieval with the default
-hybrid BM25 + MiniLM scorer, extractive compress) runs serially over a deterministic stream of
-three request kinds, in rotation:
+hybrid BM25 + MiniLM scorer, extractive compress) runs serially over a deterministic stream
+shaped like production traffic. Request ``i`` is, by ``i % 3``:
 
-- ``rag``: a short chat plus 8 documents: 4 from a popular pool of 400 (cache hits) and 4 never
-  seen before (embedding and token-count cache misses, so those caches fill and then evict).
-  ``--quick`` (10,000 requests) uses 1 new + 7 popular documents instead (each new document
-  costs a cold MiniLM embedding); the JSON says so in ``quick_changes``. Even so, --quick does
-  NOT fit in two minutes on the 2-core dev box: 3,000 requests ran at ~29/s there, and a full
-  --quick run was stopped unfinished after 10 minutes;
-- ``tools``: a long chat (12-24 turns) with assistant tool calls and tool results, cut by the
-  history stage, which summarises what it drops (the summary cache fills);
-- ``volatile``: a system prompt with a date, a time and a session UUID (moved out by the
-  prefix stage; 1 of 3000 templates, so the prefix memos fill), tools schema, a few turns.
+- ``rag`` / ``rag_cold``: a short chat plus 8 retrieved documents. In production RAG the
+  documents come from a corpus, so the same passages recur across requests (a Zipf-like
+  popularity over ``CORPUS_DOCS`` documents here), and the vector store that found them hands
+  over their embeddings (``Document.embedding``) and the query's (``Request.query_embedding``):
+  the corpus and each query are embedded by a "vector store" outside the timed part, with the
+  same model and truncation as the retrieval stage, in batches of ``CHUNK`` requests. One rag
+  request in ``COLD_EVERY`` is ``rag_cold``: a retriever that hands over no vectors, with
+  ``NEW_DOCS`` documents never seen before (the cold path: MiniLM embeds the query and those
+  documents; its embedding and token-count caches fill and then evict);
+- ``chat``: one of ``LIVE_CHATS`` interleaved conversations that grow turn by turn (request
+  t of a conversation is request t-1's messages plus a new turn), with tool calls and tool
+  results; after ``CHAT_TURNS`` turns the conversation ends and a new one starts in its slot.
+  Long ones are cut by the history stage, which summarises what it folds (summary cache);
+- ``volatile``: one of ``SYSTEM_TEMPLATES`` system prompts carrying volatile values (date,
+  time, session UUID, user name: moved out by the prefix stage), tools, a few turns.
 
-Every text is generated from the request's index, so a run is reproducible and texts are
-distinct (cache sizes grow until their bounds). Timed per request: ``Request.from_openai`` plus
-``Pipeline.run`` (what a caller pays), one thread. Memory: the process's resident set
-(``VmRSS``) after the first request (model loaded: ``rss_start_mb``), at the half-way point and
-at the end; peak from ``getrusage``. The memory goal is that RSS is flat once the caches are full:
-``rss_growth_second_half`` = (end - half) / half <= 0.10.
+Every text is generated from the request's index, so a run is reproducible. Timed per request:
+``Request.from_openai`` plus ``Pipeline.run`` (what a caller pays), one thread; latency is
+reported per kind. Memory: the process's resident set (``VmRSS``) after a warm-up request
+(models loaded, corpus embedded: ``rss_start_mb``), at the half-way point and at the end; peak
+from ``getrusage``. Cache sizes at start, half-way and end show how full each bounded cache is.
+The memory goal is that RSS is flat once the caches are full:
+``rss_growth_second_half`` = (end - half) / half <= 0.10. ``windows`` gives, for each
+twentieth of the run, RSS and the timed part's throughput and CPU per request (does it slow
+down as the caches fill?); CPU time is reported next to wall time because on a shared machine
+wall time measures the neighbours too.
 
-Goals: errors = 0, rss_growth_second_half <= 0.10.
+Goals: errors = 0, rss_growth_second_half <= 0.10; ``--quick`` (10,000 requests) under two
+minutes on an idle machine.
 """
 
 from __future__ import annotations
 
+import bisect
 import gc
+import itertools
 import json
 import math
 import random
@@ -35,35 +47,46 @@ import resource
 import time
 import traceback
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from common import emit, machine, parser, summary
 
-from promptslim import Budget, Pipeline, Request
+from promptslim import Budget, Document, Pipeline, Request
 from promptslim import text as _text
 from promptslim import tokens as _tokens
 from promptslim.backends import summarisers as _summarisers
-from promptslim.backends.embeddings import _services
+from promptslim.backends.embeddings import EmbeddingService, _services
 from promptslim.stages import retrieval as _retrieval
 from promptslim.stages.history import DEFAULT_SUMMARY_CACHE
 from promptslim.stages.prefix import PrefixStage
+from promptslim.stages.retrieval import RetrievalStage
 from promptslim.tokens import get_counter
 
 BUDGET = 1500
 DOCS_PER_RAG = 8
-#: documents never seen before in each rag request (each costs a MiniLM embedding)
+#: documents in the vector store's corpus; popularity falls as 1 / rank (Zipf, s = 1)
+CORPUS_DOCS = 500
+#: one rag request in COLD_EVERY comes from a retriever without vectors and brings NEW_DOCS
+#: documents never seen before (the rest of its 8 from the corpus, without embeddings). Each
+#: costs MiniLM about 5-8 texts (the query, the new documents, corpus ones not yet cached):
+#: ~100 ms on the idle 2-core box, so 1 in 60 requests keeps --quick within two minutes
+COLD_EVERY = 20
 NEW_DOCS = 4
-#: --quick: 1 new document per rag request instead of 4 (a cold MiniLM embedding is the dominant
-#: cost); recorded in the JSON as ``quick_changes``. Measured: ~29 requests/s on the 2-core box,
-#: yet a 10,000-request run was still going after 10 minutes (stopped): not two
-NEW_DOCS_QUICK = 1
-POPULAR_DOCS = 400
-SYSTEM_TEMPLATES = 3000
+#: conversations in flight at once, and turns before one ends and a new one takes its slot
+LIVE_CHATS = 40
+CHAT_TURNS = 24
+SYSTEM_TEMPLATES = 40
+#: requests generated (and their queries embedded by the vector store) per batch
+CHUNK = 250
+KINDS = ("rag", "rag_cold", "chat", "volatile")
+_WARM_UP = 10**9  # index of the first warm-up request: far from any stream's
 
 # a vocabulary of made-up words from syllables: many distinct token sequences, like real text
 _SYL = ["ka", "lo", "mi", "ter", "van", "pul", "sor", "ine", "dra", "que", "bel", "tho", "rix", "nam", "ost", "wey"]  # fmt: skip
 _WORDS = [a + b + c for a in _SYL for b in _SYL for c in ("", "s", "ed", "ing")][:900]
 _COMMON = ["the", "a", "of", "to", "and", "in", "is", "for", "with", "on", "that", "by", "price", "region", "limit", "cache", "order", "account", "service", "report"]  # fmt: skip
+_NAMES = ["Ada", "Bo", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana", "Ivo", "June"]
 
 
 def _sentence(rng: random.Random, n: int) -> str:
@@ -84,6 +107,19 @@ def _document(k: int) -> dict[str, Any]:
     }
 
 
+def _question(rng: random.Random, label: str, words: int) -> str:
+    return f"{label}: " + _sentence(rng, words)[:-1] + "?"
+
+
+def _short_chat(rng: random.Random, system: str, turns: int, last: str) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    for _ in range(turns):
+        messages.append({"role": "user", "content": _sentence(rng, 12)})
+        messages.append({"role": "assistant", "content": _paragraph(rng, 2)})
+    messages.append({"role": "user", "content": last})
+    return messages
+
+
 _TOOLS = [
     {"type": "function", "function": {"name": "lookup_order", "description": "Find an order by id.",
      "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}},
@@ -91,39 +127,70 @@ _TOOLS = [
      "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "k": {"type": "integer"}}}}},
 ]  # fmt: skip
 
+# cumulative Zipf weights over the corpus, for bisect sampling
+_ZIPF = list(itertools.accumulate(1.0 / (r + 1) for r in range(CORPUS_DOCS)))
 
-def _rag(i: int, rng: random.Random, fresh: int, new_docs: int) -> dict[str, Any]:
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "Answer from the notes. Cite note titles."}
-    ]
-    for _ in range(rng.randint(0, 3)):
-        messages.append({"role": "user", "content": _sentence(rng, 12)[:-1] + "?"})
-        messages.append({"role": "assistant", "content": _paragraph(rng, 2)})
-    messages.append({"role": "user", "content": f"Request {i}: " + _sentence(rng, 10)[:-1] + "?"})
-    popular = rng.sample(range(POPULAR_DOCS), DOCS_PER_RAG - new_docs)
-    new = range(POPULAR_DOCS + fresh, POPULAR_DOCS + fresh + new_docs)
-    docs = [_document(k) for k in (*popular, *new)]
+
+def _popular(rng: random.Random, k: int) -> list[int]:
+    """``k`` distinct corpus documents, drawn by popularity."""
+    chosen: dict[int, None] = {}
+    while len(chosen) < k:
+        chosen[bisect.bisect(_ZIPF, rng.random() * _ZIPF[-1])] = None
+    return list(chosen)
+
+
+def _rag(i: int, rng: random.Random) -> tuple[str, dict[str, Any]]:
+    r = i // 3  # this request's number among rag requests
+    cold = r % COLD_EVERY == COLD_EVERY - 1
+    messages = _short_chat(
+        rng, "Answer from the notes. Cite note titles.", rng.randint(0, 3),
+        _question(rng, f"Request {i}", 10),
+    )  # fmt: skip
+    if cold:
+        # new documents never repeat: cold request c owns ids CORPUS + c*NEW_DOCS ...
+        first = CORPUS_DOCS + (r // COLD_EVERY) * NEW_DOCS
+        ids = [*_popular(rng, DOCS_PER_RAG - NEW_DOCS), *range(first, first + NEW_DOCS)]
+    else:
+        ids = _popular(rng, DOCS_PER_RAG)
+    docs = [_document(k) for k in ids]
     rng.shuffle(docs)
-    return {"model": "m", "messages": messages, "documents": docs}
+    return ("rag_cold" if cold else "rag"), {"model": "m", "messages": messages, "documents": docs}
 
 
-def _tools_chat(i: int, rng: random.Random) -> dict[str, Any]:
+def _turn(session: int, t: int) -> list[dict[str, Any]]:
+    """Turn ``t`` of conversation ``session``: a user message, maybe a tool round, a reply."""
+    rng = random.Random(("turn", session, t).__repr__())
+    out: list[dict[str, Any]] = [
+        {"role": "user", "content": f"({session}.{t}) " + _sentence(rng, 14)}
+    ]
+    if rng.random() < 0.5:
+        call_id = f"call_{session}_{t}"
+        args = json.dumps({"order_id": f"A-{rng.randint(10_000, 99_999)}"})
+        out.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": "lookup_order", "arguments": args}}]})  # fmt: skip
+        out.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(
+            {"status": rng.choice(["shipped", "held", "lost"]), "note": _sentence(rng, 12)})})  # fmt: skip
+    out.append({"role": "assistant", "content": _paragraph(rng, rng.randint(1, 3))})
+    return out
+
+
+def chat_position(c: int) -> tuple[int, int]:
+    """``(conversation, turn)`` of the ``c``-th chat request. Slot ``c % LIVE_CHATS`` serves
+    its conversation one turn per round; slots start at different turns so that conversations
+    do not all end in the same round."""
+    slot = c % LIVE_CHATS
+    step = c // LIVE_CHATS + slot * CHAT_TURNS // LIVE_CHATS
+    return slot + LIVE_CHATS * (step // CHAT_TURNS), step % CHAT_TURNS
+
+
+def _chat(i: int) -> dict[str, Any]:
+    session, turn = chat_position(i // 3)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a support agent. Use the tools."}
     ]
-    for t in range(rng.randint(12, 24)):
-        messages.append({"role": "user", "content": f"({i}.{t}) " + _sentence(rng, 14)})
-        if rng.random() < 0.5:
-            call_id = f"call_{i}_{t}"
-            args = json.dumps({"order_id": f"A-{rng.randint(10_000, 99_999)}"})
-            messages.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": call_id, "type": "function", "function": {"name": "lookup_order", "arguments": args}}]})  # fmt: skip
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(
-                {"status": rng.choice(["shipped", "held", "lost"]), "note": _sentence(rng, 12)})})  # fmt: skip
-        messages.append({"role": "assistant", "content": _paragraph(rng, rng.randint(1, 3))})
-    messages.append(
-        {"role": "user", "content": f"Summing up request {i}: " + _sentence(rng, 8)[:-1] + "?"}
-    )
+    for t in range(turn):
+        messages.extend(_turn(session, t))
+    messages.append(_turn(session, turn)[0])  # this turn's question; its answer comes later
     return {"model": "m", "messages": messages, "tools": _TOOLS}
 
 
@@ -134,30 +201,67 @@ def _volatile(i: int, rng: random.Random) -> dict[str, Any]:
     uid = f"{rng.getrandbits(32):08x}-{rng.getrandbits(16):04x}-4{rng.getrandbits(12):03x}-a{rng.getrandbits(12):03x}-{rng.getrandbits(48):012x}"
     system = (
         f"You are assistant {t}. {_paragraph(trng, 4)}\n"
-        f"Today is 2025-03-{day:02d} {hour:02d}:{i % 60:02d} UTC. Session {uid}.\n"
+        f"Today is 2025-03-{day:02d} {hour:02d}:{i % 60:02d} UTC. Session {uid}. "
+        f"The user is {rng.choice(_NAMES)}.\n"
         f"Rules: {_paragraph(trng, 3)}"
     )
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    for _ in range(rng.randint(1, 4)):
-        messages.append({"role": "user", "content": _sentence(rng, 10)})
-        messages.append({"role": "assistant", "content": _paragraph(rng, 2)})
-    messages.append({"role": "user", "content": f"Volatile {i}: " + _sentence(rng, 9)[:-1] + "?"})
-    return {"model": "m", "messages": messages, "tools": _TOOLS if t % 2 else None}
+    body: dict[str, Any] = {
+        "model": "m",
+        "messages": _short_chat(rng, system, rng.randint(1, 4), _question(rng, f"Volatile {i}", 9)),
+    }
+    if t % 2:
+        body["tools"] = _TOOLS
+    return body
 
 
-def make_body(i: int, new_docs: int = NEW_DOCS) -> tuple[str, dict[str, Any]]:
-    """Request ``i`` of the stream: its kind and OpenAI body (same i, same bytes)."""
+def make_body(i: int) -> tuple[str, dict[str, Any]]:
+    """Request ``i`` of the stream: its kind and OpenAI body (same i, same bytes). Documents
+    carry no embeddings here; :meth:`VectorStore.attach` adds them to ``rag`` requests."""
     rng = random.Random(i)
-    kind = ("rag", "tools", "volatile")[i % 3]
-    if kind == "rag":
-        # fresh documents never repeat: request i's new ids follow the previous rag request's
-        return kind, _rag(i, rng, fresh=(i // 3) * new_docs, new_docs=new_docs)
-    if kind == "tools":
-        return kind, _tools_chat(i, rng)
-    body = _volatile(i, rng)
-    if body["tools"] is None:
-        del body["tools"]
-    return kind, body
+    if i % 3 == 0:
+        return _rag(i, rng)
+    if i % 3 == 1:
+        return "chat", _chat(i)
+    return "volatile", _volatile(i, rng)
+
+
+# ---------------------------------------------------------------- the vector store
+
+
+class VectorStore:
+    """What a production retriever hands over with its documents: their embeddings (computed
+    once when the corpus was indexed) and the query's (computed to search). Same model and
+    truncation as the retrieval stage, so its scores are what the stage would compute; a
+    private, cacheless service, so the pipeline's shared embedding cache sees none of it and
+    the benchmark's memory does not grow with the queries it has embedded."""
+
+    def __init__(self, max_seq_length: int | None) -> None:
+        self.service = EmbeddingService(max_seq_length=max_seq_length, cache_size=0)
+        texts = [_retrieval._scoring_text(Document.model_validate(_document(k))) for k in range(CORPUS_DOCS)]  # fmt: skip
+        self.vectors = self.service.embed(texts)
+
+    def attach(self, batch: list[tuple[str, dict[str, Any]]]) -> list[list[float] | None]:
+        """Give each warm ``rag`` body's documents their vectors, and return the query vector
+        of each request (None for the other kinds), embedding the queries in one batch."""
+        at = [j for j, (kind, _) in enumerate(batch) if kind == "rag"]
+        for j in at:
+            for doc in batch[j][1]["documents"]:
+                doc["embedding"] = self.vectors[int(doc["id"][4:])].tolist()
+        queries = self.service.embed([batch[j][1]["messages"][-1]["content"] for j in at])
+        out: list[list[float] | None] = [None] * len(batch)
+        for j, vector in zip(at, queries):
+            out[j] = vector.tolist()
+        return out
+
+
+def stream(n: int, store: VectorStore, start: int = 0) -> Iterator[tuple[int, str, dict[str, Any], list[float] | None]]:  # fmt: skip
+    """``(i, kind, body, query_embedding)`` for requests ``start..n-1``, built ``CHUNK`` at a
+    time (untimed) so the store embeds a batch of queries at once."""
+    for lo in range(start, n, CHUNK):
+        batch = [make_body(i) for i in range(lo, min(n, lo + CHUNK))]
+        vectors = store.attach(batch)
+        for j, ((kind, body), vector) in enumerate(zip(batch, vectors)):
+            yield lo + j, kind, body, vector
 
 
 # ---------------------------------------------------------------- measurement
@@ -209,47 +313,74 @@ def cache_sizes(pipeline: Pipeline) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def fill(sizes: dict[str, Any]) -> dict[str, str]:
+    """Each cache as ``"size/maxsize"``: one line per point in time is enough to see it fill."""
+    memo = sizes["prefix_memo"]
+    out = {
+        "token_counter": f"{sizes['token_counter']['size']}/{sizes['token_counter']['maxsize']}",
+        "summaries": f"{sizes['summaries']['size']}/{sizes['summaries']['maxsize']}",
+        **{
+            f"prefix_memo.{k}": f"{memo[k]}/{memo['maxsize']}"
+            for k in ("analysed", "messages", "fingerprints", "tools")
+        },
+        **{name: f"{v['size']}/{v['maxsize']}" for name, v in sizes["module_lru"].items()},
+    }
+    for j, e in enumerate(sizes["embeddings"]):
+        out[f"embeddings[{j}]"] = f"{e['size']}/{e['maxsize']}"
+    return out
+
+
 def _full(sizes: dict[str, Any] | None) -> dict[str, bool] | None:
     if sizes is None:
         return None
-    memo = sizes["prefix_memo"]
-    return {
-        "token_counter": sizes["token_counter"]["size"] >= sizes["token_counter"]["maxsize"],
-        "embeddings": all(e["size"] >= e["maxsize"] for e in sizes["embeddings"]),
-        "summaries": sizes["summaries"]["size"] >= (sizes["summaries"]["maxsize"] or float("inf")),
-        "prefix_memo": memo["analysed"] >= memo["maxsize"],
-    }
+    return {name: int(v.split("/")[0]) >= int(v.split("/")[1]) for name, v in fill(sizes).items()}
+
+
+def _embedded() -> int:
+    """Texts the shared embedding services have encoded so far (their cache misses)."""
+    return sum(svc.cache_info()["misses"] for svc in list(_services.values()))
 
 
 def main() -> None:
     ap = parser(__doc__.splitlines()[0])
     ap.add_argument(
-        "-n", type=int, help="number of requests (default 100,000; 10,000 with --quick)"
-    )
+        "-n", "--requests", dest="n", type=int,
+        help="number of requests (default 100,000; 10,000 with --quick)",
+    )  # fmt: skip
     args = ap.parse_args()
     n = args.n or (10_000 if args.quick else 100_000)
-    new_docs = NEW_DOCS_QUICK if args.quick else NEW_DOCS
+    t_setup = time.perf_counter()
     rss_import = rss_mb()
     pipeline = Pipeline.default(budget=Budget(total=BUDGET))
+    retrieval = next(s for s in pipeline.stages if isinstance(s, RetrievalStage))
+    store = VectorStore(retrieval.max_seq_length)  # loads MiniLM, indexes the corpus
 
-    # warm-up (request 0 again in the stream): loads MiniLM and tiktoken before rss_start
-    pipeline.run(Request.from_openai(make_body(0, new_docs)[1]))
+    # warm-up on requests far past the end of the stream (each kind): tiktoken, MiniLM and the
+    # lazy imports load before rss_start, and no cache holds a text of the stream
+    for _, _, body, qvec in stream(_WARM_UP + 12, store, start=_WARM_UP):
+        pipeline.run(Request.from_openai(body, query_embedding=qvec))
     gc.collect()
+    setup_s = time.perf_counter() - t_setup
     rss_start = rss_mb()
     caches = {"start": cache_sizes(pipeline)}
     latencies: list[float] = []
-    by_kind: dict[str, list[float]] = {"rag": [], "tools": [], "volatile": []}
+    by_kind: dict[str, list[float]] = {k: [] for k in KINDS}
+    embedded_by_kind: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     first_errors: list[str] = []
     fallbacks = 0
     rss_half = float("nan")
-    rss_samples: list[tuple[int, float]] = []
+    windows: list[dict[str, float]] = []
+    window = max(1, n // 20)
+    w_wall = w_cpu = 0.0  # timed work only, in this window
     start = time.perf_counter()
-    for i in range(n):
-        kind, body = make_body(i, new_docs)
+    cpu_start = time.process_time()
+    for i, kind, body, qvec in stream(n, store):
+        before = _embedded()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         try:
-            out = pipeline.run(Request.from_openai(body))
+            out = pipeline.run(Request.from_openai(body, query_embedding=qvec))
         except Exception as exc:  # noqa: BLE001  (any failure is a lost request: count it, keep going)
             errors[type(exc).__name__] += 1
             if len(first_errors) < 5:
@@ -258,16 +389,25 @@ def main() -> None:
                 )
             continue
         ms = (time.perf_counter() - t0) * 1e3
+        w_cpu += time.process_time() - c0
+        w_wall += ms / 1e3
         latencies.append(ms)
         by_kind[kind].append(ms)
+        embedded_by_kind[kind] += _embedded() - before
         fallbacks += any("fallback" in s.details for s in out.report.stages)
-        if (i + 1) % max(1, n // 20) == 0:
-            rss_samples.append((i + 1, round(rss_mb(), 1)))
+        if (i + 1) % window == 0:
+            windows.append({
+                "requests": i + 1, "rss_mb": round(rss_mb(), 1),
+                "requests_per_s": round(window / max(w_wall, 1e-9), 1),
+                "cpu_ms_per_request": round(w_cpu * 1e3 / window, 2),
+            })  # fmt: skip
+            w_wall = w_cpu = 0.0
         if i + 1 == n // 2:
             gc.collect()
             rss_half = rss_mb()
             caches["half"] = cache_sizes(pipeline)
     wall = time.perf_counter() - start
+    cpu_s = time.process_time() - cpu_start
     gc.collect()
     rss_end = rss_mb()
     caches["end"] = cache_sizes(pipeline)
@@ -285,10 +425,16 @@ def main() -> None:
         "fallbacks": fallbacks,
         "requests_per_s": round(n / wall, 1),
         "wall_s": round(wall, 1),
+        "setup_s": round(setup_s, 1),
+        # includes the untimed generation and the vector store's query embeddings
+        "cpu_s": round(cpu_s, 1),
         "p50_ms": round(lat.get("p50", float("nan")), 3),
         "p99_ms": round(lat.get("p99", float("nan")), 3),
         "latency_ms": lat,
         "latency_ms_by_kind": {k: summary(v) for k, v in by_kind.items()},
+        # texts the pipeline's MiniLM encoded, per kind (the warm rag path should need none
+        # once the retrieval stage reuses Request.query_embedding)
+        "embedded_texts_by_kind": {k: embedded_by_kind[k] for k in KINDS},
         "rss_import_mb": round(rss_import, 1),
         "rss_start_mb": round(rss_start, 1),
         "rss_half_mb": round(rss_half, 1),
@@ -296,40 +442,46 @@ def main() -> None:
         "rss_peak_mb": round(peak_rss_mb(), 1),
         "rss_growth_second_half": round(growth, 4) if growth is not None else None,
         # which bounded caches had reached their bound by the half-way point (memory can only be
-        # expected flat from there on for those that had)
+        # expected flat from there on for those that had; the others hold their working set)
         "caches_full_at_half": _full(caches.get("half")),
-        "rss_samples_mb": rss_samples,
+        "cache_fill": {point: fill(sizes) for point, sizes in caches.items()},
+        "windows": windows,
         "caches": caches,
         "config": {
             "pipeline": "Pipeline.default (prefix, history, retrieval scorer=hybrid/MiniLM, compress)",
             "budget_total": BUDGET,
-            "kinds": "rag, tools, volatile in rotation",
+            "kinds": "i % 3: rag (1 in COLD_EVERY rag_cold), chat, volatile",
             "docs_per_rag_request": DOCS_PER_RAG,
-            "new_docs_per_rag_request": new_docs,
-            "popular_docs": POPULAR_DOCS,
+            "corpus_docs": CORPUS_DOCS,
+            "cold_every": COLD_EVERY,
+            "new_docs_per_cold_request": NEW_DOCS,
+            "live_chats": LIVE_CHATS,
+            "chat_turns": CHAT_TURNS,
             "system_templates": SYSTEM_TEMPLATES,
             "timed": "Request.from_openai + Pipeline.run, one thread",
-            "rss_start": "VmRSS after one warm-up request (models loaded), before the stream",
+            "vectors": "rag: Document.embedding and Request.query_embedding from the vector store (untimed); rag_cold: none",
+            "rss_start": "VmRSS after MiniLM loaded, the corpus embedded and 12 warm-up requests",
         },
         "machine": machine(),
     }
     if args.quick:
-        result["quick_changes"] = (
-            f"{n:,} requests instead of 100,000, and {NEW_DOCS_QUICK} new document per rag request "
-            f"instead of {NEW_DOCS} ({DOCS_PER_RAG - NEW_DOCS_QUICK} from the popular pool): fewer cold "
-            "MiniLM embeddings per request (a 10,000 run on 2 cores did not finish in 10 min)"
-        )
+        result["quick_changes"] = f"{n:,} requests instead of 100,000; nothing else"
     table = "\n".join([
         (
-            f"soak: {n} requests, {result['errors']} errors, {result['requests_per_s']} req/s, "
+            f"soak: {n} requests, {result['errors']} errors, {result['requests_per_s']} req/s "
+            f"({result['cpu_s']} s CPU, setup {result['setup_s']} s), "
             f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms"
+        ),
+        "by kind (p50 / p99 ms): " + ", ".join(
+            f"{k} {s.get('p50', float('nan')):.1f} / {s.get('p99', float('nan')):.1f}"
+            for k, s in result["latency_ms_by_kind"].items()
         ),
         (
             f"RSS MB: start {result['rss_start_mb']}, half {result['rss_half_mb']}, "
             f"end {result['rss_end_mb']}, peak {result['rss_peak_mb']} "
             f"(second-half growth {result['rss_growth_second_half']})"
         ),
-        "caches at end: " + json.dumps(caches["end"]),
+        *(f"caches at {point}: " + json.dumps(f) for point, f in result["cache_fill"].items()),
     ])  # fmt: skip
     emit(result, args, table)
 
