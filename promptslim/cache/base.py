@@ -1,4 +1,4 @@
-"""The interface every prefix-cache model implements, and the prefix hashing they share.
+"""The interface every prefix-cache model implements, and prefix hashing.
 
 A cache model answers one question per request: how many leading tokens of this prompt would
 the serving engine (or provider) serve from its prefix cache? ``observe(tokens)`` answers it and
@@ -15,7 +15,10 @@ tokens (see ``prefix_keys``), computed for every block boundary of a prompt in a
 calls, no per-token or per-block Python loop. Two prefixes share a key only if they are equal
 (up to a ~2**-47 chance per pair; a simulator needs no cryptographic hash). Because the key
 covers the whole prefix, block ``i`` can only hit if blocks ``0..i-1`` match too, which is
-exactly what vLLM's chained block hash gives.
+exactly what vLLM's chained block hash gives. The Anthropic model keys its breakpoints this
+way; ``BlockHashCache`` (and so the radix and OpenAI models) compares the tokens themselves in
+a tree instead, which answers the same question without hashing (see ``vllm.py``), and keeps
+``block_keys`` for callers that want the keys.
 """
 
 from __future__ import annotations

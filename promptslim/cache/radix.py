@@ -2,10 +2,10 @@
 
 SGLang keeps computed prefixes in a radix tree and reuses the longest prefix of a new prompt
 that is in the tree (at token granularity with ``page_size=1``, its default). Eviction frees
-least-recently-used leaves first. This model stores every page-aligned prefix under its prefix
-hash, which answers the same longest-prefix question as the tree (a match of ``k`` pages means
-the first ``k`` pages equal a cached sequence's), and evicts in the same order: least recently
-used first, deepest first. Capacity is in tokens, like SGLang's token pool.
+least-recently-used leaves first. This model is ``BlockHashCache`` with blocks of
+``page_size`` tokens, itself a radix tree of whole blocks (see ``vllm.py``): the longest cached
+prefix in whole pages, evicted least recently used first, deepest first. Capacity is in
+tokens, like SGLang's token pool.
 """
 
 from __future__ import annotations
