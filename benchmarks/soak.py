@@ -22,9 +22,9 @@ shaped like production traffic. Request ``i`` is, by ``i % 3``:
 
 Every text is generated from the request's index, so a run is reproducible. Timed per request:
 ``Request.from_openai`` plus ``Pipeline.run`` (what a caller pays), one thread; latency is
-reported per kind. Memory: the process's resident set (``VmRSS``) after a warm-up request
-(models loaded, corpus embedded: ``rss_start_mb``), at the half-way point and at the end; peak
-from ``getrusage``. Cache sizes at start, half-way and end show how full each bounded cache is.
+reported per kind (with 1 request in 60 cold, the overall p99 is the cold path's). Memory: the
+process's resident set (``VmRSS``) after the warm-up (MiniLM loaded, corpus embedded, a few
+requests: ``rss_start_mb``), at the half-way point and at the end; peak from ``getrusage``. Cache sizes at start, half-way and end show how full each bounded cache is.
 The memory goal is that RSS is flat once the caches are full:
 ``rss_growth_second_half`` = (end - half) / half <= 0.10. ``windows`` gives, for each
 twentieth of the run, RSS and the timed part's throughput and CPU per request (does it slow
