@@ -3,13 +3,29 @@
 Three processes on 127.0.0.1: a seam upstream (this script with ``--seam PORT``: a Starlette
 app whose streams have known timings: first chunk after ``--ttft-ms``, then ``--chunks`` more
 every ``--itl-ms``), the proxy (``python -m promptslim serve --no-pipeline``), and the load
-generator (this process: closed-loop httpx clients). The same requests go straight to the
-seam and through the proxy, in alternating rounds so both paths see the same machine load.
+generator (this process: one httpx client, closed-loop workers).
+
+Direct and proxied requests are measured side by side by the same client: at 1 stream they
+alternate request by request (the order flipped each pair); at 100 streams, whole rounds of
+100 concurrent streams alternate (a mixed round would be 50 + 50, not 100 concurrent).
 
 TTFT: client clock, request sent → first content chunk received. ``added_ttft_pXX_ms`` is
 the proxied TTFT percentile minus the direct one, at each concurrency; the top-level keys are
-the worse of the two concurrencies. Also reported: ``relay_*``, the first chunk's trip from the
-moment it left the seam (a CLOCK_MONOTONIC stamp inside it) to the client, both paths.
+the worse of the two concurrencies. Also reported:
+
+- ``relay_*``: the first chunk's trip from the moment it left the seam (a CLOCK_MONOTONIC
+  stamp inside it) to the client, both paths;
+- ``proxy_side_ms``: the proxy's own clock (its ``X-PromptSlim-Report`` figures; the header is
+  sent on both paths, the seam ignores it): ``forward`` (request in the proxy's handler →
+  upstream request sent) and ``first_relay`` (first upstream chunk in the proxy's hands →
+  written to the client's socket). What the client sees beyond these two is HTTP parsing in
+  the server and the httpx transport, the two extra loopback hops, and waiting for a CPU;
+- ``cpu``: CPU ms per request of each process (``/proc``; Linux), how busy the whole machine
+  was (other tenants included), and ``queueing_estimate_ms`` = concurrency × the proxy's CPU
+  per request / cores. With every core busy, a closed loop's cycle time is the CPU work in
+  flight divided by the cores (Little's law), so this is about what the proxy's own CPU work
+  costs each stream in waiting, when client, seam and proxy share the cores. When the added
+  TTFT at 100 streams is of that order, it is CPU queueing, not relay delay.
 
 Goals (issue 12): added_ttft_p50_ms <= 1, added_ttft_p99_ms <= 5, errors == 0.
 """
@@ -19,11 +35,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,52 +91,128 @@ def run_seam(port: int, *, ttft_ms: float, chunks: int, itl_ms: float) -> None:
 
 
 BODY = {"model": "seam", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+REPORT = {"X-PromptSlim-Report": "1"}
 
 
-async def one(client: Any, url: str) -> tuple[float, float] | None:
+@dataclass
+class Samples:
+    """One path's measurements at one concurrency (ms)."""
+
+    ttft: list[float] = field(default_factory=list)
+    relay: list[float] = field(default_factory=list)
+    forward: list[float] = field(default_factory=list)  # proxy clock, proxied path only
+    first_relay: list[float] = field(default_factory=list)
+    requests: int = 0
+    errors: int = 0
+
+
+async def one(client: Any, url: str, into: Samples) -> None:
+    """One streamed request; its TTFT, relay time and (proxied) the proxy's own figures."""
+    into.requests += 1
     start = time.monotonic_ns()
     try:
-        async with client.stream("POST", url, json=BODY) as resp:
+        async with client.stream("POST", url, json=BODY, headers=REPORT) as resp:
             if resp.status_code != 200:
-                return None
+                into.errors += 1
+                return
             first: tuple[float, float] | None = None
+            tail = b""
             async for chunk in resp.aiter_raw():
                 if first is None:
                     now = time.monotonic_ns()
                     line = chunk.split(b"\n", 1)[0]
                     sent = json.loads(line[6:])["sent_ns"]
                     first = ((now - start) / 1e6, (now - sent) / 1e6)
-            return first
+                tail = tail[-4096:] + chunk
     except Exception:  # noqa: BLE001  (any failure is an error to count)
+        into.errors += 1
+        return
+    if first is None:
+        into.errors += 1
+        return
+    into.ttft.append(first[0])
+    into.relay.append(first[1])
+    for line in tail.split(b"\n"):
+        if b'"promptslim"' in line:  # the proxy's report event (absent on the direct path)
+            timing = json.loads(line[6:])["promptslim"]["timing_ms"]
+            if timing.get("forward") is not None and timing.get("first_relay") is not None:
+                into.forward.append(timing["forward"])
+                into.first_relay.append(timing["first_relay"])
+
+
+async def closed_loop(client: Any, url: str, into: Samples, *, concurrency: int, n: int) -> None:
+    """``concurrency`` workers, each starting its next request when its last one ends."""
+    remaining = n
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await one(client, url, into)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+# ---------------------------------------------------------------- CPU accounting
+
+
+def proc_cpu_ms(pid: int) -> float | None:
+    """User + system CPU of a process we started (Linux ``/proc``), or None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
         return None
+    return (int(fields[11]) + int(fields[12])) * 1e3 / os.sysconf("SC_CLK_TCK")
 
 
-async def run_load(url: str, *, concurrency: int, requests: int) -> dict[str, Any]:
-    import httpx
+def self_cpu_ms() -> float:
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return (use.ru_utime + use.ru_stime) * 1e3
 
-    limits = httpx.Limits(
-        max_connections=concurrency + 8, max_keepalive_connections=concurrency + 8
-    )
-    ttft: list[float] = []
-    relay: list[float] = []
-    errors = 0
-    remaining = requests
-    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
-        await one(client, url)  # warm the connection pool path
 
-        async def worker() -> None:
-            nonlocal remaining, errors
-            while remaining > 0:
-                remaining -= 1
-                got = await one(client, url)
-                if got is None:
-                    errors += 1
-                else:
-                    ttft.append(got[0])
-                    relay.append(got[1])
+def machine_busy() -> tuple[float, float] | None:
+    """(busy, total) jiffies of all CPUs, every process on the machine included."""
+    try:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return float(sum(values) - idle), float(sum(values))
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return {"ttft": ttft, "relay": relay, "errors": errors}
+
+class CpuMeter:
+    """CPU used by the client (this process), the seam and the proxy over one phase."""
+
+    def __init__(self, seam: int, proxy: int) -> None:
+        self.pids = {"seam": seam, "proxy": proxy}
+        self.start = self._read()
+
+    def _read(self) -> dict[str, Any]:
+        now: dict[str, Any] = {name: proc_cpu_ms(pid) for name, pid in self.pids.items()}
+        now["client"] = self_cpu_ms()
+        now["machine"] = machine_busy()
+        return now
+
+    def report(self, *, requests: int, proxied: int, concurrency: int) -> dict[str, Any]:
+        end, start = self._read(), self.start
+        per_request: dict[str, float | None] = {}
+        for name, n in (("client", requests), ("seam", requests), ("proxy", proxied)):
+            a, b = start[name], end[name]
+            per_request[name] = None if a is None or b is None or n == 0 else (b - a) / n
+        busy = None
+        if start["machine"] is not None and end["machine"] is not None:
+            total = end["machine"][1] - start["machine"][1]
+            busy = (end["machine"][0] - start["machine"][0]) / total if total else None
+        cores = os.cpu_count() or 1
+        proxy_ms = per_request["proxy"]
+        return {
+            "ms_per_request": per_request,  # client and seam: over both paths' requests
+            "machine_busy_fraction": busy,
+            "cores": cores,
+            "queueing_estimate_ms": None if proxy_ms is None else concurrency * proxy_ms / cores,
+        }
 
 
 # ---------------------------------------------------------------- processes
@@ -154,6 +248,41 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
 
 
+async def measure(
+    urls: dict[str, str], per_round: dict[int, int], rounds: int, seam: int, proxy: int
+) -> tuple[dict[int, dict[str, Samples]], dict[int, dict[str, Any]]]:
+    """Both paths, interleaved, through one client."""
+    import httpx
+
+    conc_max = max(per_round)
+    limits = httpx.Limits(
+        max_connections=2 * conc_max + 8, max_keepalive_connections=2 * conc_max + 8
+    )
+    data: dict[int, dict[str, Samples]] = {}
+    cpu: dict[int, dict[str, Any]] = {}
+    async with httpx.AsyncClient(timeout=30, limits=limits, trust_env=False) as client:
+        for url in urls.values():  # warm each path's connection and code
+            await one(client, url, Samples())
+        for conc, n in per_round.items():
+            got = data[conc] = {path: Samples() for path in urls}
+            meter = CpuMeter(seam, proxy)
+            for r in range(rounds):
+                if conc == 1:
+                    for i in range(n):
+                        order = list(urls) if (r + i) % 2 == 0 else list(reversed(urls))
+                        for path in order:
+                            await one(client, urls[path], got[path])
+                else:
+                    order = list(urls) if r % 2 == 0 else list(reversed(urls))
+                    for path in order:
+                        await closed_loop(client, urls[path], got[path], concurrency=conc, n=n)
+            total = sum(s.requests for s in got.values())
+            cpu[conc] = meter.report(
+                requests=total, proxied=got["proxy"].requests, concurrency=conc
+            )
+    return data, cpu
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--seam", type=int, metavar="PORT", help=argparse_hidden())
@@ -165,8 +294,9 @@ def main() -> None:
     if args.seam:
         run_seam(args.seam, ttft_ms=args.ttft_ms, chunks=args.chunks, itl_ms=args.itl_ms)
         return
-    rounds = args.rounds or (2 if args.quick else 4)
-    per_round = {1: 60 if args.quick else 150, 100: 400 if args.quick else 1500}
+    # short rounds, many of them: both paths see the same machine load (others' jobs too)
+    rounds = args.rounds or (4 if args.quick else 8)
+    per_round = {1: 30 if args.quick else 75, 100: 150 if args.quick else 750}
 
     seam_port, proxy_port = free_port(), free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -185,31 +315,29 @@ def main() -> None:
             "direct": f"http://127.0.0.1:{seam_port}/v1/chat/completions",
             "proxy": f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
         }
-        data: dict[int, dict[str, dict[str, Any]]] = {}
-        for conc, n in per_round.items():
-            data[conc] = {k: {"ttft": [], "relay": [], "errors": 0} for k in urls}
-            for _ in range(rounds):
-                for path, url in urls.items():
-                    got = asyncio.run(run_load(url, concurrency=conc, requests=n))
-                    acc = data[conc][path]
-                    acc["ttft"] += got["ttft"]
-                    acc["relay"] += got["relay"]
-                    acc["errors"] += got["errors"]
+        data, cpu = asyncio.run(measure(urls, per_round, rounds, seam.pid, proxy.pid))
     finally:
         stop(proxy)
         stop(seam)
 
     by_conc: dict[str, Any] = {}
     for conc, paths in data.items():
-        d, x = summary(paths["direct"]["ttft"]), summary(paths["proxy"]["ttft"])
+        direct, proxied = paths["direct"], paths["proxy"]
+        d, x = summary(direct.ttft), summary(proxied.ttft)
         by_conc[str(conc)] = {
             "added_ttft_p50_ms": x["p50"] - d["p50"],
             "added_ttft_p99_ms": x["p99"] - d["p99"],
             "ttft_direct_ms": d,
             "ttft_proxy_ms": x,
-            "relay_direct_ms": summary(paths["direct"]["relay"]),
-            "relay_proxy_ms": summary(paths["proxy"]["relay"]),
-            "errors": paths["direct"]["errors"] + paths["proxy"]["errors"],
+            "relay_direct_ms": summary(direct.relay),
+            "relay_proxy_ms": summary(proxied.relay),
+            "proxy_side_ms": {
+                "forward": summary(proxied.forward),
+                "first_relay": summary(proxied.first_relay),
+            },
+            "cpu": cpu[conc],
+            "requests": {"direct": direct.requests, "proxy": proxied.requests},
+            "errors": direct.errors + proxied.errors,
         }
     result = {
         "benchmark": "bench_proxy",
@@ -222,19 +350,32 @@ def main() -> None:
         "seam": {"ttft_ms": args.ttft_ms, "chunks": args.chunks, "itl_ms": args.itl_ms},
         "rounds": rounds,
         "requests_per_round": per_round,
+        "interleaving": {"1": "request by request", "100": "round by round"},
         "wall_s": time.monotonic() - started,
         "load_average": os.getloadavg(),
         "machine": machine(),
     }
     lines = ["conc  path    TTFT p50    p99   relay p50    p99   (ms, client clock)"]
-    for conc, c in by_conc.items():
+    for level, c in by_conc.items():
         for path in ("direct", "proxy"):
             t, r = c[f"ttft_{path}_ms"], c[f"relay_{path}_ms"]
             lines.append(
-                f"{conc:>4}  {path:<6} {t['p50']:8.2f} {t['p99']:7.2f} {r['p50']:10.2f} {r['p99']:7.2f}"
+                f"{level:>4}  {path:<6} {t['p50']:8.2f} {t['p99']:7.2f} {r['p50']:10.2f} {r['p99']:7.2f}"
             )
         lines.append(
-            f"{conc:>4}  added  {c['added_ttft_p50_ms']:8.2f} {c['added_ttft_p99_ms']:7.2f}   errors {c['errors']}"
+            f"{level:>4}  added  {c['added_ttft_p50_ms']:8.2f} {c['added_ttft_p99_ms']:7.2f}   errors {c['errors']}"
+        )
+        side, use = c["proxy_side_ms"], c["cpu"]
+        fwd, rel = (
+            side["forward"].get("p50", float("nan")),
+            side["first_relay"].get("p50", float("nan")),
+        )
+        per = use["ms_per_request"]
+        lines.append(
+            f"      proxy clock p50: forward {fwd:.2f}, first relay {rel:.2f};  CPU ms/request: "
+            f"client {per['client'] or 0:.2f} seam {per['seam'] or 0:.2f} proxy {per['proxy'] or 0:.2f}; "
+            f"machine busy {use['machine_busy_fraction'] or 0:.0%}; "
+            f"queueing estimate {use['queueing_estimate_ms'] or 0:.1f} ms"
         )
     emit(result, args, "\n".join(lines))
 
