@@ -243,6 +243,7 @@ async def test_stream_end_to_end_with_timing_report(default_proxy: str) -> None:
     assert resp.status_code == 200
     timing = resp.headers["server-timing"]
     assert "pipeline;dur=" in timing and "upstream-ttfb;dur=" in timing
+    assert "forward;dur=" in timing  # the proxy's own time before the upstream saw it
     assert "stage-" in timing  # one entry per stage of the default pipeline
     events = _events(resp.content)
     assert events[-1] == "[DONE]"
@@ -252,6 +253,11 @@ async def test_stream_end_to_end_with_timing_report(default_proxy: str) -> None:
     assert report["choices"] == [] and report["object"] == "chat.completion.chunk"
     ms = report["promptslim"]["timing_ms"]
     assert ms["first_chunk"] is not None and ms["upstream"] >= ms["upstream_ttfb"] > 0
+    # the proxy's own share of the first token's way, on its clock: before the upstream saw
+    # the request (here including the default pipeline), and the first chunk's relay
+    assert 0 < ms["forward"] < ms["first_chunk"]
+    assert ms["pipeline"] <= ms["forward"]
+    assert 0 < ms["first_relay"] < ms["upstream"]
     assert report["promptslim"]["request_id"] == resp.headers["x-request-id"]
 
 
@@ -284,6 +290,31 @@ async def test_models_proxied_and_health_and_metrics(default_proxy: str) -> None
     for name in ("promptslim_ttft_seconds_count", "promptslim_tokens_saved_total",
                  "promptslim_queue_length", "promptslim_upstream_ttfb_seconds_sum"):  # fmt: skip
         assert name in text
+
+
+@pytest.mark.asyncio
+async def test_a_callers_client_is_used_as_given(seam: tuple[Seam, str]) -> None:
+    # The proxy's own client sends chat requests straight to its transport (no client
+    # layer); a caller's client is honoured instead, hooks and all.
+    seen: list[str] = []
+
+    async def hook(request: Any) -> None:
+        seen.append(request.url.path)
+
+    config = ServeConfig(upstream=seam[1], upstream_timeout_s=5.0)
+    # no kept-alive connections: they would belong to the server thread's event loop
+    limits = httpx.Limits(max_keepalive_connections=0)
+    hooks = {"request": [hook]}
+    async with httpx.AsyncClient(event_hooks=hooks, limits=limits, trust_env=False) as own:
+        app = create_app(config, pipeline=None, client=own)
+        with ThreadServer(app) as server:
+            async with httpx.AsyncClient(timeout=10) as client:
+                url = server.url + "/v1/chat/completions"
+                streamed = await client.post(url, json={**BODY, "stream": True})
+                plain = await client.post(url, json=BODY)
+    assert streamed.status_code == plain.status_code == 200
+    assert "Hello" in streamed.text and plain.json()["choices"][0]["message"]["content"]
+    assert seen == ["/v1/chat/completions"] * 2
 
 
 # ---------------------------------------------------------------- admission, timeouts, errors
