@@ -2,20 +2,30 @@
 
 For each compressor and target rate (0.5, 0.33): achieved rate (documents' tokens out / in),
 evidence retention (share of items whose gold answer survives, SQuAD-normalised substring),
-compression time per item (p50, p99), and SmolLM2 CPU prefill of the original and compressed
-prompt measured in the same run (one forward pass, median of repeats); ``net_ratio`` =
-(p50 compression time + median compressed prefill) / median original prefill.
+compression time per item (p50, p99; wall clock, and process CPU time beside it because the
+dev box is shared), and ``net_ratio`` = (compression time + compressed prefill) / original
+prefill, per item, median over items. Prefill is SmolLM2 on CPU as a serving engine does it
+(one forward pass, logits of the last position only), of the whole chat prompt with the
+documents rendered in; original and compressed prompts are timed side by side, interleaved
+(original, every compressed variant, original again ...), so load drift hits both alike.
+
+``lm`` and ``llmlingua`` (LongLLMLingua mode) run on the same items, one after the other for
+each item, and ``lm_speedup_vs_llmlingua`` (per rate: llmlingua's median time / lm's on those
+shared items) and ``lm_vs_llmlingua`` (both compressors' rate, retention and time on them)
+say how the native compressor compares with the package.
 
     python benchmarks/bench_compress.py --quick --json
 
-Model compressors are slow on CPU, so they run on fewer items (``--n-lm``, ``--n-llmlingua``)
-and prefill is measured on ``--prefill-items`` items; the JSON says how many each used.
+llmlingua takes ~25-35 s an item on a 2-core CPU, so it runs on fewer items than ``lm``, and
+``lm`` on fewer than ``extractive`` (``--n-lm``, ``--n-llmlingua``; ``--quick``: 50, 4 and 1
+rows); prefill on ``--prefill-items``. The JSON says how many each used.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import inspect
 import json
 import platform
 import re
@@ -25,12 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from promptslim.render import insert_documents
 from promptslim.stages.compress import CompressStage
 from promptslim.tokens import count_documents, get_counter
 from promptslim.types import Document, Request
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nq20-dev.jsonl.gz"
 RATES = (0.5, 0.33)
+MODEL_COMPRESSORS = ("lm", "llmlingua")
 
 
 def normalise(s: str) -> str:
@@ -43,10 +55,10 @@ def load(path: Path, n: int) -> list[dict[str, Any]]:
         return [json.loads(line) for _, line in zip(range(n), f)]
 
 
-def request_of(row: dict[str, Any]) -> Request:
+def request_of(row: dict[str, Any], n_docs: int | None = None) -> Request:
     docs = [
         Document(id=f"doc-{i}", text=c["text"], metadata={"title": c["title"]})
-        for i, c in enumerate(row["ctxs"])
+        for i, c in enumerate(row["ctxs"][:n_docs])
     ]
     return Request(
         messages=[
@@ -57,108 +69,194 @@ def request_of(row: dict[str, Any]) -> Request:
     )
 
 
-def prompt_text(body: dict[str, Any]) -> str:
-    return "\n".join(f"{m['role']}: {m['content']}" for m in body["messages"])
+def prompt_ids(lm: Any, request: Request) -> Any:
+    """The chat prompt the model would prefill: documents rendered in as the pipeline sends
+    them (``insert_documents``), through the model's chat template."""
+    messages = [m.to_openai() for m in request.messages]
+    messages = insert_documents(messages, request.documents, request.last_user_index())
+    ids = lm.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+    return ids.to(lm.device)
 
 
-def prefill_seconds(lm: Any, text: str, repeats: int) -> float:
+def prefill_seconds(lm: Any, ids: Any) -> float:
+    """One forward pass keeping only the last position's logits, as serving engines prefill
+    (the LM head over every position would add ~20 % that no engine spends)."""
     import torch
 
-    ids = lm.tokenizer(text, return_tensors="pt")["input_ids"].to(lm.device)
-    times = []
+    params = inspect.signature(lm.model.forward).parameters
+    keep = {"logits_to_keep" if "logits_to_keep" in params else "num_logits_to_keep": 1}
     with torch.inference_mode():
-        for _ in range(repeats):
-            start = time.perf_counter()
-            lm.model(input_ids=ids)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        start = time.perf_counter()
+        lm.model(input_ids=ids, **keep)
+        return time.perf_counter() - start
 
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def answer_kept(row: dict[str, Any], documents: list[Document]) -> bool:
+    context = normalise(" ".join(f"{d.title} {d.text}" for d in documents))
+    return any(normalise(a) in context for a in row["answers"])
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = load(Path(args.dataset), args.n)
     counter = get_counter()
+    sizes = {"extractive": len(rows), "lm": min(len(rows), args.n_lm), "llmlingua": min(len(rows), args.n_llmlingua)}
+    sizes = {name: sizes.get(name, len(rows)) for name in args.compressors}
+    options: dict[str, dict[str, Any]] = {"llmlingua": {"protect_fallback": False}}
+    stages = {
+        (name, rate): CompressStage(compressor=name, rate=rate, options=options.get(name), strict=True)
+        for name in args.compressors
+        for rate in RATES
+    }
+    for (name, rate), stage in stages.items():  # warm-up: model loads are not compression time
+        stage.run(request_of(rows[0], n_docs=3))
     lm = None
     if args.prefill_items:
         from promptslim.backends.models import load_causal_lm
 
         lm = load_causal_lm(device="cpu")
-    sizes = {"extractive": len(rows), "lm": min(len(rows), args.n_lm), "llmlingua": min(len(rows), args.n_llmlingua)}
-    options: dict[str, dict[str, Any]] = {"llmlingua": {"protect_fallback": False}}
-    originals: dict[int, float] = {}
-    out: dict[str, Any] = {}
-    for name in args.compressors:
-        out[name] = {}
-        for rate in RATES:
-            stage = CompressStage(compressor=name, rate=rate, options=options.get(name))
-            achieved, kept, times, prefills, base = [], 0, [], [], []
-            for i, row in enumerate(rows[: sizes[name]]):
-                request = request_of(row)
-                if i == 0:
-                    stage.run(request)  # warm-up: model loads are not compression time
-                start = time.perf_counter()
-                result = stage.run(request)
-                times.append((time.perf_counter() - start) * 1e3)
-                achieved.append(count_documents(result.documents, counter) / count_documents(request.documents, counter))
-                context = normalise(" ".join(f"{d.title} {d.text}" for d in result.documents))
-                kept += any(normalise(a) in context for a in row["answers"])
-                if lm is not None and i < args.prefill_items:
-                    if i not in originals:
-                        originals[i] = prefill_seconds(lm, prompt_text(request.to_openai()), args.repeats)
-                    base.append(originals[i])
-                    prefills.append(prefill_seconds(lm, prompt_text(result.to_openai()), args.repeats))
-            n = len(times)
-            entry: dict[str, Any] = {
-                "rate": round(statistics.mean(achieved), 4),
-                "retention": round(kept / n, 4),
-                "p50_ms": round(percentile(times, 0.5), 2),
-                "p99_ms": round(percentile(times, 0.99), 2),
-                "net_ratio": None,
-                "n": n,
+    # per (compressor, rate): per-item records, in row order
+    records: dict[tuple[str, float], list[dict[str, Any]]] = {key: [] for key in stages}
+    for i, row in enumerate(rows):
+        request = request_of(row)
+        before = count_documents(request.documents, counter)
+        compressed: dict[tuple[str, float], Request] = {}
+        for (name, rate), stage in stages.items():
+            if i >= sizes[name]:
+                continue
+            wall, cpu = time.perf_counter(), time.process_time()
+            result = stage.run(request)
+            rec = {
+                "ms": (time.perf_counter() - wall) * 1e3,
+                "cpu_ms": (time.process_time() - cpu) * 1e3,
+                "rate": count_documents(result.documents, counter) / before,
+                "kept": answer_kept(row, result.documents),
             }
-            if prefills:
-                entry["prefill_original_s"] = round(statistics.median(base), 3)
-                entry["prefill_compressed_s"] = round(statistics.median(prefills), 3)
-                entry["net_ratio"] = round(
-                    (entry["p50_ms"] / 1e3 + entry["prefill_compressed_s"]) / entry["prefill_original_s"], 3
-                )
-                entry["prefill_n"] = len(prefills)
-            out[name][str(rate)] = entry
-            print(f"{name} {rate}: {entry}", flush=True)
+            records[(name, rate)].append(rec)
+            compressed[(name, rate)] = result.request
+        if lm is not None and i < args.prefill_items:
+            _prefill_item(lm, request, compressed, records, args.repeats)
+    out: dict[str, Any] = {}
+    for (name, rate), recs in records.items():
+        out.setdefault(name, {})[str(rate)] = _entry(recs)
+        print(f"{name} {rate}: {out[name][str(rate)]}", flush=True)
+    if all(name in args.compressors for name in MODEL_COMPRESSORS):
+        out.update(_versus(records, sizes["llmlingua"]))
     import os
 
     out.update(
         N=len(rows),
         N_per_compressor=sizes,
+        prefill_items=min(args.prefill_items, len(rows)),
         machine=f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} (shared with other jobs: timings are noisy)",
         model="SmolLM2-135M-Instruct (fp32, CPU) for prefill, lm and llmlingua",
         dataset=str(args.dataset),
-        notes="llmlingua in LongLLMLingua mode, protect_fallback off (the raw package); "
-        "model compressors and prefill on subsets (see N_per_compressor, prefill_n)",
+        notes=(
+            "llmlingua in LongLLMLingua mode, protect_fallback off (the raw package); lm and "
+            "llmlingua compared on the same first N_per_compressor['llmlingua'] items; model "
+            f"compressors run on fewer rows than extractive (llmlingua ~25-35 s an item on a "
+            f"2-core CPU){' -- --quick: too few items for more than a smoke check' if args.quick else ''}; "
+            "net_ratio on the first prefill_items items, interleaved with the original prefill"
+        ),
     )
     return out
 
 
+def _prefill_item(
+    lm: Any,
+    request: Request,
+    compressed: dict[tuple[str, float], Request],
+    records: dict[tuple[str, float], list[dict[str, Any]]],
+    repeats: int,
+) -> None:
+    """Prefill the original and every compressed prompt of one item, interleaved, and add
+    each compressed variant's ``net`` = (compression + compressed prefill) / original."""
+    original = prompt_ids(lm, request)
+    variants = {key: prompt_ids(lm, req) for key, req in compressed.items()}
+    base: list[float] = []
+    times: dict[tuple[str, float], list[float]] = {key: [] for key in variants}
+    for _ in range(repeats):
+        base.append(prefill_seconds(lm, original))
+        for key, ids in variants.items():
+            times[key].append(prefill_seconds(lm, ids))
+    base.append(prefill_seconds(lm, original))  # bracket the variants: drift hits both sides
+    original_s = statistics.median(base)
+    for key, ts in times.items():
+        rec = records[key][-1]
+        rec["prefill_original_s"] = original_s
+        rec["prefill_compressed_s"] = statistics.median(ts)
+        rec["net"] = (rec["ms"] / 1e3 + rec["prefill_compressed_s"]) / original_s
+
+
+def _entry(recs: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(recs)
+    times = [r["ms"] for r in recs]
+    entry: dict[str, Any] = {
+        "rate": round(statistics.mean(r["rate"] for r in recs), 4),
+        "retention": round(sum(r["kept"] for r in recs) / n, 4),
+        "p50_ms": round(percentile(times, 0.5), 2),
+        "p99_ms": round(percentile(times, 0.99), 2),
+        "p50_cpu_ms": round(percentile([r["cpu_ms"] for r in recs], 0.5), 2),
+        "net_ratio": None,
+        "n": n,
+    }
+    measured = [r for r in recs if "net" in r]
+    if measured:
+        entry["net_ratio"] = round(statistics.median(r["net"] for r in measured), 3)
+        entry["prefill_original_s"] = round(statistics.median(r["prefill_original_s"] for r in measured), 3)
+        entry["prefill_compressed_s"] = round(statistics.median(r["prefill_compressed_s"] for r in measured), 3)
+        entry["prefill_n"] = len(measured)
+    return entry
+
+
+def _versus(records: dict[tuple[str, float], list[dict[str, Any]]], shared: int) -> dict[str, Any]:
+    """lm against llmlingua on the items both ran (the first ``shared`` rows)."""
+    speedup: dict[str, float | None] = {}
+    speedup_cpu: dict[str, float | None] = {}
+    detail: dict[str, Any] = {}
+    for rate in RATES:
+        lm_recs, ll_recs = records[("lm", rate)][:shared], records[("llmlingua", rate)][:shared]
+        if not lm_recs or not ll_recs:
+            speedup[str(rate)] = speedup_cpu[str(rate)] = None
+            continue
+        med = {k: statistics.median(r[k] for r in ll_recs) / statistics.median(r[k] for r in lm_recs) for k in ("ms", "cpu_ms")}
+        speedup[str(rate)], speedup_cpu[str(rate)] = round(med["ms"], 2), round(med["cpu_ms"], 2)
+        detail[str(rate)] = {
+            name: {
+                "rate": round(statistics.mean(r["rate"] for r in recs), 4),
+                "retention": round(sum(r["kept"] for r in recs) / len(recs), 4),
+                "p50_ms": round(statistics.median(r["ms"] for r in recs), 2),
+            }
+            for name, recs in (("lm", lm_recs), ("llmlingua", ll_recs))
+        } | {"n": len(lm_recs)}
+    return {"lm_speedup_vs_llmlingua": speedup, "lm_speedup_vs_llmlingua_cpu": speedup_cpu, "lm_vs_llmlingua": detail}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="50 rows")
+    parser.add_argument("--quick", action="store_true", help="50 rows (4 for lm, 1 for llmlingua, 1 prefilled)")
     parser.add_argument("--json", action="store_true", help="one JSON object as the last line")
     parser.add_argument("--dataset", default=str(DATA))
     parser.add_argument("--n", type=int, default=None)
     parser.add_argument("--n-lm", type=int, default=None)
     parser.add_argument("--n-llmlingua", type=int, default=None)
     parser.add_argument("--prefill-items", type=int, default=None)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--compressors", nargs="+", default=["extractive", "lm", "llmlingua"])
     args = parser.parse_args()
-    args.n = args.n or (50 if args.quick else 1000)
-    args.n_lm = args.n_lm if args.n_lm is not None else (10 if args.quick else 100)
-    args.n_llmlingua = args.n_llmlingua if args.n_llmlingua is not None else (5 if args.quick else 10)
-    args.prefill_items = args.prefill_items if args.prefill_items is not None else (5 if args.quick else 20)
+
+    def pick(value: int | None, quick: int, full: int) -> int:
+        return value if value is not None else (quick if args.quick else full)
+
+    args.n = pick(args.n, 50, 1000)
+    args.n_lm = pick(args.n_lm, 4, 100)
+    args.n_llmlingua = pick(args.n_llmlingua, 1, 20)
+    args.prefill_items = pick(args.prefill_items, 1, 20)
+    args.repeats = pick(args.repeats, 1, 3)
     result = run(args)
     if args.json:
         print(json.dumps(result))

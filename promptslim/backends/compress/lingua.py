@@ -6,14 +6,16 @@ CPU unless CUDA is there (llmlingua's own default is CUDA, which crashes CPU-onl
 LLMLingua-2 needs a token-classification model path (``model=...``).
 
 llmlingua returns one string; document identity is recovered explicitly: contexts are kept in
-their original order and each compressed piece is matched to the document whose characters it
-is a subsequence of. llmlingua cannot be told to keep arbitrary spans, so by default a document
+their original order, the ``"\n\n"`` between them is kept (``keep_split``: otherwise the
+token filter prunes separators too, two documents' pieces fuse and match neither), and each
+compressed piece is matched to the document whose characters it is a subsequence of. llmlingua cannot be told to keep arbitrary spans, so by default a document
 whose protected spans did not survive whole is re-compressed by the extractive compressor to
 the same size (``protect_fallback``), which keeps invariant 5.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -103,6 +105,7 @@ class LLMLinguaCompressor(Compressor):
                 self._compressor = PromptCompressor(
                     model_name=name, device_map=device, model_config=dict(safe)
                 )
+                _keep_separators(self._compressor)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"llmlingua cannot load {self.model!r}: {exc}", field="model") from exc
         return self._compressor
@@ -113,7 +116,7 @@ class LLMLinguaCompressor(Compressor):
             if self.mode == "llmlingua2":
                 res = compressor.compress_prompt(texts, target_token=target, force_reserve_digit=True)
             elif self.mode == "llmlingua":
-                res = compressor.compress_prompt(texts, target_token=target, question="")
+                res = compressor.compress_prompt(texts, target_token=target, question="", keep_split=True)
             else:
                 res = compressor.compress_prompt(
                     texts,
@@ -126,6 +129,7 @@ class LLMLinguaCompressor(Compressor):
                     rank_method="longllmlingua",
                     context_budget="+100",
                     concate_question=False,
+                    keep_split=True,
                 )
         except Exception as exc:  # llmlingua raises bare errors of many kinds
             raise BackendError(f"{type(exc).__name__}: {exc}", backend="llmlingua") from exc
@@ -145,15 +149,18 @@ class LLMLinguaCompressor(Compressor):
 
 def _recover(texts: Sequence[str], compressed: str) -> list[str]:
     """Each document's compressed piece: pieces come in document order, and a piece belongs
-    to the first remaining document whose characters it is a subsequence of."""
+    to the first remaining document whose characters it is a subsequence of. A piece that
+    matches none (llmlingua decoded something the documents do not hold) is left out alone,
+    not with every document after it."""
     pieces = [p.strip() for p in compressed.split(_SEPARATOR) if p.strip()]
     out = [""] * len(texts)
     d = 0
     for piece in pieces:
-        while d < len(texts) and not _is_subsequence(piece.replace(" ", ""), texts[d]):
-            d += 1
-        if d == len(texts):
-            break  # unmatched piece (llmlingua rewrote something): nothing to attach it to
+        chars = piece.replace(" ", "")
+        found = next((k for k in range(d, len(texts)) if _is_subsequence(chars, texts[k])), None)
+        if found is None:
+            continue
+        d = found
         out[d] = f"{out[d]} {piece}".strip() if out[d] else piece
     return out
 
@@ -161,6 +168,17 @@ def _recover(texts: Sequence[str], compressed: str) -> list[str]:
 def _is_subsequence(needle: str, haystack: str) -> bool:
     it = iter(haystack)
     return all(ch in it for ch in needle)
+
+
+def _keep_separators(compressor: Any) -> None:
+    """``keep_split`` spares the tokens of ``"\n\n"``, recognised as two of llmlingua's
+    hard-coded newline id 13 (LLaMA's). Give it this tokenizer's newline when ``"\n\n"`` is
+    two of them (SmolLM2: 198); otherwise leave it (separators may then be pruned)."""
+    ids = compressor.tokenizer("\n\n", add_special_tokens=False)["input_ids"]
+    if len(ids) == 2 and ids[0] == ids[1]:
+        compressor.iterative_compress_prompt = functools.partial(
+            type(compressor).iterative_compress_prompt, compressor, split_token_id=ids[0]
+        )
 
 
 def _offline_tiktoken() -> None:

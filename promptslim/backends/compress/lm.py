@@ -3,17 +3,27 @@
 LLMLingua keeps the tokens with high self-information ``-log p(x_t | x_<t)`` under a small
 LM; LongLLMLingua adds a question-aware coarse step (rank documents, keep the best) and a
 dynamic ratio (better-ranked documents keep more). This is that scheme, written for current
-transformers and for CPUs:
+transformers and for CPUs, where every token the LM reads costs about as much as prefilling
+it in the serving model — so the design is about reading as little as possible:
 
-- **Coarse**: documents ranked by lexical/retrieval relevance (``coarse="lexical"``, free) or
-  by the LM's likelihood of the question given the document (``coarse="lm"``, LongLLMLingua's
-  ranking: one batched pass). Documents are kept in rank order up to ``coarse_keep`` times
-  the budget, so the LM only reads what may survive — its cost stays below the prefill saved.
-- **Fine**: one batched forward pass per chunk over ``question + document`` rows, under
-  ``torch.inference_mode``. The question's KV cache is computed once and shared by every row;
-  a document longer than ``chunk_tokens`` is read in chunks that carry the cache forward.
-  Self-information is averaged over each word's tokens and whole words are pruned, so no
-  word is cut in half. Each document's share follows its rank (``dynamic_ratio``).
+- **Coarse**: documents ranked by BM25 + upstream retrieval score (``coarse="lexical"``,
+  free), with MiniLM similarity added (``"hybrid"``, the retrieval extra, milliseconds), or
+  by the LM's likelihood of the question after a short window of each document
+  (``"lm"``, LongLLMLingua's ranking: one batched pass over ``window_tokens`` per document).
+  Documents are kept in rank order up to ``coarse_keep`` times the budget (1.1 by default,
+  about LongLLMLingua's own "budget + 100 tokens" on a 1,000-token budget), so the LM only
+  reads what may survive.
+- **Dynamic ratio**: each kept document's share of the budget follows its rank, capped at
+  its own size (the surplus flows to the others). A document whose share covers it is kept
+  whole and never read by the LM.
+- **Fine**: the documents left are scored in batches of short rows (one document per row,
+  rows of similar length together, so little padding and short attention), one forward pass
+  per batch under ``torch.inference_mode``, the question's KV cache computed once and
+  shared by every row. Self-information needs the full-vocabulary softmax, but only where a
+  token is really scored: the LM head (a fifth of the model's FLOPs here) runs on the hidden
+  states of real, unprotected document tokens only — not on padding, the question, or the
+  words a protected span forces. Scores are averaged per word and whole words are pruned,
+  vectorised (no per-token Python loop).
 - Words overlapping a protected span are always kept (byte-exact, never split).
 
 Budgets are in the caller's token counter; the LM's tokens are converted per document by the
@@ -35,7 +45,11 @@ from .extractive import ExtractiveCompressor
 __all__ = ["LMCompressor"]
 
 _WORD = re.compile(r"\s*\S+")
-_COARSE = ("lexical", "lm")
+_COARSE = ("lexical", "hybrid", "lm")
+# rows of the LM head computed at once: bounds the (rows x vocabulary) logits buffer
+_HEAD_ROWS = 1024
+# documents whose scores are remembered (see LMCompressor._scores)
+_MEMO_SIZE = 256
 
 
 @dataclass
@@ -49,14 +63,15 @@ class _Doc:
 
 
 class LMCompressor(Compressor):
-    """Token (word) pruning by self-information under a causal LM (see the module docstring).
+    """Word pruning by self-information under a causal LM (see the module docstring).
 
     ``model``: None for the packaged SmolLM2-135M-Instruct, or a local HF causal LM path.
     ``device``: ``cpu``/``cuda``; None picks CUDA when available.
-    ``coarse``: ``lexical`` or ``lm`` document ranking. ``coarse_keep``: the coarse step keeps
-    documents up to this multiple of the budget (>= 1). ``dynamic_ratio``: how much more the
-    best-ranked document keeps than the average (0: same ratio everywhere).
-    ``chunk_tokens``: longest stretch of a row read in one forward pass.
+    ``coarse``: ``lexical``, ``hybrid`` (needs the retrieval extra) or ``lm`` document ranking.
+    ``coarse_keep``: the coarse step keeps documents up to this multiple of the budget (>= 1;
+    the fine step prunes the excess). ``dynamic_ratio``: how much more the best-ranked document
+    keeps than the average (0: same ratio everywhere). ``batch_tokens``: LM tokens per forward
+    pass (rows x width). ``window_tokens``: document tokens read per row by ``coarse="lm"``.
     """
 
     name = "lm"
@@ -67,9 +82,10 @@ class LMCompressor(Compressor):
         model: str | None = None,
         device: str | None = None,
         coarse: str = "lexical",
-        coarse_keep: float = 1.3,
+        coarse_keep: float = 1.1,
         dynamic_ratio: float = 0.3,
-        chunk_tokens: int = 512,
+        batch_tokens: int = 2048,
+        window_tokens: int = 64,
     ) -> None:
         if coarse not in _COARSE:
             raise ConfigError(f"must be one of {', '.join(_COARSE)}, got {coarse!r}", field="coarse")
@@ -77,14 +93,18 @@ class LMCompressor(Compressor):
             raise ConfigError(f"must be between 1 and 10, got {coarse_keep}", field="coarse_keep")
         if not 0.0 <= dynamic_ratio < 1.0:
             raise ConfigError(f"must be in [0, 1), got {dynamic_ratio}", field="dynamic_ratio")
-        if chunk_tokens < 16:
-            raise ConfigError(f"must be at least 16, got {chunk_tokens}", field="chunk_tokens")
+        if batch_tokens < 64:
+            raise ConfigError(f"must be at least 64, got {batch_tokens}", field="batch_tokens")
+        if window_tokens < 8:
+            raise ConfigError(f"must be at least 8, got {window_tokens}", field="window_tokens")
         self.model = model
         self.device = device
         self.coarse = coarse
         self.coarse_keep = coarse_keep
         self.dynamic_ratio = dynamic_ratio
-        self.chunk_tokens = chunk_tokens
+        self.batch_tokens = batch_tokens
+        self.window_tokens = window_tokens
+        self._memo: dict[tuple[str, str], Any] = {}
 
     # ---- the interface
 
@@ -95,22 +115,20 @@ class LMCompressor(Compressor):
             return []
         lm = self._lm()
         costs = [it.overhead + counter.count(it.text) for it in items]
-        order = self._rank(items, query, lm)
-        kept: list[int] = []
-        total = 0
-        for i in order:  # coarse: best documents first, up to coarse_keep x budget
-            if total >= self.coarse_keep * budget or costs[i] > budget - sum(items[k].overhead for k in kept):
-                continue
-            kept.append(i)
-            total += costs[i]
+        kept = self._coarse(items, costs, query, budget, lm)
         if not kept:
             return [""] * len(items)
-        docs = [self._prepare(i, items[i], lm, counter) for i in kept]
-        scores = self._self_information(docs, query, lm)
-        shares = self._shares(docs, items, budget, counter)
+        shares = self._shares(kept, items, costs, budget)
         out = [""] * len(items)
-        for doc, doc_scores, share in zip(docs, scores, shares):
-            out[doc.index] = self._prune(items[doc.index].text, doc, doc_scores, share)
+        pruned: list[tuple[_Doc, float]] = []
+        for i, share in zip(kept, shares):
+            if share >= costs[i] - items[i].overhead:
+                out[i] = items[i].text  # its share covers it: kept whole, the LM never reads it
+            else:
+                pruned.append((self._prepare(i, items[i], lm, counter), share))
+        scores = self._scores([d for d, _ in pruned], items, query, lm)
+        for (doc, share), doc_scores in zip(pruned, scores):
+            out[doc.index] = _prune(items[doc.index].text, doc, doc_scores, share)
         return out
 
     # ---- steps
@@ -120,150 +138,232 @@ class LMCompressor(Compressor):
 
         return load_causal_lm(self.model, device=self.device)
 
-    def _rank(self, items: Sequence[Item], query: str, lm: Any) -> list[int]:
+    def _coarse(
+        self, items: Sequence[Item], costs: Sequence[int], query: str, budget: int, lm: Any
+    ) -> list[int]:
+        """Documents kept by the coarse step, best first: up to ``coarse_keep`` x budget,
+        skipping one that alone does not fit what the kept documents' headers leave."""
         if self.coarse == "lm" and query:
             relevance = self._question_likelihood(items, query, lm)
         else:
-            relevance = ExtractiveCompressor().document_relevance(items, query)
-        return sorted(range(len(items)), key=lambda i: (-relevance[i], i))
+            ranker = ExtractiveCompressor(embeddings=self.coarse == "hybrid")
+            relevance = ranker.document_relevance(items, query)
+        order = sorted(range(len(items)), key=lambda i: (-relevance[i], i))
+        kept: list[int] = []
+        total = overhead = 0
+        for i in order:
+            if total >= self.coarse_keep * budget or costs[i] > budget - overhead:
+                continue
+            kept.append(i)
+            total += costs[i]
+            overhead += items[i].overhead
+        return kept
+
+    def _shares(
+        self, kept: Sequence[int], items: Sequence[Item], costs: Sequence[int], budget: int
+    ) -> list[float]:
+        """Each kept document's text budget in counter tokens, summing to the free budget:
+        rank-weighted (LongLLMLingua's dynamic ratio), capped at the document's own size with
+        the surplus spread over the others in proportion to their weights."""
+        sizes = [float(costs[i] - items[i].overhead) for i in kept]
+        free = max(0.0, budget - sum(items[i].overhead for i in kept))
+        n = len(kept)
+        weights = [
+            s * (1.0 + self.dynamic_ratio * (1.0 - 2.0 * k / max(1, n - 1))) for k, s in enumerate(sizes)
+        ]
+        shares = [0.0] * n
+        open_ = set(range(n))
+        while open_:
+            scale = free / (sum(weights[k] for k in open_) or 1.0)
+            full = {k for k in open_ if weights[k] * scale >= sizes[k]}
+            if not full:
+                for k in open_:
+                    shares[k] = weights[k] * scale
+                break
+            for k in full:
+                shares[k] = sizes[k]
+                free -= sizes[k]
+            open_ -= full
+        return shares
 
     def _prepare(self, index: int, item: Item, lm: Any, counter: TokenCounter) -> _Doc:
+        import bisect
+
         text = item.text
         words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
+        ends = [e for _, e in words]
         enc = lm.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         ids: list[int] = enc["input_ids"]
-        starts = [m.end() - len(m.group().lstrip()) for m in _WORD.finditer(text)]
-        token_word: list[int] = []
-        w = 0
-        for a, b in enc["offset_mapping"]:
-            # a token belongs to the word in which its first non-space character lies
-            pos = a + (len(text[a:b]) - len(text[a:b].lstrip()))
-            while w + 1 < len(words) and pos >= starts[w + 1]:
-                w += 1
-            token_word.append(w)
+        # words are contiguous (each carries its leading whitespace), so a token belongs to
+        # the word whose span holds its first character; trailing whitespace to the last word
+        last = max(0, len(words) - 1)
+        token_word = [min(last, bisect.bisect_right(ends, a)) for a, _ in enc["offset_mapping"]]
         forced = [any(p.start < e and p.end > s for p in item.protected) for s, e in words]
         per_token = counter.count(text) / max(1, len(ids))
         return _Doc(index, words, ids, token_word, forced, per_token)
 
-    def _shares(
-        self, docs: Sequence[_Doc], items: Sequence[Item], budget: int, counter: TokenCounter
-    ) -> list[float]:
-        """Each kept document's budget in counter tokens: rank-weighted (better-ranked
-        documents keep more, LongLLMLingua's dynamic ratio), summing to the budget."""
-        free = budget - sum(items[d.index].overhead for d in docs)
-        n = len(docs)
-        weights = [
-            len(d.ids) * d.cost_per_token * (1.0 + self.dynamic_ratio * (1.0 - 2.0 * k / max(1, n - 1)))
-            for k, d in enumerate(docs)
-        ]
-        scale = max(0.0, free) / (sum(weights) or 1.0)
-        return [w * scale for w in weights]
-
-    def _prune(self, text: str, doc: _Doc, token_scores: Sequence[float], share: float) -> str:
-        n_words = len(doc.words)
-        sums = [0.0] * n_words
-        counts = [0] * n_words
-        for w, s in zip(doc.token_word, token_scores):
-            sums[w] += s
-            counts[w] += 1
-        score = [sums[w] / counts[w] if counts[w] else 0.0 for w in range(n_words)]
-        cost = [max(1, counts[w]) * doc.cost_per_token for w in range(n_words)]
-        keep = list(doc.forced)
-        spent = sum(c for c, k in zip(cost, keep) if k)
-        for w in sorted(range(n_words), key=lambda w: (-score[w], w)):
-            if keep[w] or spent + cost[w] > share:
-                continue
-            keep[w] = True
-            spent += cost[w]
-        return "".join(text[s:e] for (s, e), k in zip(doc.words, keep) if k).strip()
+    def _scores(self, docs: Sequence[_Doc], items: Sequence[Item], query: str, lm: Any) -> list[Any]:
+        """Self-information per document, remembered by (question, text): a document's scores
+        do not depend on the budget, so the stage's retry after a tokenisation overshoot (a
+        smaller budget, same documents) costs no second LM pass."""
+        keys = [(query, items[d.index].text) for d in docs]
+        known = {key: self._memo.get(key) for key in keys}  # a local view: threads share the memo
+        missing = [k for k, key in enumerate(keys) if known[key] is None]
+        if missing:
+            fresh = dict(zip((keys[k] for k in missing), self._self_information([docs[k] for k in missing], query, lm)))
+            known.update(fresh)
+            if len(self._memo) + len(fresh) > _MEMO_SIZE:
+                self._memo.clear()  # one request's documents at a time is all it is for
+            self._memo.update(fresh)
+        return [known[key] for key in keys]
 
     # ---- the model passes
 
-    def _self_information(self, docs: Sequence[_Doc], query: str, lm: Any) -> list[list[float]]:
-        """``-log p(token | question, preceding tokens)`` for every token of every document:
-        rows batched, the question's KV cache computed once and shared."""
+    def _self_information(self, docs: Sequence[_Doc], query: str, lm: Any) -> list[Any]:
+        """``-log p(token | question, preceding tokens)`` for every scored token of every
+        document (0 for tokens of forced words, which are kept anyway), as 1-D tensors."""
         import torch
 
         tok, model = lm.tokenizer, lm.model
         prefix = tok(f"Question: {query}\nContext:", add_special_tokens=False)["input_ids"] if query else []
-        if not prefix:
-            prefix = [tok.eos_token_id]  # something to condition the first token on
-        rows = [d.ids for d in docs]
-        width = max(len(r) for r in rows)
-        pad = tok.pad_token_id
-        ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=lm.device)
-        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=lm.device)
-        batch = len(rows)
+        prefix = prefix or [tok.eos_token_id]  # something to condition the first token on
+        base, head = model.get_decoder(), model.get_output_embeddings()
+        out: list[Any] = [None] * len(docs)
         try:
             with torch.inference_mode():
-                p = torch.tensor([prefix], device=lm.device)
-                out = model(input_ids=p, past_key_values=_new_cache(), use_cache=True)
-                cache = _repeat_cache(out.past_key_values, batch)
-                last_logits = out.logits[:, -1:, :].expand(batch, 1, -1)
-                info = torch.zeros(batch, width, device=lm.device)
-                done = 0
-                while done < width:
-                    end = min(width, done + self.chunk_tokens)
-                    full_mask = torch.cat(
-                        [torch.ones(batch, len(prefix), dtype=mask.dtype, device=lm.device), mask[:, :end]], dim=1
+                first = base(input_ids=torch.tensor([prefix], device=lm.device), use_cache=True)
+                prefix_cache = _legacy(first.past_key_values)
+                prefix_last = first.last_hidden_state[:, -1:, :]  # predicts each row's first token
+                for batch in _batches(docs, self.batch_tokens):
+                    rows = [docs[b] for b in batch]
+                    width = max(len(d.ids) for d in rows)
+                    ids = torch.full((len(rows), width), tok.pad_token_id, device=lm.device)
+                    real = torch.zeros(len(rows), width, dtype=torch.bool, device=lm.device)
+                    scored = torch.zeros_like(real)
+                    for r, d in enumerate(rows):
+                        ids[r, : len(d.ids)] = torch.tensor(d.ids, device=lm.device)
+                        real[r, : len(d.ids)] = True
+                        forced = torch.tensor(d.forced, device=lm.device)[torch.tensor(d.token_word, device=lm.device)]
+                        scored[r, : len(d.ids)] = ~forced
+                    mask = torch.cat(
+                        [torch.ones(len(rows), len(prefix), dtype=torch.long, device=lm.device), real.long()], dim=1
                     )
-                    out = model(
-                        input_ids=ids[:, done:end],
-                        attention_mask=full_mask,
-                        past_key_values=cache,
+                    hidden = base(
+                        input_ids=ids,
+                        attention_mask=mask,
+                        past_key_values=_repeat(prefix_cache, len(rows)),
                         use_cache=True,
-                    )
-                    cache = out.past_key_values
-                    # logits at t predict t+1: prepend the logit that predicts this chunk's first token
-                    logits = torch.cat([last_logits, out.logits[:, :-1, :]], dim=1)
-                    logp = torch.log_softmax(logits.float(), dim=-1)
-                    info[:, done:end] = -logp.gather(-1, ids[:, done:end, None])[..., 0]
-                    last_logits = out.logits[:, -1:, :]
-                    done = end
+                    ).last_hidden_state
+                    # the hidden state at t predicts token t+1: shift by one, the question's last first
+                    before = torch.cat([prefix_last.expand(len(rows), 1, -1), hidden[:, :-1]], dim=1)
+                    info = torch.zeros(len(rows), width, device=lm.device)
+                    info[scored] = _surprisal(head, model.config, before[scored], ids[scored])
+                    for r, b in enumerate(batch):
+                        out[b] = info[r, : len(docs[b].ids)].float().cpu()
         except RuntimeError as exc:
             raise BackendError(str(exc), backend="lm") from exc
-        values = info.cpu().tolist()
-        return [v[: len(r)] for v, r in zip(values, rows)]
+        return out
 
     def _question_likelihood(self, items: Sequence[Item], query: str, lm: Any) -> list[float]:
-        """LongLLMLingua's coarse ranking: mean ``log p(question | document)``, batched."""
+        """LongLLMLingua's coarse ranking: mean ``log p(question | document window)``, the
+        window being each document's first ``window_tokens`` tokens; batched, left-padded, and
+        the LM head run only where a question token is predicted."""
         import torch
 
         tok, model = lm.tokenizer, lm.model
+        base, head = model.get_decoder(), model.get_output_embeddings()
         q = tok(f"\nQuestion: {query}", add_special_tokens=False)["input_ids"]
-        docs = [tok(it.text, add_special_tokens=False)["input_ids"][-self.chunk_tokens :] for it in items]
-        width = max(len(d) for d in docs) + len(q)
+        windows = [tok(it.text, add_special_tokens=False)["input_ids"][: self.window_tokens] for it in items]
+        width = max(len(w) for w in windows) + len(q)
+        per_batch = max(1, self.batch_tokens // width)
         pad = tok.pad_token_id
-        # left-pad so the question sits at the same columns in every row
-        rows = [[pad] * (width - len(d) - len(q)) + d + q for d in docs]
-        mask = [[0] * (width - len(d) - len(q)) + [1] * (len(d) + len(q)) for d in docs]
         scores: list[float] = []
-        with torch.inference_mode():
-            for start in range(0, len(rows), 8):
-                ids = torch.tensor(rows[start : start + 8], device=lm.device)
-                att = torch.tensor(mask[start : start + 8], device=lm.device)
-                pos = (att.cumsum(-1) - 1).clamp(min=0)
-                logits = model(input_ids=ids, attention_mask=att, position_ids=pos).logits
-                logp = torch.log_softmax(logits[:, -len(q) - 1 : -1, :].float(), dim=-1)
-                target = ids[:, -len(q) :, None]
-                scores.extend(logp.gather(-1, target)[..., 0].mean(-1).tolist())
+        try:
+            with torch.inference_mode():
+                for start in range(0, len(windows), per_batch):
+                    chunk = windows[start : start + per_batch]
+                    # left-pad so the question sits at the same columns in every row
+                    ids = torch.tensor([[pad] * (width - len(w) - len(q)) + w + q for w in chunk], device=lm.device)
+                    att = torch.tensor(
+                        [[0] * (width - len(w) - len(q)) + [1] * (len(w) + len(q)) for w in chunk], device=lm.device
+                    )
+                    pos = (att.cumsum(-1) - 1).clamp(min=0)
+                    hidden = base(input_ids=ids, attention_mask=att, position_ids=pos).last_hidden_state
+                    before = hidden[:, -len(q) - 1 : -1, :]
+                    info = _surprisal(head, model.config, before.reshape(-1, before.shape[-1]), ids[:, -len(q) :].reshape(-1))
+                    scores.extend((-info.view(len(chunk), len(q)).mean(-1)).tolist())
+        except RuntimeError as exc:
+            raise BackendError(str(exc), backend="lm") from exc
         return scores
 
 
-def _new_cache() -> Any:
-    """An empty Cache object (current transformers deprecate the legacy tuples)."""
+# ---------------------------------------------------------------- helpers
+
+
+def _prune(text: str, doc: _Doc, token_scores: Any, share: float) -> str:
+    """Keep forced words, then the highest-scoring words (mean self-information of their
+    tokens) while they fit ``share``; written back in order."""
+    import torch
+
+    n_words = len(doc.words)
+    if not n_words:
+        return ""
+    index = torch.tensor(doc.token_word)
+    counts = torch.zeros(n_words).index_add_(0, index, torch.ones(len(doc.token_word)))
+    sums = torch.zeros(n_words).index_add_(0, index, token_scores)
+    score = sums / counts.clamp(min=1)
+    cost = counts.clamp(min=1) * doc.cost_per_token
+    forced = torch.tensor(doc.forced)
+    room = share - float(cost[forced].sum())
+    # best first, ties to the earlier word (stable sort): deterministic
+    order = torch.sort(-score, stable=True).indices
+    order = order[~forced[order]]
+    fits = torch.cumsum(cost[order], 0) <= room
+    keep = forced.clone()
+    keep[order[fits]] = True
+    return "".join(text[s:e] for (s, e), k in zip(doc.words, keep.tolist()) if k).strip()
+
+
+def _batches(docs: Sequence[_Doc], batch_tokens: int) -> list[list[int]]:
+    """Rows grouped longest first so each batch pads to similar lengths, each batch at most
+    ``batch_tokens`` (rows x width; a single longer document gets a batch of its own)."""
+    order = sorted(range(len(docs)), key=lambda i: (-len(docs[i].ids), i))
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and (len(batches[-1]) + 1) * len(docs[batches[-1][0]].ids) <= batch_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+def _surprisal(head: Any, config: Any, hidden: Any, targets: Any) -> Any:
+    """``-log softmax(head(hidden))[target]`` per row, the head applied in slices so the
+    (rows x vocabulary) logits never all exist at once."""
+    import torch
+
+    cap = getattr(config, "final_logit_softcapping", None)
+    parts = []
+    for start in range(0, hidden.shape[0], _HEAD_ROWS):
+        logits = head(hidden[start : start + _HEAD_ROWS]).float()
+        if cap:  # models whose head soft-caps its logits (Gemma 2): score what they predict
+            logits = torch.tanh(logits / cap) * cap
+        target = logits.gather(-1, targets[start : start + _HEAD_ROWS, None])[:, 0]
+        parts.append(torch.logsumexp(logits, dim=-1) - target)
+    return torch.cat(parts) if parts else hidden.new_zeros(0)
+
+
+def _legacy(cache: Any) -> Any:
+    """The question's KV cache as per-layer (key, value) tensors, to copy for each batch."""
+    return cache.to_legacy_cache() if hasattr(cache, "to_legacy_cache") else cache
+
+
+def _repeat(cache: Any, batch: int) -> Any:
+    """A fresh cache holding the question's keys and values for ``batch`` rows (the forward
+    pass appends to it, so every batch gets its own)."""
+    layers = tuple(tuple(t.expand(batch, *t.shape[1:]).contiguous() for t in layer) for layer in cache)
     try:
         from transformers import DynamicCache
     except ImportError:  # very old transformers: legacy tuples it is
-        return None
-    return DynamicCache()
-
-
-def _repeat_cache(cache: Any, batch: int) -> Any:
-    """The question's KV cache repeated for every row (a Cache object or legacy tuples)."""
-    if batch == 1:
-        return cache
-    if hasattr(cache, "batch_repeat_interleave"):
-        cache.batch_repeat_interleave(batch)
-        return cache
-    return tuple(tuple(t.expand(batch, *t.shape[1:]).contiguous() for t in layer) for layer in cache)
+        return layers
+    return DynamicCache.from_legacy_cache(layers)
