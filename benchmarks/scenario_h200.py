@@ -1,5 +1,5 @@
 """The seed's scenario on paper (issue 11, item 6): 500 concurrent RAG+chat requests on one H200
-serving an 8B-class model, baseline vs ``Pipeline.default()``: TTFT P50/P95/P99 from loadsim.
+serving an 8B-class model, baseline vs promptslim: TTFT P50/P95/P99 from loadsim.
 
 **The cost model is a public figure, not a measurement** unless ``--cost-curve`` gives one.
 Without it: the H200 SXM's theoretical dense BF16 peak of 989 TFLOPS and HBM bandwidth of
@@ -14,13 +14,19 @@ the weights and KV cache at an ASSUMED 70 % of bandwidth (``--mbu``), 2 ms per f
 file (``{"a","b","c"}`` or ``{"points"}``); decode costs stay the roofline's unless given.
 
 The stream: items from ``builtin:rag`` and ``builtin:chat`` alternated, each sent as is
-(baseline) and after ``Pipeline.default()`` (token counts from actually running it). The first
+(baseline) and after the pipeline of ``--pipeline`` (token counts from actually running it).
+Its default, ``scenario_pipeline.json`` beside this script, is every default stage plus what a
+service declares about its own system prompt: the chat template writes the user's name into it
+(``User: {name}``), so the prefix stage is told that value varies per request, as DESIGN.md's
+declared variables intend; without it each user's name would end the cacheable prefix. The first
 ``--items`` of each dataset are distinct; longer streams reuse their shapes: a repeat keeps the
 prefix its prompt shares with the other prompts of its dataset (the system prompt a prefix cache
 can share) and gets fresh ids for the rest (a new user's content, which no cache holds).
 Closed loop at ``--concurrency`` 500 clients, ``--output-tokens`` each; the engine is vLLM-like
-(``--max-num-seqs`` 256, ``--max-batched-tokens`` 8,192, chunked prefill, prefix cache in the
-KV memory left beside the weights). The time promptslim itself takes is measured on this CPU and reported, not added.
+with vLLM's own defaults for its OpenAI server on a GPU of >= 70 GiB other than an A100
+(``--max-num-seqs`` 1,024, ``--max-batched-tokens`` 8,192: ``EngineArgs`` batch defaults in
+https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py), chunked prefill and a
+prefix cache in the KV memory left beside the weights. The time promptslim itself takes is measured on this CPU and reported, not added.
 
 ``--bench-summary summary.json`` (from ``promptslim bench`` on the same config) adds the quality
 delta: config minus baseline, paired bootstrap 95 % interval, in points; goal >= -1 point.
@@ -69,12 +75,12 @@ DATASETS = ("builtin:rag", "builtin:chat")
 # ---------------------------------------------------------------- the request stream
 
 
-def build_streams(items: int, requests: int, seed: int) -> dict[str, Any]:
+def build_streams(items: int, requests: int, seed: int, pipeline_config: Path) -> dict[str, Any]:
     """Per config: the prompt token arrays (rag and chat alternated) and the slimming times."""
     from promptslim.bench.datasets import load_dataset
     from promptslim.pipeline import Pipeline
 
-    pipeline = Pipeline.default()
+    pipeline = Pipeline.from_config(pipeline_config)
     per: dict[str, dict[str, list[Any]]] = {"baseline": {}, "promptslim": {}}
     slim_s: list[float] = []
     for spec in DATASETS:
@@ -173,7 +179,7 @@ def run(args: Any) -> dict[str, Any]:
     started = time.perf_counter()
     requests = args.requests or (args.concurrency if args.quick else 2 * args.concurrency)
     items = args.items or (12 if args.quick else 60)
-    built = build_streams(items, requests, args.seed)
+    built = build_streams(items, requests, args.seed, args.pipeline)
     measured, source = (None, "")
     if args.cost_curve:
         measured, source = load_cost_curve(Path(args.cost_curve))
@@ -222,6 +228,7 @@ def run(args: Any) -> dict[str, Any]:
         "requests": requests,
         "distinct_items_per_dataset": items,
         "datasets": list(DATASETS),
+        "pipeline": str(args.pipeline.name),
         "output_tokens": args.output_tokens,
         "configs": configs,
         "p_ratio_baseline_over_promptslim": ratios,
@@ -231,7 +238,7 @@ def run(args: Any) -> dict[str, Any]:
             "p50": 1000 * statistics.median(built["slim_s"]),
             "max": 1000 * max(built["slim_s"]),
             "n": len(built["slim_s"]),
-            "note": "Pipeline.default() on this (shared) CPU; not added to the simulated TTFT",
+            "note": "the pipeline on this CPU; not added to the simulated TTFT",
         },
         "machine": machine(),
     }
@@ -270,7 +277,7 @@ def table(result: dict[str, Any]) -> str:
             f"concurrency {result['concurrency']}, {result['output_tokens']} output tokens each."
         ),
         (
-            f"Pipeline.default() on this CPU: median {result['slim_ms_this_cpu']['p50']:.0f} ms "
+            f"The pipeline ({result['pipeline']}) on this CPU: median {result['slim_ms_this_cpu']['p50']:.0f} ms "
             "per request (not in the simulated TTFT)."
         ),
     ]
@@ -301,12 +308,18 @@ def main() -> None:
     p.add_argument("--requests", type=int, help="default: concurrency (quick) or 2x it")
     p.add_argument("--items", type=int, help="distinct items per dataset (default 12 quick, 60)")
     p.add_argument("--output-tokens", type=int, default=128)
-    # vLLM's long-standing defaults; newer releases may choose more sequences on a large GPU
-    p.add_argument("--max-num-seqs", type=int, default=256)
+    # vLLM's defaults for its OpenAI server on a >= 70 GiB GPU (see the module docstring)
+    p.add_argument("--max-num-seqs", type=int, default=1024)
     p.add_argument("--max-batched-tokens", type=int, default=8192)
     p.add_argument("--mfu", type=float, default=0.5)
     p.add_argument("--mbu", type=float, default=0.7)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--pipeline",
+        type=Path,
+        default=Path(__file__).resolve().parent / "scenario_pipeline.json",
+        help="the pipeline config promptslim runs (default: scenario_pipeline.json here)",
+    )
     args = p.parse_args()
     result = run(args)
     text = table(result)
