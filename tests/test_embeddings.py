@@ -117,3 +117,77 @@ def test_concurrent_use_matches_serial_use() -> None:
     for offset, got in zip([0, 10, 20, 30], results):
         expected = np.concatenate([serial[offset:], serial[:offset]])
         assert np.allclose(got, expected, atol=1e-5)
+
+
+# ---------------------------------------------------------------- threads and batches
+
+
+class RecordingModel:
+    """A stand-in ``SentenceTransformer`` that records torch's thread count and the batch size
+    of each ``encode``: the seam is ``models.load_embedder``."""
+
+    device = "cpu"
+    max_seq_length = 256
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+
+    def get_embedding_dimension(self) -> int:
+        return 3
+
+    def encode(self, texts: list[str], *, batch_size: int, **_: object) -> np.ndarray:
+        import torch
+
+        self.seen.append((torch.get_num_threads(), batch_size))
+        return np.ones((len(texts), 3), dtype=np.float32)
+
+
+@pytest.fixture()
+def recording_model(monkeypatch: pytest.MonkeyPatch) -> RecordingModel:
+    from promptslim.backends import models
+
+    model = RecordingModel()
+    monkeypatch.setattr(models, "load_embedder", lambda *a, **k: model)
+    return model
+
+
+def test_a_query_runs_on_one_thread_and_torch_keeps_its_setting(recording_model: RecordingModel) -> None:
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        service = EmbeddingService(cache_size=0)
+        service.embed(["who won the prize?"])
+        service.embed(["a long passage " * 100])
+        EmbeddingService(cache_size=0, threads=2).embed(["who won?"])
+        assert [threads for threads, _ in recording_model.seen] == [1, 2, 2]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_batch_size_follows_the_device_unless_given(recording_model: RecordingModel) -> None:
+    EmbeddingService(cache_size=0).embed(["a", "b"])
+    EmbeddingService(cache_size=0, batch_size=32).embed(["a", "b"])
+    assert [batch for _, batch in recording_model.seen] == [8, 32]
+
+
+def test_threads_must_be_positive() -> None:
+    with pytest.raises(ConfigError) as err:
+        EmbeddingService(threads=0)
+    assert err.value.field == "threads"
+
+
+@pytest.mark.slow
+def test_int8_service_ranks_like_the_float_one() -> None:
+    texts = ["The cat sat on the mat.", "A cat was sitting on a mat.", "Stock markets fell today.",
+             "The first Nobel Prize in Physics went to Wilhelm Röntgen in 1901."]
+    query = "who won the first nobel prize in physics"
+    float_, int8 = EmbeddingService(cache_size=0), EmbeddingService(cache_size=0, quantize=True)
+    assert int8.load() is not float_.load()
+    a, b = float_.embed(texts), int8.embed(texts)
+    # close to the float vectors (cosine 0.94-0.95 measured), not identical: int8 vectors are
+    # not interchangeable with a vector store's float ones
+    assert np.all(np.sum(a * b, axis=1) > 0.9)
+    assert not np.allclose(a, b, atol=1e-4)
+    assert np.argmax(a @ float_.embed_one(query)) == np.argmax(b @ int8.embed_one(query)) == 3

@@ -61,3 +61,23 @@ def test_unknown_model_path_is_a_config_error(tmp_path) -> None:
 def test_cache_dir_follows_environment(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("PROMPTSLIM_CACHE", str(tmp_path))
     assert models.cache_dir() == tmp_path
+
+
+def test_int8_embedder_needs_torch_on_cpu() -> None:
+    pytest.importorskip("sentence_transformers")
+    for kwargs in ({"device": "cuda"}, {"device": "cpu", "backend": "onnx"}):
+        with pytest.raises(ConfigError) as err:
+            models.load_embedder(quantize=True, **kwargs)
+        assert err.value.field == "quantize"
+
+
+@pytest.mark.slow
+def test_int8_embedder_is_a_separate_quantised_copy() -> None:
+    import torch
+
+    plain = models.load_embedder(device="cpu")
+    int8 = models.load_embedder(device="cpu", quantize=True)
+    assert int8 is not plain and models.load_embedder(device="cpu", quantize=True) is int8
+    linear = [m for m in int8.modules() if "Linear" in type(m).__name__]
+    assert linear and all(type(m) is not torch.nn.Linear for m in linear)
+    assert any(type(m) is torch.nn.Linear for m in plain.modules())  # the float model is untouched

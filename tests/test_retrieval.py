@@ -378,3 +378,106 @@ def test_one_stage_serves_many_threads() -> None:
     serial = [stage.run(r).to_openai() for r in requests]
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(lambda r: stage.run(r).to_openai(), requests)) == serial
+
+
+# ---------------------------------------------------------------- the query's own embedding
+
+
+def counting_dense_scorer(monkeypatch: pytest.MonkeyPatch, name: str = "dense") -> tuple[Scorer, list[list[str]]]:
+    """A dense (or hybrid) scorer whose embedding service encodes with a 3-dimensional stand-in
+    and records every model call: the seam is ``EmbeddingService._encode``."""
+    from promptslim.backends.embeddings import EmbeddingService, normalise
+
+    service = EmbeddingService(cache_size=100)
+    service._st, service._dim = "stand-in model", 3  # no real model behind this service
+    calls: list[list[str]] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        calls.append(list(texts))
+        return normalise([[1.0, float(len(t) % 5), 0.5] for t in texts])
+
+    monkeypatch.setattr(service, "_encode", encode)
+    scorer = SCORERS.get(name)()
+    dense = scorer if name == "dense" else scorer._dense  # type: ignore[attr-defined]
+    monkeypatch.setattr(dense, "service", lambda: service)
+    return scorer, calls
+
+
+@pytest.mark.parametrize("name", ["dense", "hybrid"])
+def test_query_embedding_is_used_and_no_model_call_happens(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    scorer, calls = counting_dense_scorer(monkeypatch, name)
+    vectors = {"a": [0.0, 1.0, 0.0], "b": [1.0, 0.0, 0.0], "c": [0.7, 0.7, 0.0]}
+    docs = [Document(id=k, text=f"passage {k} about prizes", embedding=v) for k, v in vectors.items()]
+    request = request_with(docs, "who won the prize?").replace(query_embedding=[0.0, 2.0, 0.0])
+    out = RetrievalStage(scorer=scorer, cutoff="none", order="score", dedup="none").run(request)
+    assert calls == []  # neither the passages nor the query went through the model
+    assert [d.id for d in out.documents] == ["a", "c", "b"]  # cosine with the given query vector
+    details = out.report.stages[0].details
+    assert details["query_embedding_reused"] is True and details["embeddings_reused"] == 3
+    # without the query's vector, the query (and only the query) is embedded
+    RetrievalStage(scorer=scorer).run(request.replace(query_embedding=None))
+    assert calls == [["who won the prize?"]]
+
+
+def test_query_embedding_of_another_dimension_is_embedded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    scorer, calls = counting_dense_scorer(monkeypatch)
+    docs = [Document(id="a", text="one passage"), Document(id="b", text="another passage here")]
+    request = request_with(docs, "which passage?").replace(query_embedding=[0.1] * 384)
+    out = RetrievalStage(scorer=scorer).run(request)
+    assert calls == [["which passage?", "one passage", "another passage here"]]  # one model call
+    assert out.report.stages[0].details["query_embedding_mismatched"] is True
+    assert any("query_embedding has 384 values" in w for w in out.report.warnings)
+
+
+def test_a_scorer_without_query_embedding_keeps_working() -> None:
+    docs = scored_docs(0.9, 0.2)
+    request = request_with(docs).replace(query_embedding=[1.0, 0.0])
+    out = RetrievalStage(scorer=FixedScorer(), cutoff="none", order="score").run(request)
+    assert [d.id for d in out.documents] == ["d0", "d1"] and not out.report.warnings
+
+
+@pytest.mark.slow
+def test_real_precomputed_query_and_passages_need_no_model_call(
+    nq_requests: list[Request], warm_embeddings: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stage = RetrievalStage()
+    service = stage.get_scorer().service()  # type: ignore[attr-defined]
+    request = nq_requests[2]
+    vectors = service.embed([f"{d.title}\n{d.text}" for d in request.documents])
+    query = service.embed_one(request.effective_query)
+    given = request.replace(
+        documents=[d.model_copy(update={"embedding": v.tolist()}) for d, v in zip(request.documents, vectors)],
+        query_embedding=query.tolist(),
+    )
+    expected = [d.id for d in stage.run(request).documents]
+    calls: list[int] = []
+    encode = service._encode
+    monkeypatch.setattr(service, "_encode", lambda texts: calls.append(len(texts)) or encode(texts))
+    service.clear_cache()
+    assert [d.id for d in stage.run(given).documents] == expected
+    assert calls == []
+
+
+def test_cascade_embeds_only_bm25s_best_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    scorer, calls = counting_dense_scorer(monkeypatch, "hybrid")
+    scorer.dense_candidates = 2  # type: ignore[attr-defined]
+    docs = [Document(id="nobel", text="the nobel prize in physics went to him"),
+            Document(id="prize", text="a prize for physics"),
+            Document(id="cats", text="cats sleep all day"),
+            Document(id="dogs", text="dogs bark at night", embedding=[1.0, 0.0, 0.0])]
+    out = RetrievalStage(scorer=scorer, cutoff="none", dedup="none", order="score").run(
+        request_with(docs, "who won the nobel prize in physics?"))
+    # the query and BM25's two best are embedded; "dogs" brought its own vector, "cats" is skipped
+    assert calls == [["who won the nobel prize in physics?",
+                      "the nobel prize in physics went to him", "a prize for physics"]]
+    assert out.report.stages[0].details["dense_candidates"] == 3
+    assert {d.id for d in out.documents} == {"nobel", "prize", "cats", "dogs"}
+
+
+def test_stage_passes_quantize_and_cascade_to_the_scorer() -> None:
+    scorer = RetrievalStage(quantize=True, dense_candidates=8).get_scorer()
+    assert scorer.quantize is True and scorer.dense_candidates == 8  # type: ignore[attr-defined]
+    assert scorer._dense.service().quantize is True  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError) as err:
+        RetrievalStage(dense_candidates=0)
+    assert err.value.field == "dense_candidates"

@@ -28,7 +28,18 @@ Why each part is here:
 - **ONNX**: ``backend="onnx"`` uses sentence-transformers' ONNX backend and raises
   ``BackendUnavailable`` without onnxruntime; ``backend="auto"`` takes ONNX when onnxruntime
   and optimum are installed and torch otherwise.
-- **Batching**: texts not in the cache are encoded in batches of ``batch_size``.
+- **Batching**: texts not in the cache are encoded in batches of ``batch_size``, sorted by
+  length (sentence-transformers sorts them), so each batch pads to a length close to its own
+  texts'. On CPU the default is 8: 20 passages of 50-330 word pieces padded as one batch of 32
+  spent about 20 % more CPU time than in batches of 8, which still fill the matrix units.
+- **Threads**: a short input (one query) is encoded on one torch thread. Its matrices are too
+  small to gain from a second thread, and on a shared CPU an OpenMP thread that waits for one
+  descheduled by another process made one query embedding 10x slower (1.9 s instead of 0.16 s
+  on the 2-core development machine under load). Longer inputs use torch's own setting unless
+  ``threads`` says otherwise.
+- **int8** (``quantize=True``): the model's Linear layers dynamically quantised to int8
+  (through :func:`promptslim.backends.models.load_embedder`); about 1.4x less CPU time at 128
+  word pieces, same ranking quality on the dev set within noise.
 """
 
 from __future__ import annotations
@@ -37,7 +48,8 @@ import hashlib
 import importlib.util
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
@@ -50,6 +62,10 @@ __all__ = ["DEFAULT_CACHE_SIZE", "EmbeddingBackend", "EmbeddingService", "normal
 EmbeddingBackend = Literal["torch", "onnx", "auto"]
 _BACKENDS = ("torch", "onnx", "auto")
 DEFAULT_CACHE_SIZE = 50_000  # vectors; at 384 float32 each, about 77 MB when full
+#: texts per model call on CPU when ``batch_size`` is None (elsewhere: 64)
+CPU_BATCH_SIZE = 8
+#: uncached input of at most this many characters (about one query) is encoded on one thread
+SMALL_INPUT_CHARS = 1_000
 
 _services: dict[tuple[Any, ...], EmbeddingService] = {}
 _services_lock = threading.Lock()
@@ -72,6 +88,25 @@ def normalise(vectors: Any) -> np.ndarray:
     norms = np.linalg.norm(array, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return np.ascontiguousarray(array / norms, dtype=np.float32)
+
+
+@contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to ``threads`` for the block (None: unchanged)."""
+    if threads is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    if before == threads:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _resolve_backend(backend: str) -> str:
@@ -143,21 +178,27 @@ class EmbeddingService:
         backend: EmbeddingBackend = "torch",
         device: str | None = None,
         max_seq_length: int | None = None,
-        batch_size: int = 32,
+        batch_size: int | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        threads: int | None = None,
+        quantize: bool = False,
     ) -> None:
         if max_seq_length is not None and max_seq_length < 1:
             raise ConfigError("must be a positive number of word pieces", field="max_seq_length")
-        if batch_size < 1:
-            raise ConfigError("must be at least 1", field="batch_size")
+        if batch_size is not None and batch_size < 1:
+            raise ConfigError("must be at least 1 (None: by device)", field="batch_size")
         if cache_size < 0:
             raise ConfigError("must be 0 (no cache) or more", field="cache_size")
+        if threads is not None and threads < 1:
+            raise ConfigError("must be at least 1 (None: by input size)", field="threads")
         self.model = model
         self.backend = backend
         self.device = device
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
         self.cache_size = cache_size
+        self.threads = threads
+        self.quantize = quantize
         self._resolved_backend = _resolve_backend(backend)
         self._cache = _VectorLRU(cache_size)
         self._st: Any = None
@@ -174,10 +215,11 @@ class EmbeddingService:
         backend: EmbeddingBackend = "torch",
         device: str | None = None,
         max_seq_length: int | None = None,
+        quantize: bool = False,
     ) -> EmbeddingService:
         """The shared service for this configuration (created on first use; the model itself
         loads on the first ``embed``)."""
-        key = (model, backend, device, max_seq_length)
+        key = (model, backend, device, max_seq_length, quantize)
         found = _services.get(key)
         if found is not None:
             return found
@@ -185,7 +227,11 @@ class EmbeddingService:
             found = _services.get(key)
             if found is None:
                 found = cls(
-                    model=model, backend=backend, device=device, max_seq_length=max_seq_length
+                    model=model,
+                    backend=backend,
+                    device=device,
+                    max_seq_length=max_seq_length,
+                    quantize=quantize,
                 )
                 _services[key] = found
         return found
@@ -200,7 +246,10 @@ class EmbeddingService:
                     from .models import load_embedder
 
                     st = load_embedder(
-                        self.model, device=self.device, backend=self._resolved_backend
+                        self.model,
+                        device=self.device,
+                        backend=self._resolved_backend,
+                        quantize=self.quantize,
                     )
                     with _services_lock:
                         _model_locks.setdefault(id(st), threading.Lock())
@@ -260,18 +309,29 @@ class EmbeddingService:
             if self.max_seq_length is not None:
                 st.max_seq_length = self.max_seq_length
             try:
-                out = st.encode(
-                    texts,
-                    batch_size=self.batch_size,
-                    convert_to_numpy=True,
-                    normalize_embeddings=True,
-                    show_progress_bar=False,
-                )
+                with _torch_threads(self._threads_for(texts)):
+                    out = st.encode(
+                        texts,
+                        batch_size=self._batch_size(st),
+                        convert_to_numpy=True,
+                        normalize_embeddings=True,
+                        show_progress_bar=False,
+                    )
             except (RuntimeError, ValueError) as exc:
                 raise BackendError(f"embedding failed: {exc}", backend="embeddings") from exc
             finally:
                 st.max_seq_length = previous
         return normalise(out)
+
+    def _threads_for(self, texts: Sequence[str]) -> int | None:
+        if self.threads is not None:
+            return self.threads
+        return 1 if sum(len(t) for t in texts) <= SMALL_INPUT_CHARS else None
+
+    def _batch_size(self, st: Any) -> int:
+        if self.batch_size is not None:
+            return self.batch_size
+        return CPU_BATCH_SIZE if str(st.device).startswith("cpu") else 64
 
     # ---- cache
 
@@ -294,5 +354,5 @@ class EmbeddingService:
     def __repr__(self) -> str:
         return (
             f"EmbeddingService(model={self.model!r}, backend={self.backend!r}, "
-            f"max_seq_length={self.max_seq_length!r})"
+            f"max_seq_length={self.max_seq_length!r}, quantize={self.quantize!r})"
         )

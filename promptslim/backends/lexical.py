@@ -98,5 +98,6 @@ class BM25Scorer(Scorer):
         texts: Sequence[str],
         *,
         embeddings: Sequence[Any] | None = None,
+        query_embedding: Sequence[float] | None = None,
     ) -> Scored:
         return Scored(scores=bm25_scores(query, texts, k1=self.k1, b=self.b))

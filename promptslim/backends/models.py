@@ -186,27 +186,58 @@ def _embedder_path(name_or_path: str | None) -> str:
 
 
 def load_embedder(
-    name_or_path: str | None = None, *, device: str | None = None, backend: str = "torch"
+    name_or_path: str | None = None,
+    *,
+    device: str | None = None,
+    backend: str = "torch",
+    quantize: bool = False,
 ) -> Any:
     """A ``SentenceTransformer`` (default: the packaged all-MiniLM-L6-v2), loaded once.
-    ``backend="onnx"`` uses sentence-transformers' ONNX backend when onnxruntime is installed."""
+    ``backend="onnx"`` uses sentence-transformers' ONNX backend when onnxruntime is installed.
+    ``quantize=True`` gives a separate copy whose Linear layers are dynamically quantised to
+    int8 (torch backend on CPU only); the float model stays as it is for other callers."""
     _require("sentence_transformers", "sentence-transformers", "retrieval")
     path = _embedder_path(name_or_path)
     device = device or default_device()
+    if quantize and (backend != "torch" or device != "cpu"):
+        raise ConfigError("int8 quantisation needs the torch backend on CPU", field="quantize")
 
     def load() -> Any:
         from sentence_transformers import SentenceTransformer
 
         try:
-            return SentenceTransformer(
+            model = SentenceTransformer(
                 path, device=device, backend=backend, local_files_only=True  # type: ignore[arg-type]
             )
         except (OSError, ValueError) as exc:
             raise ConfigError(
                 f"cannot load embedding model {name_or_path!r} locally: {exc}", field="model"
             ) from exc
+        if quantize:
+            _quantize_linear_int8(model)
+        return model
 
-    return _once(("embedder", path, device, backend), load)
+    return _once(("embedder", path, device, backend, "int8" if quantize else "float"), load)
+
+
+def _quantize_linear_int8(model: Any) -> None:
+    """Every ``torch.nn.Linear`` of ``model`` replaced in place by a dynamically quantised int8
+    one (weights int8, activations quantised per call; the rest stays float)."""
+    import warnings
+
+    import torch
+
+    try:
+        from torch.ao.quantization import quantize_dynamic
+    except ImportError as exc:  # torch marks this API deprecated; a release may drop it
+        raise BackendUnavailable("torch.ao.quantization (int8 embeddings)", extra="retrieval") from exc
+    with warnings.catch_warnings():
+        # torch's own deprecation notices about this API; they say nothing about the result
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        # in place: the modules are swapped where sentence-transformers runs them (assigning a
+        # quantised copy to ``auto_model`` does not reach the module its 5.x releases call)
+        quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
 
 
 def load_cross_encoder(name_or_path: str, *, device: str | None = None) -> Any:

@@ -143,6 +143,9 @@ class RetrievalStage(BaseStage):
     ``dense``/``hybrid``, or the cross-encoder for ``cross_encoder``. ``max_seq_length``:
     word pieces of each passage the embedder reads (default 128, half of MiniLM's own 256: a
     passage's topic is in its head, and the encoder's cost grows with length).
+    ``quantize``: embed with the int8 copy of the model (CPU only; faster, vectors not
+    interchangeable with a vector store's float ones). ``dense_candidates``: for ``hybrid``,
+    embed only BM25's best this many documents (a cascade; None embeds all).
     ``dedup_threshold``: None takes the method's default (cosine 0.95, shingle Jaccard 0.8).
     ``mmr_lambda``: None turns MMR off; 1.0 is pure relevance, 0.0 pure diversity.
     A scorer other than BM25 that is missing (extra not installed), fails or runs past
@@ -158,8 +161,10 @@ class RetrievalStage(BaseStage):
         scorer: str | Scorer = "hybrid",
         model: str | None = None,
         max_seq_length: int | None = 128,
+        quantize: bool = False,
         fusion: Literal["weighted", "rrf"] = "weighted",
         dense_weight: float = 0.5,
+        dense_candidates: int | None = None,
         max_k: int | None = 10,
         min_k: int = 1,
         cutoff: Cutoff = "fraction",
@@ -186,6 +191,8 @@ class RetrievalStage(BaseStage):
             raise ConfigError("must not exceed max_k", field="min_k")
         if max_seq_length is not None and max_seq_length < 1:
             raise ConfigError("must be a positive number of word pieces", field="max_seq_length")
+        if dense_candidates is not None and dense_candidates < 1:
+            raise ConfigError("must be at least 1 (None: embed all)", field="dense_candidates")
         _choice(fusion, ("weighted", "rrf"), "fusion")
         _choice(cutoff, ("gap", "fraction", "none"), "cutoff")
         _choice(dedup, ("auto", "embedding", "shingle", "none"), "dedup")
@@ -208,8 +215,10 @@ class RetrievalStage(BaseStage):
         self.scorer = scorer
         self.model = model
         self.max_seq_length = max_seq_length
+        self.quantize = quantize
         self.fusion = fusion
         self.dense_weight = dense_weight
+        self.dense_candidates = dense_candidates
         self.max_k = max_k
         self.min_k = min_k
         self.cutoff = cutoff
@@ -233,9 +242,17 @@ class RetrievalStage(BaseStage):
             cls = SCORERS.get(str(self.scorer), field="scorer")
             options: dict[str, Any] = {}
             if self.scorer in ("dense", "hybrid"):
-                options = {"model": self.model, "max_seq_length": self.max_seq_length}
+                options = {
+                    "model": self.model,
+                    "max_seq_length": self.max_seq_length,
+                    "quantize": self.quantize,
+                }
             if self.scorer == "hybrid":
-                options.update(fusion=self.fusion, dense_weight=self.dense_weight)
+                options.update(
+                    fusion=self.fusion,
+                    dense_weight=self.dense_weight,
+                    dense_candidates=self.dense_candidates,
+                )
             if self.scorer == "cross_encoder":
                 options = {"model": self.model}
             self._scorer = cls(**options)
@@ -256,7 +273,9 @@ class RetrievalStage(BaseStage):
 
         query = request.effective_query
         start = time.perf_counter()
-        scores, vectors = self._score(query, [documents[i] for i in valid], log)
+        scores, vectors = self._score(
+            query, [documents[i] for i in valid], log, request.query_embedding
+        )
         log.details["scoring_ms"] = (time.perf_counter() - start) * 1e3
         score_of = {i: float(scores[j]) for j, i in enumerate(valid)}
         # best first; equal scores keep their original order (deterministic)
@@ -298,7 +317,11 @@ class RetrievalStage(BaseStage):
     # ---- steps
 
     def _score(
-        self, query: str, docs: list[Document], log: StageLog
+        self,
+        query: str,
+        docs: list[Document],
+        log: StageLog,
+        query_embedding: Sequence[float] | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         import numpy as np
 
@@ -314,6 +337,9 @@ class RetrievalStage(BaseStage):
         texts = [_scoring_text(d) for d in docs]
         embeddings = [d.embedding for d in docs] if any(d.embedding for d in docs) else None
         scorer = self.get_scorer()
+        vectors_given: dict[str, Any] = {"embeddings": embeddings}
+        if query_embedding is not None and _accepts_query_embedding(type(scorer)):
+            vectors_given["query_embedding"] = query_embedding
         if self._english_model_on_foreign_text(query, texts):
             # the default MiniLM is English-only: on Chinese (or other non-Latin) text its
             # similarities are noise that would drown BM25 in the fusion
@@ -327,12 +353,12 @@ class RetrievalStage(BaseStage):
             log.details["language_fallback"] = "bm25"
             scorer = BM25Scorer()
         if scorer.name == "bm25":
-            scored = scorer.score(query, texts, embeddings=embeddings)
+            scored = scorer.score(query, texts, **vectors_given)
         else:
             from ..backends.lexical import BM25Scorer
 
             scored = run_with_fallback(
-                lambda: scorer.score(query, texts, embeddings=embeddings),
+                lambda: scorer.score(query, texts, **vectors_given),
                 lambda: BM25Scorer().score(query, texts),
                 backend=f"{scorer.name} scorer",
                 fallback_name="bm25",
@@ -348,6 +374,11 @@ class RetrievalStage(BaseStage):
                 f"{scored.details['embeddings_mismatched']} precomputed embeddings have another "
                 "dimension than the model's; those documents were embedded again"
             )
+        if scored.details.get("query_embedding_mismatched"):
+            log.warning(
+                f"the request's query_embedding has {len(query_embedding or ())} values, not the "
+                "model's dimension; the query was embedded again"
+            )
         return np.asarray(scored.scores, dtype=np.float64), scored.vectors
 
     def _english_model_on_foreign_text(self, query: str, texts: Sequence[str]) -> bool:
@@ -361,7 +392,7 @@ class RetrievalStage(BaseStage):
 
         script = dominant_script(query)
         if script in ("latin", ""):
-            script = dominant_script("\n".join(texts))
+            script = _documents_script(texts)
         return script not in ("latin", "")
 
     def _walk(
@@ -540,6 +571,39 @@ class RetrievalStage(BaseStage):
         log: StageLog, doc: Document, tokens: int, score: float | None, reason: str
     ) -> None:
         log.change("dropped", f"document:{doc.id}", tokens=tokens, score=score, reason=reason)
+
+
+@lru_cache(maxsize=8192)  # documents recur across requests
+def _script_of_document(text: str) -> str:
+    from ..text import dominant_script
+
+    # pure ASCII is Latin letters or none: skip the per-word scan (the cost of a warm request)
+    if text.isascii():
+        return "latin" if any(c.isalpha() for c in text) else ""
+    return dominant_script(text)
+
+
+def _documents_script(texts: Sequence[str]) -> str:
+    """The main script of the documents: each document's own (cached), weighted by its length
+    as ``dominant_script`` weighs letters (a CJK character as 3)."""
+    weight: dict[str, int] = {}
+    for text in texts:
+        script = _script_of_document(text)
+        if script:
+            weight[script] = weight.get(script, 0) + len(text) * (3 if script == "cjk" else 1)
+    return max(sorted(weight), key=weight.__getitem__) if weight else ""
+
+
+@lru_cache(maxsize=64)
+def _accepts_query_embedding(scorer_type: type) -> bool:
+    """Whether ``scorer_type.score`` takes ``query_embedding`` (scorers written before it
+    existed do not, and keep working)."""
+    import inspect
+
+    parameters = inspect.signature(scorer_type.score).parameters
+    return "query_embedding" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
 
 
 def _scoring_text(document: Document) -> str:
