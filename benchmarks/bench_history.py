@@ -7,8 +7,12 @@
     Request objects, as a server parses each request anew.
     - ``last``: strategy ``last``, content the token counter has seen before.
     - ``extractive_cold``: the cache-aware default with the extractive summariser on a
-      conversation never seen before (summary cache and token-count cache both cold).
-    - ``extractive_warm``: the same conversation again (summaries cached).
+      conversation never seen before: every sentence carries a word unique to the sample, so
+      the summary cache, the token-count cache and the summariser's per-message analysis cache
+      (sentences and their scores, by content) all miss. Each rolling summary step is computed.
+    - ``extractive_warm``: the same conversation again (summaries cached); the request is
+      parsed anew each time, so per-message token counts memoised on Message objects are not
+      reused, only the counter's cache keyed by text.
     - ``extractive_fold_step``: a live conversation replayed request by request with one
       cache; only the requests where the fold point moves (one new summary step) are timed.
 (b) A 50-turn chat stream (1,500-token system prompt, growing history, 4,000-token budget),

@@ -30,6 +30,7 @@ __all__ = [
     "chinese_segmenter",
     "dominant_script",
     "find_protected_spans",
+    "may_match",
     "merge_spans",
     "normalise_width",
     "script_spans",
@@ -144,6 +145,42 @@ PATTERNS: dict[str, re.Pattern[str]] = {
 
 _JSON_START = re.compile(r"[\[{]")
 
+# What each pattern cannot match without: one of these substrings of the text it runs on, or
+# (flag True) an ASCII digit (the patterns' \d is ASCII). ``find_protected_spans`` skips a
+# kind whose needs are all absent: most sentences carry no URL, uuid, quote or number.
+_NEEDS: dict[str, tuple[tuple[str, ...], bool]] = {
+    "code_block": (("```", "~~~"), False),
+    "inline_code": (("`",), False),
+    "url": (("://",), False),
+    "email": (("@",), False),
+    "uuid": (("-",), False),
+    "jwt": (("eyJ",), False),
+    "api_key": (("-", "_", "AKIA"), False),
+    "hex_id": ((), True),
+    "iso_datetime": ((), True),
+    # a weekday name, a month name (case-sensitive) or d/m/y
+    "date": (("day", "/", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+              "Nov", "Dec"), False),
+    "time": ((), True),
+    "unix_timestamp": ((), True),
+    "time_ampm": ((), True),
+    "zh_date": (("月",), True),
+    "zh_time": (("点", "點", "时"), False),
+    "zh_weekday": (("星期", "礼拜", "周"), False),
+    "number_unit": ((), True),
+    "quoted": (('"', "“", "「", "『"), False),
+}
+_ASCII_DIGIT = re.compile("[0-9]")
+
+
+def may_match(kind: str, text: str) -> bool:
+    """False when ``PATTERNS[kind]`` cannot match ``text`` (it lacks every substring that the
+    pattern needs): a check much cheaper than the scan. True means "scan to find out"."""
+    needs = _NEEDS.get(kind)
+    if needs is None or any(n in text for n in needs[0]):
+        return True
+    return needs[1] and _ASCII_DIGIT.search(text) is not None
+
 #: kinds protected by default in compression (DESIGN.md invariant 5)
 PROTECTED_KINDS: tuple[str, ...] = (
     "code_block", "inline_code", "url", "email", "uuid", "jwt", "api_key", "hex_id",
@@ -194,9 +231,20 @@ def find_protected_spans(
     folded = normalise_width(text)  # same length: "１２３" is a number, spans index ``text``
     # a URL or email ends at full-width punctuation (！，：) as at any CJK punctuation; folded,
     # "https://x.cn/a！b" read as one URL, and a sentence join could fuse a URL with what follows
-    alnum_folded = text.translate(_ALNUM_WIDTH_FOLD) if "url" in kinds or "email" in kinds else ""
+    alnum_folded = folded
+    if not text.isascii() and ("url" in kinds or "email" in kinds):
+        alnum_folded = text.translate(_ALNUM_WIDTH_FOLD)
+    has_digit: bool | None = None
     for kind in kinds:
         source = alnum_folded if kind in ("url", "email") else folded
+        needs = _NEEDS.get(kind)
+        if needs is not None and not any(n in source for n in needs[0]):
+            if not needs[1]:
+                continue
+            if has_digit is None:  # digit kinds all run on ``folded``
+                has_digit = _ASCII_DIGIT.search(folded) is not None
+            if not has_digit:
+                continue
         spans.extend(Span(m.start(), m.end(), kind) for m in PATTERNS[kind].finditer(source))
     for literal in extra:
         if literal:
@@ -222,7 +270,7 @@ def normalise_width(text: str) -> str:
     """``text`` with full-width ASCII letters, digits and punctuation and the ideographic space
     folded to half-width (``ＡＢＣ１２３！`` → ``ABC123!``). Same length as ``text``. For analysis
     only: stages never write it back (CJK punctuation such as 。 and “ is left alone)."""
-    return text.translate(_WIDTH_FOLD)
+    return text if text.isascii() else text.translate(_WIDTH_FOLD)
 
 
 def _script_of(run: str) -> str:
@@ -283,6 +331,11 @@ _BOUNDARY = re.compile(
     rf"|(?<=…)(?!…)[{_CLOSERS}]*\s*"
     r"|\n\s*"
 )
+# Text without CJK, Chinese enders or an ellipsis can only match the first and last
+# alternatives above. This pattern finds the same boundaries with the ender consumed (so the
+# regex engine can skip to the next . ! ? or newline instead of trying every position).
+_PLAIN_BOUNDARY = re.compile(rf"[.!?][{_CLOSERS}]*\s+|\n\s*")
+_NEEDS_FULL_BOUNDARY = re.compile(f"[{_CJK_RANGES}{_ZH_ENDERS}…]")
 
 
 def split_sentences(text: str) -> list[Span]:
@@ -296,15 +349,16 @@ def split_sentences(text: str) -> list[Span]:
     guard = find_protected_spans(text, kinds=("code_block", "url", "email", "uuid", "quoted"))
     spans: list[Span] = []
     start = 0
-    for m in _BOUNDARY.finditer(text):
+    plain = text.isascii() or not _NEEDS_FULL_BOUNDARY.search(text)
+    for m in (_PLAIN_BOUNDARY if plain else _BOUNDARY).finditer(text):
+        at = m.start()
         gap = m.group()
+        if plain and gap[0] != "\n":  # the plain pattern consumed the ender: skip past it
+            at += 1
+            gap = gap[1:]
         closers = len(gap) - len(gap.lstrip(_CLOSERS))
-        cut = m.start() + closers
-        if (
-            cut <= start
-            or _inside(guard, m.start())
-            or _is_abbreviation(text, start, m.start())
-        ):
+        cut = at + closers
+        if cut <= start or (guard and _inside(guard, at)) or _is_abbreviation(text, start, at):
             continue
         _append(spans, text, start, cut)
         start = m.end()
@@ -328,10 +382,10 @@ def _inside(spans: Sequence[Span], pos: int) -> bool:
 def _is_abbreviation(text: str, start: int, cut: int) -> bool:
     if text[cut - 1] != ".":
         return False
-    word_start = cut - 1
-    while word_start > start and not text[word_start - 1].isspace():
-        word_start -= 1
-    word = text[word_start : cut - 1].lower().strip("(\"'")
+    # the word before the dot: what follows the last whitespace since ``start``
+    before = text[start : cut - 1]
+    word = "" if not before or before[-1].isspace() else before.rsplit(None, 1)[-1]
+    word = word.lower().strip("(\"'")
     if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
         return True
     # "3. " inside a numbered list is a boundary; "1.5" never reaches here (no whitespace)

@@ -27,12 +27,12 @@ import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..errors import BackendError, ConfigError, StageTimeout
 from ..registry import Registry
-from ..text import PATTERNS, split_sentences
+from ..text import PATTERNS, may_match, split_sentences
 from ..tokens import TokenCounter
 from ..types import Message
 
@@ -81,10 +81,7 @@ class Summariser(ABC):
     ) -> str: ...
 
     def get_params(self) -> dict[str, Any]:
-        import inspect
-
-        params = inspect.signature(type(self).__init__).parameters
-        return {p: getattr(self, p) for p in params if p != "self"}
+        return {p: getattr(self, p) for p in _init_params(type(self))}
 
     def cache_id(self) -> str:
         """Identifies the summariser and the settings that change its output."""
@@ -98,6 +95,15 @@ class Summariser(ABC):
         return type(self) is type(other) and self.get_params() == other.get_params()  # type: ignore[attr-defined,unused-ignore]
 
     __hash__ = None  # type: ignore[assignment]
+
+
+@cache
+def _init_params(cls: type[Summariser]) -> tuple[str, ...]:
+    """The keyword names of ``cls.__init__`` (read once per class: ``cache_id`` runs on every
+    request that summarises, and ``inspect.signature`` costs more than the rest of it)."""
+    import inspect
+
+    return tuple(p for p in inspect.signature(cls.__init__).parameters if p != "self")
 
 
 # ---------------------------------------------------------------- cache
@@ -273,14 +279,20 @@ class ExtractiveSummariser(Summariser):
             text = m.text
             if not text:
                 continue
-            for span in split_sentences(text):
-                sentence = " ".join(span.of(text).split())
-                line = f"{m.role}: {sentence}"
-                if line in seen:
-                    continue
-                seen.add(line)
-                out.append((_score(sentence, m.role), line))
+            for scored in _message_lines(m.role, text):
+                if scored[1] not in seen:
+                    seen.add(scored[1])
+                    out.append(scored)
         return out
+
+
+@lru_cache(maxsize=4096)
+def _message_lines(role: str, text: str) -> tuple[tuple[float, str], ...]:
+    """One message's sentences as ``(salience, "role: sentence")``, memoised by content: the
+    same turns come back in every request of a conversation (and ``summarize`` re-summarises
+    them at every step), so each message is split and scored once."""
+    sentences = (" ".join(span.of(text).split()) for span in split_sentences(text))
+    return tuple((_score(s, role), f"{role}: {s}") for s in sentences)
 
 
 # each identifier kind runs only when a character it needs is present: the regexes are the
@@ -290,31 +302,46 @@ _GATED_KINDS: tuple[tuple[str, str], ...] = (
 )
 _DIGIT_KINDS = ("hex_id", "iso_datetime", "date")
 _DIGIT = re.compile(r"\d")
+_ASCII_DIGIT = re.compile("[0-9]")
+# in the words re-joined by single spaces after a leading one: a word that starts with a
+# decision stem, and an ASCII capitalised word (the literal space lets the regex engine jump)
+_DECISION_WORD = re.compile(" (?:{})".format("|".join(map(re.escape, _DECISION_STEMS))))
+_CAPITALISED = re.compile(r" ([A-Z]\S*)")
 
 
 @lru_cache(maxsize=65_536)
 def _score(sentence: str, role: str) -> float:
     """Salience of one sentence (memoised: a rolling summary re-scores its own lines)."""
-    cjk = len(_CJK_CHAR.findall(sentence))
+    ascii_only = sentence.isascii()
+    cjk = 0 if ascii_only else len(_CJK_CHAR.findall(sentence))
     # a CJK character carries about a word's worth of meaning: it counts double for length
     if len(sentence) + cjk < 12 or _FILLER.match(sentence):
         return 0.0
     score = 0.0
     identifiers = 0
-    if _DIGIT.search(sentence):
+    if (_ASCII_DIGIT if ascii_only else _DIGIT).search(sentence):
         score += 2.0 * min(3, len(PATTERNS["number_unit"].findall(sentence)))
-        identifiers += sum(len(PATTERNS[k].findall(sentence)) for k in _DIGIT_KINDS)
+        for kind in _DIGIT_KINDS:
+            if may_match(kind, sentence):
+                identifiers += len(PATTERNS[kind].findall(sentence))
     for kind, needs in _GATED_KINDS:
         if needs in sentence:
             identifiers += len(PATTERNS[kind].findall(sentence))
     score += 2.5 * min(2, identifiers)
     words = sentence.split()
     # a capitalised word after the first is likely a name; an all-caps word an acronym
-    names = sum(1 for w in words[1:] if w[:1].isupper() and (w[1:2].islower() or w.isupper()))
+    if ascii_only:  # the regex finds the capitalised words, only those need a look
+        rest = " " + " ".join(words[1:])
+        names = sum(1 for w in _CAPITALISED.findall(rest) if w[1:2].islower() or w.isupper())
+    else:
+        names = sum(
+            1 for w in words[1:] if w[:1].isupper() and (w[1:2].islower() or w.isupper())
+        )
     if cjk:  # no spaces around Latin names in Chinese text: "从MySQL迁移到PostgreSQL"
         names += len(_LATIN_NAME.findall(sentence))
     score += 1.0 * min(3, names)
-    decisions = sum(1 for w in sentence.lower().split() if w.startswith(_DECISION_STEMS))
+    # lower() never makes or removes whitespace, so these are the lowered sentence's words
+    decisions = len(_DECISION_WORD.findall(" " + " ".join(words).lower()))
     if cjk:
         decisions += len(_ZH_DECISIONS.findall(sentence))
     score += 1.5 * min(2, decisions)

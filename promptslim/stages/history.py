@@ -100,14 +100,36 @@ Strategy = Literal["cache_aware", "last", "summarize"]
 
 
 def _wire_text(message: Message) -> str:
-    """What the message sends, as one string (fast path for plain text messages)."""
-    if message.model_extra or not isinstance(message.content, (str, type(None))):
+    """What the message sends, as one string (fast paths for plain and tool-call messages)."""
+    content = message.content
+    if message.__pydantic_extra__ or not isinstance(content, (str, type(None))):
         return json.dumps(message.to_openai(), sort_keys=True, ensure_ascii=False)
     if message.tool_calls or message.name or message.tool_call_id:
-        calls = [c.model_dump() for c in message.tool_calls or ()]
-        extra = json.dumps([message.name, message.tool_call_id, calls], sort_keys=True)
-        return f"{message.role}\x1f{extra}\x1f{message.content or ''}"
-    return f"{message.role}\x1f{message.content or ''}"
+        return f"{message.role}\x1f{_calls_json(message)}\x1f{content or ''}"
+    return f"{message.role}\x1f{content or ''}"
+
+
+_json_str = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str
+
+
+def _calls_json(message: Message) -> str:
+    """``json.dumps([name, tool_call_id, [call.model_dump(), ...]], sort_keys=True)``, written
+    out directly when no call carries extra fields (json.dumps costs more than the rest of a
+    request's hashing); the bytes are the same."""
+    calls = message.tool_calls or ()
+    if any(c.__pydantic_extra__ or c.function.__pydantic_extra__ for c in calls):
+        dumped = [c.model_dump() for c in calls]
+        return json.dumps([message.name, message.tool_call_id, dumped], sort_keys=True)
+    name, call_id = message.name, message.tool_call_id
+    parts = ", ".join(
+        f'{{"function": {{"arguments": {_json_str(c.function.arguments)}, "name": '
+        f'{_json_str(c.function.name)}}}, "id": {_json_str(c.id)}, "type": {_json_str(c.type)}}}'
+        for c in calls
+    )
+    return (
+        f"[{'null' if name is None else _json_str(name)}, "
+        f"{'null' if call_id is None else _json_str(call_id)}, [{parts}]]"
+    )
 
 
 def message_hash(message: Message) -> str:
@@ -176,12 +198,17 @@ def _units(
 ) -> list[_Unit]:
     """Atoms grouped into units; ``tokens_of[i]`` is message ``i``'s ``count_message``."""
     units: list[_Unit] = []
+    unit = _Unit()
     for atom in atoms:
         if not units or start_on == "any" or messages[atom[0]].role == "user":
-            units.append(_Unit())
-        unit = units[-1]
-        is_pinned = any(i in pinned for i in atom)
-        tokens = sum(tokens_of[i] for i in atom)
+            unit = _Unit()
+            units.append(unit)
+        if len(atom) == 1:  # most atoms: no generator needed
+            is_pinned = atom[0] in pinned
+            tokens = tokens_of[atom[0]]
+        else:
+            is_pinned = not pinned.isdisjoint(atom)
+            tokens = sum(tokens_of[i] for i in atom)
         unit.atoms.append(atom)
         unit.pinned_atoms.append(is_pinned)
         if is_pinned:
@@ -332,7 +359,7 @@ class HistoryStage(BaseStage):
         summary = None
         if fold and body_cap:
             summary = self._summary(messages, units, chunks, body_cap, reserve, counter, log)
-        return self._assemble(request, start, end, units, fold, summary, log)
+        return self._assemble(request, start, end, units, fold, summary, tokens_of, log)
 
     def _plan(
         self, units: list[_Unit], suffix: list[int], avail: int, counter: TokenCounter
@@ -479,6 +506,7 @@ class HistoryStage(BaseStage):
         units: list[_Unit],
         fold: int,
         summary: Message | None,
+        tokens_of: Sequence[int],
         log: StageLog,
     ) -> Request:
         messages = request.messages
@@ -491,8 +519,7 @@ class HistoryStage(BaseStage):
         kind = "summarised" if summary is not None else "dropped"
         reason = f"history over budget ({self.strategy})"
         for a, b in _runs(dropped):
-            tokens = sum(count_message(messages[i], log.counter) for i in range(a, b))
-            log.change(kind, f"messages[{a}:{b}]", tokens=tokens, reason=reason)
+            log.change(kind, f"messages[{a}:{b}]", tokens=sum(tokens_of[a:b]), reason=reason)
         span = [messages[i] for i in lead]
         if summary is not None:
             span.append(summary)
