@@ -5,7 +5,9 @@ pass-through stages. Timed:
 
 - ``pipeline_*``: ``Pipeline.run`` on freshly parsed Request objects whose texts the counter
   has seen before (a new request with a familiar system prompt and documents: the common case;
-  first-time tokenisation is ``count_cold``);
+  first-time tokenisation is ``count_cold``). The first stage counts the request (LRU hits);
+  the others reuse the total memoised on it. OpenTelemetry spans are started only when a
+  tracer provider is configured; ``otel`` in the result says which case was timed;
 - ``count_cold_ms``: ``count_request`` on a request whose every text is new (tiktoken runs);
 - ``count_warm_ms``: ``count_request`` on a fresh object whose texts were seen (LRU hits).
 
@@ -43,6 +45,17 @@ def make_body(seed: int, nonce: str = "") -> dict:
         for i in range(20)
     ]
     return {"model": "m", "messages": messages, "documents": documents}
+
+
+def otel_state() -> str:
+    """Whether the timed runs started spans: they cost microseconds a stage when they do."""
+    import importlib.util
+
+    from promptslim.pipeline import _tracer
+
+    if importlib.util.find_spec("opentelemetry") is None:
+        return "not installed"
+    return "spans started" if _tracer() is not None else "installed, no tracer provider: no spans"
 
 
 def main() -> None:
@@ -84,6 +97,7 @@ def main() -> None:
         "benchmark": "bench_overhead",
         "machine": machine(),
         "tokenizer": counter.name,
+        "otel": otel_state(),
         "request_tokens": tokens,
         "stages": 4,
         "n": n,

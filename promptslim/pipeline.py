@@ -9,11 +9,10 @@ only, never prompt text).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,7 +22,7 @@ from .errors import BudgetInfeasible, ConfigError, PromptSlimError
 from .registry import STAGES
 from .stages.base import Stage
 from .tokens import count_request, get_counter
-from .types import Budget, Report, Request, Result, StageReport, invalid_from_validation
+from .types import Budget, Report, Request, Result, StageReport, invalid_from_validation, trusted
 
 __all__ = ["DEFAULT_STAGES", "Pipeline", "PipelineConfig", "StageSpec"]
 
@@ -104,20 +103,19 @@ class Pipeline:
 
     def run(self, request: Request, budget: Budget | None = None) -> Result:
         budget = budget or self.budget
-        counter = get_counter(request.tokenizer)
         start = time.perf_counter()
         original = request
         reports: list[StageReport] = []
         warnings = list(request.warnings)
         fingerprint = cacheable = None
+        tracer = _tracer()
         for stage in self.stages:
-            with _span(stage.name) as span:
+            if tracer is None:
                 result = stage.run(request, budget)
                 _check_prefix_kept(request, result.request, stage.name)
-                request = result.request
-                if span is not None:
-                    span.set_attribute("promptslim.tokens_in", result.report.tokens_in)
-                    span.set_attribute("promptslim.tokens_out", result.report.tokens_out)
+            else:
+                result = _run_traced(tracer, stage, request, budget)
+            request = result.request
             reports.extend(result.report.stages)
             warnings.extend(result.report.warnings)
             fingerprint = result.report.prefix_fingerprint or fingerprint
@@ -127,7 +125,10 @@ class Pipeline:
                 else cacheable
             )
         # the stages counted already; count here only what no stage saw
-        tokens_in = reports[0].tokens_in if reports else count_request(original, counter)
+        if reports:
+            tokens_in = reports[0].tokens_in
+        else:
+            tokens_in = count_request(original, get_counter(original.tokenizer))
         tokens_out = reports[-1].tokens_out if reports else tokens_in
         degraded = None
         if budget.total is not None and tokens_out > budget.total:
@@ -139,7 +140,8 @@ class Pipeline:
                 )
             degraded = f"over budget by {tokens_out - budget.total} tokens (best_effort)"
             warnings.append(degraded)
-        report = Report.model_construct(
+        report = trusted(
+            Report,
             stages=reports,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
@@ -151,7 +153,7 @@ class Pipeline:
         )
         if request.warnings:
             request = request.replace(warnings=[])  # now in the report
-        return Result.model_construct(request=request, report=report)
+        return trusted(Result, request=request, report=report)
 
     async def arun(self, request: Request, budget: Budget | None = None) -> Result:
         """``run`` in a worker thread, so the event loop is not blocked by CPU work."""
@@ -231,20 +233,44 @@ def _check_prefix_kept(before: Request, after: Request, stage: str) -> None:
         raise PromptSlimError(f"stage {stage!r} changed the frozen stable prefix")
 
 
+#: the tracer: None until first looked up, False when opentelemetry is not installed
 _otel: Any = None
+#: opentelemetry.trace, its ProxyTracer and its ProxyTracerProvider, when it has them
+_proxy: tuple[Any, type, type] | None = None
 
 
-@contextlib.contextmanager
-def _span(stage: str) -> Iterator[Any]:
-    global _otel
+def _tracer() -> Any:
+    """The tracer for this run, or None when spans would go nowhere.
+
+    Without a configured TracerProvider, opentelemetry's tracer is a proxy whose spans are
+    non-recording: starting one still costs several microseconds a stage (context attach and
+    detach), more than a pass-through stage itself. The provider is asked on every run, since
+    an application may configure one after its first request.
+    """
+    global _otel, _proxy
     if _otel is None:
         _otel = False
         if importlib.util.find_spec("opentelemetry") is not None:
             from opentelemetry import trace
 
+            tracer_cls = getattr(trace, "ProxyTracer", None)
+            provider_cls = getattr(trace, "ProxyTracerProvider", None)
+            if tracer_cls is not None and provider_cls is not None:  # else: always trace
+                _proxy = (trace, tracer_cls, provider_cls)
             _otel = trace.get_tracer("promptslim")
     if not _otel:
-        yield None
-        return
-    with _otel.start_as_current_span(f"promptslim.{stage}") as span:
-        yield span
+        return None
+    if _proxy is not None:
+        api, tracer_cls, provider_cls = _proxy
+        if isinstance(_otel, tracer_cls) and isinstance(api.get_tracer_provider(), provider_cls):
+            return None
+    return _otel
+
+
+def _run_traced(tracer: Any, stage: Stage, request: Request, budget: Budget) -> Result:
+    with tracer.start_as_current_span(f"promptslim.{stage.name}") as span:
+        result = stage.run(request, budget)
+        _check_prefix_kept(request, result.request, stage.name)
+        span.set_attribute("promptslim.tokens_in", result.report.tokens_in)
+        span.set_attribute("promptslim.tokens_out", result.report.tokens_out)
+    return result

@@ -13,16 +13,26 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .types import Document
 
-__all__ = ["DOCUMENTS_ROLE", "insert_documents", "render_document", "render_documents"]
+__all__ = [
+    "DOCUMENTS_ROLE",
+    "document_line",
+    "insert_documents",
+    "render_document",
+    "render_documents",
+]
 
 #: role of the message that carries the documents (user: every chat template accepts it)
 DOCUMENTS_ROLE = "user"
 
 
 def render_document(document: Document, number: int) -> str:
-    title = document.title
+    return document_line(number, document.title, document.text)
+
+
+def document_line(number: int, title: str | None, text: str) -> str:
+    """``render_document`` from the parts (the token counter renders without a Document)."""
     head = f"Document [{number}](Title: {title})" if title else f"Document [{number}]"
-    return f"{head} {document.text}"
+    return f"{head} {text}"
 
 
 def render_documents(documents: Sequence[Document]) -> str:

@@ -4,7 +4,9 @@
 package (no network, ever). ``get_counter("path/or/name")`` gives a counter backed by that
 model's local Hugging Face tokenizer. Counters are shared, thread-safe, and cache counts in an
 LRU keyed by a hash of the text, so a system prompt or document seen before costs a dict
-lookup. Message and document counts are also memoised on the (frozen) objects themselves.
+lookup. Message and document counts are also memoised on the (frozen) objects themselves, and
+a request's total on the request (every stage of a pipeline counts the request it is given,
+and a stage that changes nothing hands the same object on).
 
 Message counts include the chat-format overhead of OpenAI's counting recipe: 3 tokens per
 message, 1 more for a ``name``, 3 to prime the reply.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .errors import BackendUnavailable, ConfigError
@@ -58,19 +60,20 @@ class _CachedCounter:
     string object) and one comparison. Bounded by entry count."""
 
     name: str
+    #: ``count(text) -> int``, the cached function itself rather than a method calling it:
+    #: a hit is then one C call, and counting runs for every message of every request
+    count: Callable[[str], int]
 
     def __init__(self, *, cache_size: int = 16_384) -> None:
         self.cache_size = cache_size
         self._count = functools.lru_cache(maxsize=cache_size)(self._count_uncached)
+        self.count = self._count
 
     def encode(self, text: str) -> list[int]:
         raise NotImplementedError
 
     def _count_uncached(self, text: str) -> int:
         return len(self.encode(text)) if text else 0
-
-    def count(self, text: str) -> int:
-        return self._count(text)
 
     def cache_info(self) -> Any:
         return self._count.cache_info()
@@ -93,8 +96,9 @@ class TiktokenCounter(_CachedCounter):
         self.name = f"tiktoken:{encoding}"
 
     def encode(self, text: str) -> list[int]:
-        # special-token text in user content is counted as ordinary text, never rejected
-        return self._enc.encode(text, disallowed_special=())
+        # special-token text in user content is counted as ordinary text, never rejected;
+        # encode_ordinary is encode(disallowed_special=()) without a scan for special tokens
+        return self._enc.encode_ordinary(text)
 
 
 class HFTokenCounter(_CachedCounter):
@@ -147,7 +151,7 @@ def count_message(message: Message, counter: TokenCounter | None = None) -> int:
     """Tokens one message adds to a chat prompt, overhead included (memoised on the message)."""
     counter = counter or get_counter()
     # the private dict directly: pydantic's __getattr__ for private attributes is slow
-    cache = message.__pydantic_private__["_token_counts"]  # type: ignore[index]
+    cache: dict[str, int] = message.__pydantic_private__["_token_counts"]  # type: ignore[index]
     n = cache.get(counter.name)
     if n is None:
         n = MESSAGE_OVERHEAD + counter.count(message.text)
@@ -162,13 +166,27 @@ def count_message(message: Message, counter: TokenCounter | None = None) -> int:
 def count_messages(messages: Iterable[Message], counter: TokenCounter | None = None) -> int:
     """Tokens of a list of messages as a prompt, including the reply priming."""
     counter = counter or get_counter()
-    return REPLY_PRIMING + sum(count_message(m, counter) for m in messages)
+    name, count = counter.name, counter.count
+    total = REPLY_PRIMING
+    # count_message inlined for the common case (a plain string, no name, no tool calls):
+    # this loop runs over every message of every request, where call overhead is most of it
+    for m in messages:
+        cache: dict[str, int] = m.__pydantic_private__["_token_counts"]  # type: ignore[index]
+        n = cache.get(name)
+        if n is None:
+            content = m.content
+            if type(content) is str and m.name is None and m.tool_calls is None:
+                n = cache[name] = MESSAGE_OVERHEAD + count(content)
+            else:
+                n = count_message(m, counter)
+        total += n
+    return total
 
 
 def count_document(document: Document, counter: TokenCounter | None = None) -> int:
     """Tokens a document adds to the documents message (its rendered line and the newline)."""
     counter = counter or get_counter()
-    cache = document.__pydantic_private__["_token_counts"]  # type: ignore[index]
+    cache: dict[str, int] = document.__pydantic_private__["_token_counts"]  # type: ignore[index]
     n = cache.get(counter.name)
     if n is None:
         n = _document_tokens(counter, document.title, document.text)
@@ -178,12 +196,10 @@ def count_document(document: Document, counter: TokenCounter | None = None) -> i
 
 @functools.lru_cache(maxsize=16_384)
 def _document_tokens(counter: TokenCounter, title: str | None, text: str) -> int:
-    from .render import render_document
-    from .types import Document
+    from .render import document_line
 
     # the document's number is a token or two; count it as a two-digit number
-    line = render_document(Document(id="", text=text, metadata={"title": title} if title else {}), 10)
-    return counter.count(line + "\n")
+    return counter.count(document_line(10, title, text) + "\n")
 
 
 def count_documents(documents: Sequence[Document], counter: TokenCounter | None = None) -> int:
@@ -191,10 +207,36 @@ def count_documents(documents: Sequence[Document], counter: TokenCounter | None 
     if not documents:
         return 0
     counter = counter or get_counter()
-    return MESSAGE_OVERHEAD + sum(count_document(d, counter) for d in documents)
+    total = MESSAGE_OVERHEAD
+    name = counter.name
+    for d in documents:  # count_document inlined, as in count_messages
+        cache: dict[str, int] = d.__pydantic_private__["_token_counts"]  # type: ignore[index]
+        n = cache.get(name)
+        if n is None:
+            n = cache[name] = _document_tokens(counter, d.title, d.text)
+        total += n
+    return total
 
 
 def count_request(request: Request, counter: TokenCounter | None = None) -> int:
-    """Prompt tokens of the request as it will be sent (messages plus the documents message)."""
+    """Prompt tokens of the request as it will be sent (messages plus the documents message).
+
+    Memoised on the request while its messages and documents are the objects counted.
+    """
     counter = counter or get_counter(request.tokenizer)
-    return count_messages(request.messages, counter) + count_documents(request.documents, counter)
+    messages, documents = request.messages, request.documents
+    private: dict[str, Any] = request.__pydantic_private__  # type: ignore[assignment]
+    memo: tuple[str, list[Message], list[Document], int] | None = private.get("_token_total")
+    # the lists are compared item by item, identity first: a few hundred ns for a long chat.
+    # Frozen models cannot be reassigned, but a list field can be edited in place; a memo
+    # kept only by request identity would then go stale.
+    if (
+        memo is not None
+        and memo[0] == counter.name
+        and memo[1] == messages
+        and memo[2] == documents
+    ):
+        return memo[3]
+    total = count_messages(messages, counter) + count_documents(documents, counter)
+    private["_token_total"] = (counter.name, messages[:], documents[:], total)
+    return total

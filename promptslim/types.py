@@ -11,7 +11,7 @@ objects it did not touch keep their identity and their cached token counts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
@@ -59,6 +59,36 @@ def invalid_from_validation(exc: ValidationError, *, root: str = "") -> InvalidR
 
 def _is_type_tag(part: str) -> bool:
     return part in {"str", "int", "float", "bool", "none"} or "[" in part or part[:1].isupper()
+
+
+M = TypeVar("M", bound=BaseModel)
+_set = object.__setattr__
+
+
+def trusted(cls: type[M], **fields: Any) -> M:
+    """``cls.model_construct(**fields)`` for our own report objects, with every field given.
+
+    Every stage builds a StageReport, a Report and a Result per run; pydantic's model_construct
+    walks each field's aliases and defaults in Python (about 5 us an object, a third of a bare
+    pipeline run). With every field passed there is nothing to look up, so set what
+    model_construct would set. Only for models without private attributes, extras or
+    ``model_post_init``, which it checks (tests/test_types.py compares with model_construct).
+    """
+    if fields.keys() != cls.__pydantic_fields__.keys():
+        mismatched = sorted(cls.__pydantic_fields__.keys() ^ fields.keys())
+        raise TypeError(f"{cls.__name__}: trusted() needs every field and no other: {mismatched}")
+    if (
+        cls.__private_attributes__
+        or cls.__pydantic_post_init__
+        or cls.model_config.get("extra") == "allow"
+    ):
+        raise TypeError(f"{cls.__name__}: trusted() is for plain models; use model_construct")
+    obj = cls.__new__(cls)
+    _set(obj, "__dict__", fields)
+    _set(obj, "__pydantic_fields_set__", set(fields))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
 
 
 # ---------------------------------------------------------------- messages
@@ -220,6 +250,12 @@ class Request(BaseModel):
     #: problems found in the input that were skipped rather than fatal
     warnings: list[str] = Field(default_factory=list)
 
+    #: ``count_request``'s memo: (counter name, messages, documents, total). It keeps the lists'
+    #: items as they were counted, so it is only reused while they are the same objects (or
+    #: equal ones); a copy from ``replace`` carries it over, and it holds for the copy exactly
+    #: when the copy's messages and documents are unchanged.
+    _token_total: tuple[str, list[Message], list[Document], int] | None = PrivateAttr(default=None)
+
     # ---- construction
 
     @classmethod
@@ -321,6 +357,14 @@ class Request(BaseModel):
         new = self.model_copy(update=changes)
         new._body_keys = self._body_keys
         return new
+
+    def __eq__(self, other: object) -> bool:
+        # pydantic compares private attributes too; the count memo is a cache, not content
+        if type(other) is not type(self):
+            return NotImplemented
+        return bool(self.__dict__ == other.__dict__ and self._body_keys == other._body_keys)
+
+    __hash__ = None  # type: ignore[assignment]  # list fields: never hashable
 
 
 _BODY_FIELDS = ("messages", "model", "tools", "documents")

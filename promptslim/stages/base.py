@@ -30,7 +30,7 @@ from ..errors import (
     StageTimeout,
 )
 from ..tokens import TokenCounter, count_request, get_counter
-from ..types import Budget, Change, Report, Request, Result, StageReport
+from ..types import Budget, Change, Report, Request, Result, StageReport, trusted
 
 __all__ = ["BaseStage", "PassThrough", "Stage", "StageLog", "run_with_fallback"]
 
@@ -163,13 +163,17 @@ class BaseStage(ABC):
     def run(self, request: Request, budget: Budget | None = None) -> Result:
         counter = get_counter(request.tokenizer)
         start = time.perf_counter()
+        # both counts are memoised on the request, so in a pipeline this tokens_in is the
+        # previous stage's tokens_out, and a stage that returns its input costs no recount;
+        # the memo notices a list edited in place, which request identity would not
         tokens_in = count_request(request, counter)
         log = StageLog(counter)
         out = self.apply(request, budget or Budget(), log)
         ms = (time.perf_counter() - start) * 1e3
-        tokens_out = tokens_in if out is request else count_request(out, counter)
-        # model_construct: these values are ours and already typed; validation is pure overhead here
-        report = StageReport.model_construct(
+        tokens_out = count_request(out, counter)
+        # trusted(): these values are ours and already typed; validation is pure overhead here
+        report = trusted(
+            StageReport,
             stage=self.name,
             tokens_in=tokens_in,
             tokens_out=tokens_out,
@@ -178,9 +182,11 @@ class BaseStage(ABC):
             warnings=log.warnings,
             details=log.details,
         )
-        return Result.model_construct(
+        return trusted(
+            Result,
             request=out,
-            report=Report.model_construct(
+            report=trusted(
+                Report,
                 stages=[report],
                 tokens_in=tokens_in,
                 tokens_out=tokens_out,
