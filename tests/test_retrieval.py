@@ -438,7 +438,7 @@ def test_a_scorer_without_query_embedding_keeps_working() -> None:
 
 @pytest.mark.slow
 def test_real_precomputed_query_and_passages_need_no_model_call(
-    nq_requests: list[Request], warm_embeddings: None, monkeypatch: pytest.MonkeyPatch
+    nq_requests: list[Request], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stage = RetrievalStage()
     service = stage.get_scorer().service()  # type: ignore[attr-defined]

@@ -237,7 +237,7 @@ def _quantize_linear_int8(model: Any) -> None:
         warnings.simplefilter("ignore", UserWarning)
         # in place: the modules are swapped where sentence-transformers runs them (assigning a
         # quantised copy to ``auto_model`` does not reach the module its 5.x releases call)
-        quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+        quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)  # type: ignore[no-untyped-call]
 
 
 def load_cross_encoder(name_or_path: str, *, device: str | None = None) -> Any:

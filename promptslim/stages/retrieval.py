@@ -595,7 +595,7 @@ def _documents_script(texts: Sequence[str]) -> str:
 
 
 @lru_cache(maxsize=64)
-def _accepts_query_embedding(scorer_type: type) -> bool:
+def _accepts_query_embedding(scorer_type: type[Scorer]) -> bool:
     """Whether ``scorer_type.score`` takes ``query_embedding`` (scorers written before it
     existed do not, and keep working)."""
     import inspect
