@@ -18,15 +18,21 @@ The stream: items from ``builtin:rag`` and ``builtin:chat`` alternated, each sen
 Its default, ``scenario_pipeline.json`` beside this script, is every default stage plus what a
 service declares about its own system prompt: the chat template writes the user's name into it
 (``User: {name}``), so the prefix stage is told that value varies per request, as DESIGN.md's
-declared variables intend; without it each user's name would end the cacheable prefix. The first
-``--items`` of each dataset are distinct; longer streams reuse their shapes: a repeat keeps the
-prefix its prompt shares with the other prompts of its dataset (the system prompt a prefix cache
-can share) and gets fresh ids for the rest (a new user's content, which no cache holds).
+declared variables intend; without it each user's name would end the cacheable prefix. RAG
+requests arrive as a production retriever hands them over, with their documents' and query's
+embeddings (computed here, untimed; ``--no-vectors`` makes the retrieval stage embed every
+passage). The first ``--items`` of each dataset are distinct; longer streams reuse their
+shapes: a repeat keeps the prefix its prompt shares with the other prompts of its dataset (the
+system prompt a prefix cache can share) and gets fresh ids for the rest (a new user's content,
+which no cache holds).
+
 Closed loop at ``--concurrency`` 500 clients, ``--output-tokens`` each; the engine is vLLM-like
 with vLLM's own defaults for its OpenAI server on a GPU of >= 70 GiB other than an A100
 (``--max-num-seqs`` 1,024, ``--max-batched-tokens`` 8,192: ``EngineArgs`` batch defaults in
 https://github.com/vllm-project/vllm/blob/main/vllm/engine/arg_utils.py), chunked prefill and a
-prefix cache in the KV memory left beside the weights. The time promptslim itself takes is measured on this CPU and reported, not added.
+prefix cache in the KV memory left beside the weights. The time promptslim itself takes is
+measured on this CPU and reported twice: beside the engine's TTFT, and added to it (the same
+quantile on top, which errs against promptslim).
 
 ``--bench-summary summary.json`` (from ``promptslim bench`` on the same config) adds the quality
 delta: config minus baseline, paired bootstrap 95 % interval, in points; goal >= -1 point.
@@ -75,12 +81,35 @@ DATASETS = ("builtin:rag", "builtin:chat")
 # ---------------------------------------------------------------- the request stream
 
 
-def build_streams(items: int, requests: int, seed: int, pipeline_config: Path) -> dict[str, Any]:
+def with_vectors(request: Any, store: Any) -> Any:
+    """The request as a production retriever hands it over: each document with the embedding
+    its vector store indexed, and the query's embedding (used to search). Same model and
+    truncation as the retrieval stage; computed here, outside the timed slimming."""
+    from promptslim.stages.retrieval import _scoring_text
+
+    if not request.documents:
+        return request
+    vectors = store.embed([_scoring_text(d) for d in request.documents] + [request.effective_query])
+    return request.replace(
+        documents=[
+            d.model_copy(update={"embedding": v.tolist()})
+            for d, v in zip(request.documents, vectors, strict=False)
+        ],
+        query_embedding=vectors[-1].tolist(),
+    )
+
+
+def build_streams(
+    items: int, requests: int, seed: int, pipeline_config: Path, vectors: bool
+) -> dict[str, Any]:
     """Per config: the prompt token arrays (rag and chat alternated) and the slimming times."""
+    from promptslim.backends.embeddings import EmbeddingService
     from promptslim.bench.datasets import load_dataset
     from promptslim.pipeline import Pipeline
 
     pipeline = Pipeline.from_config(pipeline_config)
+    # a private, cacheless service: the pipeline's own embedding cache sees none of it
+    store = EmbeddingService(max_seq_length=128, cache_size=0) if vectors else None
     per: dict[str, dict[str, list[Any]]] = {"baseline": {}, "promptslim": {}}
     slim_s: list[float] = []
     for spec in DATASETS:
@@ -88,8 +117,9 @@ def build_streams(items: int, requests: int, seed: int, pipeline_config: Path) -
         base, slim = [], []
         for item in loaded:
             base.append(prompt_tokens(item.request))
+            request = with_vectors(item.request, store) if store is not None else item.request
             t0 = time.perf_counter()
-            slimmed = pipeline.run(item.request).request
+            slimmed = pipeline.run(request).request
             slim_s.append(time.perf_counter() - t0)
             slim.append(prompt_tokens(slimmed))
         half = (requests + len(DATASETS) - 1) // len(DATASETS)
@@ -179,7 +209,7 @@ def run(args: Any) -> dict[str, Any]:
     started = time.perf_counter()
     requests = args.requests or (args.concurrency if args.quick else 2 * args.concurrency)
     items = args.items or (12 if args.quick else 60)
-    built = build_streams(items, requests, args.seed, args.pipeline)
+    built = build_streams(items, requests, args.seed, args.pipeline, not args.no_vectors)
     measured, source = (None, "")
     if args.cost_curve:
         measured, source = load_cost_curve(Path(args.cost_curve))
@@ -212,6 +242,14 @@ def run(args: Any) -> dict[str, Any]:
         }
     base, slim = configs["baseline"]["ttft_s"], configs["promptslim"]["ttft_s"]
     ratios = {q: base[q] / slim[q] if slim[q] > 0 else float("inf") for q in base}
+    # promptslim's own time, paid before the request reaches the engine: the same quantile of
+    # the slimming times measured here added on top (the sum of the two quantiles is at least
+    # the quantile of the per-request sum, so this errs against promptslim)
+    own_s = sorted(built["slim_s"])
+    own = {
+        q: own_s[min(len(own_s) - 1, round(float(q[1:]) / 100 * (len(own_s) - 1)))] for q in base
+    }
+    ratios_with_own = {q: base[q] / (slim[q] + own[q]) for q in base}
     result: dict[str, Any] = {
         "benchmark": "scenario_h200",
         "quick": args.quick,
@@ -229,23 +267,29 @@ def run(args: Any) -> dict[str, Any]:
         "distinct_items_per_dataset": items,
         "datasets": list(DATASETS),
         "pipeline": str(args.pipeline.name),
+        "vectors_handed_over": not args.no_vectors,
         "output_tokens": args.output_tokens,
         "configs": configs,
         "p_ratio_baseline_over_promptslim": ratios,
         "goal_p99_ratio": GOAL_P99_RATIO,
         "met_p99": ratios["p99"] >= GOAL_P99_RATIO,
+        "own_time_s": own,
+        "p_ratio_including_own_time": ratios_with_own,
+        "met_p99_including_own_time": ratios_with_own["p99"] >= GOAL_P99_RATIO,
         "slim_ms_this_cpu": {
             "p50": 1000 * statistics.median(built["slim_s"]),
             "max": 1000 * max(built["slim_s"]),
             "n": len(built["slim_s"]),
-            "note": "the pipeline on this CPU; not added to the simulated TTFT",
+            "note": "the pipeline on this CPU; see p_ratio_including_own_time",
         },
         "machine": machine(),
     }
     if args.bench_summary:
-        result["quality"] = quality_delta(
-            Path(args.bench_summary), config=args.bench_config, metric=args.quality_metric
-        )
+        # one summary per dataset of the stream (a bench run reads one dataset)
+        result["quality"] = [
+            quality_delta(Path(path), config=args.bench_config, metric=args.quality_metric)
+            for path in args.bench_summary
+        ]
     result["wall_s"] = time.perf_counter() - started
     return result
 
@@ -268,6 +312,7 @@ def table(result: dict[str, Any]) -> str:
             f"| {c['prefill_1k_tokens_ms']:.1f} |"
         )
     r = result["p_ratio_baseline_over_promptslim"]
+    w = result["p_ratio_including_own_time"]
     lines += [
         "",
         (
@@ -277,12 +322,14 @@ def table(result: dict[str, Any]) -> str:
             f"concurrency {result['concurrency']}, {result['output_tokens']} output tokens each."
         ),
         (
-            f"The pipeline ({result['pipeline']}) on this CPU: median {result['slim_ms_this_cpu']['p50']:.0f} ms "
-            "per request (not in the simulated TTFT)."
+            f"The pipeline ({result['pipeline']}) on this CPU: median "
+            f"{result['slim_ms_this_cpu']['p50']:.0f} ms per request. Adding the same quantile of "
+            f"it to promptslim's TTFT: P50 {w['p50']:.2f}x, P99 {w['p99']:.2f}x "
+            f"({'met' if result['met_p99_including_own_time'] else 'NOT met'})."
         ),
     ]
-    q = result.get("quality")
-    if q:
+    qualities = result.get("quality") or []
+    for q in qualities:
         d = q["delta_points"]
         lines.append(
             f"Quality ({q['metric']}, {q['config']} minus baseline, n={q['n']}, from {q['summary']}): "
@@ -290,7 +337,7 @@ def table(result: dict[str, Any]) -> str:
             f"(goal >= {q['goal_points']:.0f}: {'met' if q['met'] else 'NOT met'} on the mean, "
             f"{'met' if q['met_by_interval'] else 'not shown'} by the interval)."
         )
-    else:
+    if not qualities:
         lines.append("Quality: no --bench-summary given.")
     return "\n".join(lines)
 
@@ -301,7 +348,11 @@ def main() -> None:
     p.add_argument(
         "--cost-curve", help="a measured prefill curve (gpu_prefill.py JSON or cost model)"
     )
-    p.add_argument("--bench-summary", help="promptslim bench summary.json for the quality delta")
+    p.add_argument(
+        "--bench-summary",
+        action="append",
+        help="promptslim bench summary.json for the quality delta (repeat: one per dataset)",
+    )
     p.add_argument("--bench-config", help="the config label in it (default: its only one)")
     p.add_argument("--quality-metric", default="em", choices=("em", "f1", "evidence"))
     p.add_argument("--concurrency", type=int, default=500)
@@ -319,6 +370,12 @@ def main() -> None:
         type=Path,
         default=Path(__file__).resolve().parent / "scenario_pipeline.json",
         help="the pipeline config promptslim runs (default: scenario_pipeline.json here)",
+    )
+    p.add_argument(
+        "--no-vectors",
+        action="store_true",
+        help="RAG requests without the vector store's embeddings (the retrieval stage embeds "
+        "every passage: its cold path)",
     )
     args = p.parse_args()
     result = run(args)
