@@ -48,6 +48,8 @@ _WORD = re.compile(r"\s*\S+")
 _COARSE = ("lexical", "hybrid", "lm")
 # rows of the LM head computed at once: bounds the (rows x vocabulary) logits buffer
 _HEAD_ROWS = 1024
+# a row joins a batch only if it fills this share of the batch's width (the rest is padding)
+_MIN_FILL = 0.8
 # documents whose scores are remembered (see LMCompressor._scores)
 _MEMO_SIZE = 256
 
@@ -325,15 +327,19 @@ def _prune(text: str, doc: _Doc, token_scores: Any, share: float) -> str:
 
 
 def _batches(docs: Sequence[_Doc], batch_tokens: int) -> list[list[int]]:
-    """Rows grouped longest first so each batch pads to similar lengths, each batch at most
-    ``batch_tokens`` (rows x width; a single longer document gets a batch of its own)."""
+    """Rows grouped longest first, each batch at most ``batch_tokens`` (rows x width) and
+    padded by at most a fifth of a row: one long document must not make every short one in
+    its batch pay its width (padding is computed like real tokens)."""
     order = sorted(range(len(docs)), key=lambda i: (-len(docs[i].ids), i))
     batches: list[list[int]] = []
     for i in order:
-        if batches and (len(batches[-1]) + 1) * len(docs[batches[-1][0]].ids) <= batch_tokens:
-            batches[-1].append(i)
-        else:
-            batches.append([i])
+        if batches:
+            width = len(docs[batches[-1][0]].ids)
+            fits = (len(batches[-1]) + 1) * width <= batch_tokens
+            if fits and len(docs[i].ids) >= _MIN_FILL * width:
+                batches[-1].append(i)
+                continue
+        batches.append([i])
     return batches
 
 
