@@ -401,3 +401,22 @@ def test_previous_fingerprint_passes_through_a_pipeline_on_the_request() -> None
     details = second.report.stages[0].details
     assert details["unchanged_messages"] >= 1
     assert second.report.cacheable_tokens == details["unchanged_tokens"] > 0
+
+
+def test_extractive_analysis_cache_keeps_role_and_output() -> None:
+    # sentences and scores are memoised per message content: the same text sent by another
+    # role must still be attributed (and scored) as that role, and a warm cache changes nothing
+    from promptslim.backends.summarisers import _message_lines
+
+    counter = get_counter()
+    s = ExtractiveSummariser()
+    text = "Order 48213 ships to Berlin on Monday. Did Alice approve the refund?"
+    _message_lines.cache_clear()
+    as_user = s.summarise([Message(role="user", content=text)], max_tokens=80, counter=counter)
+    as_tool = s.summarise([Message(role="tool", tool_call_id="c1", content=text)], max_tokens=80,
+                          counter=counter)
+    assert as_user.startswith("user: ") and as_tool.startswith("tool: ")
+    msgs = chat(20)
+    _message_lines.cache_clear()
+    cold = s.summarise(msgs, max_tokens=120, counter=counter)
+    assert cold and s.summarise(msgs, max_tokens=120, counter=counter) == cold
