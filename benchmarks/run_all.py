@@ -43,6 +43,7 @@ GOALS: dict[str, list[tuple[str, str, float]]] = {
     "bench_compress": [
         ("extractive.0.33.retention", ">=", 0.9), ("extractive.0.33.p99_ms", "<=", 40.0),
         ("extractive.0.33.net_ratio", "<=", 0.4),
+        ("lm_speedup_vs_llmlingua.0.33", ">=", 10.0), ("lm_speedup_vs_llmlingua.0.5", ">=", 10.0),
     ],
     "bench_integrations": [
         ("langchain_overhead_ms", "<=", 0.5), ("llamaindex_overhead_ms", "<=", 0.5),
