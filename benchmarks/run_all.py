@@ -25,34 +25,49 @@ HERE = Path(__file__).resolve().parent
 #: script -> [(key path, comparison, goal)]; key paths are dotted into the JSON object
 GOALS: dict[str, list[tuple[str, str, float]]] = {
     "bench_overhead": [
-        ("pipeline_p99_ms", "<=", 0.3), ("count_cold_ms", "<=", 2.0), ("count_warm_ms", "<=", 0.1),
+        ("pipeline_p99_ms", "<=", 0.3),
+        ("count_cold_ms", "<=", 2.0),
+        ("count_warm_ms", "<=", 0.1),
     ],
     "bench_prefix": [
-        ("stage_p99_ms", "<=", 1.0), ("hit_rate_after", ">=", 0.95),
+        ("stage_p99_ms", "<=", 1.0),
+        ("hit_rate_after", ">=", 0.95),
         ("sim_requests_per_s", ">=", 50_000),
     ],
     "bench_history": [
-        ("last_p99_ms", "<=", 5.0), ("extractive_cold_p99_ms", "<=", 30.0),
-        ("extractive_warm_p99_ms", "<=", 1.0), ("cache_hit_share_cache_aware", ">=", 0.85),
+        ("last_p99_ms", "<=", 5.0),
+        ("extractive_cold_p99_ms", "<=", 30.0),
+        ("extractive_warm_p99_ms", "<=", 1.0),
+        ("cache_hit_share_cache_aware", ">=", 0.85),
     ],
     "bench_retrieval": [
-        ("bm25_p99_ms", "<=", 3.0), ("hybrid_cold_p99_ms", "<=", 150.0),
-        ("hybrid_warm_p99_ms", "<=", 10.0), ("hybrid_precomputed_p99_ms", "<=", 5.0),
-        ("recall_default", ">=", 0.97), ("token_fraction_kept", "<=", 0.20),
+        ("bm25_p99_ms", "<=", 3.0),
+        ("hybrid_cold_p99_ms", "<=", 150.0),
+        ("hybrid_warm_p99_ms", "<=", 10.0),
+        ("hybrid_precomputed_p99_ms", "<=", 5.0),
+        ("recall_default", ">=", 0.97),
+        ("token_fraction_kept", "<=", 0.20),
     ],
     "bench_compress": [
-        ("extractive.0.33.retention", ">=", 0.9), ("extractive.0.33.p99_ms", "<=", 40.0),
+        ("extractive.0.33.retention", ">=", 0.9),
+        ("extractive.0.33.p99_ms", "<=", 40.0),
         ("extractive.0.33.net_ratio", "<=", 0.4),
-        ("lm_speedup_vs_llmlingua.0.33", ">=", 10.0), ("lm_speedup_vs_llmlingua.0.5", ">=", 10.0),
+        ("lm_speedup_vs_llmlingua.0.33", ">=", 10.0),
+        ("lm_speedup_vs_llmlingua.0.5", ">=", 10.0),
     ],
     "bench_integrations": [
-        ("langchain_overhead_ms", "<=", 0.5), ("llamaindex_overhead_ms", "<=", 0.5),
+        ("langchain_overhead_ms", "<=", 0.5),
+        ("llamaindex_overhead_ms", "<=", 0.5),
     ],
     "bench_multilingual": [
-        ("retention", ">=", 0.9), ("token_fraction_kept", "<=", 0.35), ("p99_ms", "<=", 20.0),
+        ("retention", ">=", 0.9),
+        ("token_fraction_kept", "<=", 0.35),
+        ("p99_ms", "<=", 20.0),
     ],
     "bench_proxy": [
-        ("added_ttft_p50_ms", "<=", 1.0), ("added_ttft_p99_ms", "<=", 5.0), ("errors", "<=", 0),
+        ("added_ttft_p50_ms", "<=", 1.0),
+        ("added_ttft_p99_ms", "<=", 5.0),
+        ("errors", "<=", 0),
     ],
     "bench_simulate": [],
     # issue 8: no lost request; RSS flat once caches are full (end within 10 % of half-way)
@@ -101,7 +116,9 @@ def main() -> None:
                 wall = result.get("run_all", {}).get("wall_s", 0.0)
                 rows += goal_rows(name, result, wall)
             continue
-        cmd = [sys.executable, str(HERE / f"{name}.py"), "--json"] + (["--quick"] if args.quick else [])
+        cmd = [sys.executable, str(HERE / f"{name}.py"), "--json"] + (
+            ["--quick"] if args.quick else []
+        )
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, check=False)
         wall = time.perf_counter() - start
@@ -111,7 +128,9 @@ def main() -> None:
         except json.JSONDecodeError:
             result = None
         if result is None:
-            print(f"{name}: FAILED (exit {proc.returncode})\n{proc.stderr[-2000:]}", file=sys.stderr)
+            print(
+                f"{name}: FAILED (exit {proc.returncode})\n{proc.stderr[-2000:]}", file=sys.stderr
+            )
             rows.append((name, "(failed)", "", "", "", f"{wall:.0f}"))
             continue
         result.setdefault("machine", machine())
@@ -123,9 +142,11 @@ def main() -> None:
     out = [
         "# Benchmark summary",
         "",
-        f"Machine: {info.get('cpu_model', info['processor'])}, {info['cpu_count']} CPUs, "
-        f"Python {info['python']}, {info['platform']}. Mode: {'--quick' if args.quick else 'full'}. "
-        "Each script's JSON beside this file has N, percentiles and spread.",
+        (
+            f"Machine: {info.get('cpu_model', info['processor'])}, {info['cpu_count']} CPUs, "
+            f"Python {info['python']}, {info['platform']}. Mode: {'--quick' if args.quick else 'full'}. "
+            "Each script's JSON beside this file has N, percentiles and spread."
+        ),
         "",
         "| benchmark | key | measured | goal | met | wall s |",
         "| --- | --- | --- | --- | --- | --- |",
