@@ -20,11 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import BudgetInfeasible, ConfigError, PromptSlimError
 from .registry import STAGES
-from .stages.base import Stage
+from .stages.base import BaseStage, Stage, prefix_figures
 from .tokens import count_request, get_counter
 from .types import Budget, Report, Request, Result, StageReport, invalid_from_validation, trusted
 
 __all__ = ["DEFAULT_STAGES", "Pipeline", "PipelineConfig", "StageSpec"]
+
+# a stage whose run is this one is run through run_report (no Result and Report to take apart)
+_BASE_RUN: object = BaseStage.run
 
 #: the built-in stages of the default pipeline, in order
 DEFAULT_STAGES: tuple[str, ...] = ("prefix", "history", "retrieval", "compress")
@@ -110,20 +113,25 @@ class Pipeline:
         fingerprint = cacheable = None
         tracer = _tracer()
         for stage in self.stages:
-            if tracer is None:
-                result = stage.run(request, budget)
-                _check_prefix_kept(request, result.request, stage.name)
+            if tracer is None and isinstance(stage, BaseStage) and type(stage).run is _BASE_RUN:
+                out, stage_report = stage.run_report(request, budget)
+                _check_prefix_kept(request, out, stage.name)
+                parts = ([stage_report], stage_report.warnings, *prefix_figures(stage_report))
             else:
-                result = _run_traced(tracer, stage, request, budget)
-            request = result.request
-            reports.extend(result.report.stages)
-            warnings.extend(result.report.warnings)
-            fingerprint = result.report.prefix_fingerprint or fingerprint
-            cacheable = (
-                result.report.cacheable_tokens
-                if result.report.cacheable_tokens is not None
-                else cacheable
-            )
+                result = (
+                    stage.run(request, budget)
+                    if tracer is None
+                    else _run_traced(tracer, stage, request, budget)
+                )
+                _check_prefix_kept(request, result.request, stage.name)
+                out, r = result.request, result.report
+                parts = (r.stages, r.warnings, r.prefix_fingerprint, r.cacheable_tokens)
+            request = out
+            stage_reports, stage_warnings, stage_fingerprint, stage_cacheable = parts
+            reports.extend(stage_reports)
+            warnings.extend(stage_warnings)
+            fingerprint = stage_fingerprint or fingerprint
+            cacheable = stage_cacheable if stage_cacheable is not None else cacheable
         # the stages counted already; count here only what no stage saw
         if reports:
             tokens_in = reports[0].tokens_in
@@ -270,7 +278,6 @@ def _tracer() -> Any:
 def _run_traced(tracer: Any, stage: Stage, request: Request, budget: Budget) -> Result:
     with tracer.start_as_current_span(f"promptslim.{stage.name}") as span:
         result = stage.run(request, budget)
-        _check_prefix_kept(request, result.request, stage.name)
         span.set_attribute("promptslim.tokens_in", result.report.tokens_in)
         span.set_attribute("promptslim.tokens_out", result.report.tokens_out)
     return result

@@ -63,6 +63,7 @@ def _is_type_tag(part: str) -> bool:
 
 M = TypeVar("M", bound=BaseModel)
 _set = object.__setattr__
+_plain_models: set[type[BaseModel]] = set()  # classes trusted() has checked it can build
 
 
 def trusted(cls: type[M], **fields: Any) -> M:
@@ -74,15 +75,17 @@ def trusted(cls: type[M], **fields: Any) -> M:
     model_construct would set. Only for models without private attributes, extras or
     ``model_post_init``, which it checks (tests/test_types.py compares with model_construct).
     """
+    if cls not in _plain_models:
+        if (
+            cls.__private_attributes__
+            or cls.__pydantic_post_init__
+            or cls.model_config.get("extra") == "allow"
+        ):
+            raise TypeError(f"{cls.__name__}: trusted() is for plain models; use model_construct")
+        _plain_models.add(cls)
     if fields.keys() != cls.__pydantic_fields__.keys():
         mismatched = sorted(cls.__pydantic_fields__.keys() ^ fields.keys())
         raise TypeError(f"{cls.__name__}: trusted() needs every field and no other: {mismatched}")
-    if (
-        cls.__private_attributes__
-        or cls.__pydantic_post_init__
-        or cls.model_config.get("extra") == "allow"
-    ):
-        raise TypeError(f"{cls.__name__}: trusted() is for plain models; use model_construct")
     obj = cls.__new__(cls)
     _set(obj, "__dict__", fields)
     _set(obj, "__pydantic_fields_set__", set(fields))

@@ -139,6 +139,12 @@ def run_with_fallback(
         return fallback()
 
 
+def prefix_figures(report: StageReport) -> tuple[str | None, int | None]:
+    """The prefix-cache figures a stage leaves in its details (the prefix stage's fingerprint,
+    the tokens a prefix cache can reuse), which its Report carries at the top level."""
+    return report.details.get("fingerprint"), report.details.get("cacheable_tokens")
+
+
 def _as_backend_error(exc: Exception, backend: str, extra: str) -> Exception:
     if isinstance(exc, (BackendError, BackendUnavailable)):
         return exc
@@ -161,6 +167,31 @@ class BaseStage(ABC):
         """Return the transformed request; record changes and warnings in ``log``."""
 
     def run(self, request: Request, budget: Budget | None = None) -> Result:
+        out, report = self.run_report(request, budget)
+        fingerprint, cacheable = prefix_figures(report)
+        # trusted(): these values are ours and already typed; validation is pure overhead here
+        return trusted(
+            Result,
+            request=out,
+            report=trusted(
+                Report,
+                stages=[report],
+                tokens_in=report.tokens_in,
+                tokens_out=report.tokens_out,
+                ms=report.ms,
+                warnings=list(report.warnings),
+                prefix_fingerprint=fingerprint,
+                cacheable_tokens=cacheable,
+                degraded=None,
+            ),
+        )
+
+    def run_report(
+        self, request: Request, budget: Budget | None = None
+    ) -> tuple[Request, StageReport]:
+        """``run`` without the Result and Report around it: the new request and this stage's
+        StageReport. A Pipeline calls it for a stage whose ``run`` is this class's, since it
+        would take that Result apart at once (building the two costs as much as the rest)."""
         counter = get_counter(request.tokenizer)
         start = time.perf_counter()
         # both counts are memoised on the request, so in a pipeline this tokens_in is the
@@ -170,33 +201,17 @@ class BaseStage(ABC):
         log = StageLog(counter)
         out = self.apply(request, budget or Budget(), log)
         ms = (time.perf_counter() - start) * 1e3
-        tokens_out = count_request(out, counter)
-        # trusted(): these values are ours and already typed; validation is pure overhead here
         report = trusted(
             StageReport,
             stage=self.name,
             tokens_in=tokens_in,
-            tokens_out=tokens_out,
+            tokens_out=count_request(out, counter),
             ms=ms,
             changes=log.changes,
             warnings=log.warnings,
             details=log.details,
         )
-        return trusted(
-            Result,
-            request=out,
-            report=trusted(
-                Report,
-                stages=[report],
-                tokens_in=tokens_in,
-                tokens_out=tokens_out,
-                ms=ms,
-                warnings=list(log.warnings),
-                prefix_fingerprint=log.details.get("fingerprint"),
-                cacheable_tokens=log.details.get("cacheable_tokens"),
-                degraded=None,
-            ),
-        )
+        return out, report
 
     # ---- configuration
 
