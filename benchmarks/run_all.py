@@ -92,7 +92,10 @@ def goal_rows(name: str, result: dict[str, Any], wall: float) -> list[tuple[str,
         value = lookup(result, key)
         met = value is not None and (value <= goal if op == "<=" else value >= goal)
         shown = f"{value:.4g}" if isinstance(value, (int, float)) else str(value)
-        rows.append((name, key, shown, f"{op} {goal:g}", "yes" if met else "**no**", f"{wall:.0f}"))
+        mode = "quick" if result.get("run_all", {}).get("quick") else "full"
+        rows.append(
+            (name, mode, key, shown, f"{op} {goal:g}", "yes" if met else "**no**", f"{wall:.0f}")
+        )
     return rows
 
 
@@ -106,7 +109,8 @@ def main() -> None:
         help="with --only: the summary also lists the other scripts from their saved results",
     )
     args = ap.parse_args()
-    names = args.only or list(GOALS)
+    # ``--only --keep`` with no names rewrites the summary from the saved results alone
+    names = list(GOALS) if args.only is None else args.only
     rows = []
     for name in GOALS if args.keep else names:
         if name not in names:
@@ -131,7 +135,7 @@ def main() -> None:
             print(
                 f"{name}: FAILED (exit {proc.returncode})\n{proc.stderr[-2000:]}", file=sys.stderr
             )
-            rows.append((name, "(failed)", "", "", "", f"{wall:.0f}"))
+            rows.append((name, "", "(failed)", "", "", "", f"{wall:.0f}"))
             continue
         result.setdefault("machine", machine())
         result["run_all"] = {"quick": args.quick, "wall_s": round(wall, 1)}
@@ -144,12 +148,12 @@ def main() -> None:
         "",
         (
             f"Machine: {info.get('cpu_model', info['processor'])}, {info['cpu_count']} CPUs, "
-            f"Python {info['python']}, {info['platform']}. Mode: {'--quick' if args.quick else 'full'}. "
+            f"Python {info['python']}, {info['platform']}. Mode per row (a script's --quick or full run). "
             "Each script's JSON beside this file has N, percentiles and spread."
         ),
         "",
-        "| benchmark | key | measured | goal | met | wall s |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| benchmark | mode | key | measured | goal | met | wall s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
         *(f"| {' | '.join(r)} |" for r in rows),
         "",
     ]
