@@ -1,15 +1,16 @@
 """The committed multi-document QA run (issue 6, part 8): ``promptslim bench`` on nq20-dev,
 SmolLM2 on the CPU, baseline vs each stage vs the full pipeline, side by side on every item.
 
-The model is the packaged SmolLM2-135M-Instruct GGUF served by llama-cpp-python's
-OpenAI-compatible server on 127.0.0.1 (started and stopped here, by PID), so "first token" is a
-real server's TTFT on the client clock: on this 2-core CPU llama.cpp's quantised kernels prefill
-several times faster than the fp32 torch model, which is what makes 200 items x 6 configs fit
-in a session. ``--model hf`` runs the same on the torch backend instead (adds the gold answer's
-log-probability; about 10 s per 3,000-token baseline prompt here).
+The model is SmolLM2-135M-Instruct from the packaged GGUF. By default it runs on the torch
+backend (``promptslim bench``'s ``hf:default``): prefill timed as one forward pass with
+last-position logits, greedy answer, gold answer log-probability; about 10 s per ~2,700-token
+baseline prompt on this 2-core CPU, so 200 items x 6 configs take about an hour. ``--model
+llama-server`` serves the same model through llama-cpp-python's OpenAI-compatible server on
+127.0.0.1 (started and stopped here, by PID), so "first token" is a real server's TTFT on the
+client clock; on this machine it measured slower than torch (20-60 s for 2,200 tokens).
 
-Fairness of the comparison on one server:
-- the server keeps the previous prompt's KV cache and reuses its longest common prefix. Left
+Fairness of the comparison:
+- with ``--model llama-server``, the server keeps the previous prompt's KV cache and reuses its longest common prefix. Left
   alone, a config measured right after the baseline of the same item would be served partly
   from the baseline's cache (same instructions, often the same first document). Before every
   measured request we send one tiny unrelated request, so every measured prompt finds only the
@@ -20,7 +21,7 @@ Fairness of the comparison on one server:
 
 Usage::
 
-    python benchmarks/bench_nq.py --quick --json                       # 8 items
+    python benchmarks/bench_nq.py --quick --json                       # 4 items
     python benchmarks/bench_nq.py --limit 200 --out benchmarks/results/bench_nq
 """
 
@@ -86,14 +87,14 @@ def main() -> None:
     p.add_argument("--dataset", default=str(SHARED_DATA / "nq20-dev.jsonl.gz"))
     p.add_argument("--limit", type=int, default=200)
     p.add_argument("--configs", default=DEFAULT_CONFIGS)
-    p.add_argument("--model", choices=("llama-server", "hf"), default="llama-server")
+    p.add_argument("--model", choices=("hf", "llama-server"), default="hf")
     p.add_argument("--max-new-tokens", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--out", type=Path, help="write results.jsonl, summary.json, report.md and the plot here"
     )
     args = p.parse_args()
-    limit = 8 if args.quick else args.limit
+    limit = 4 if args.quick else args.limit
 
     start = time.perf_counter()
     configs = parse_configs(args.configs)
