@@ -103,4 +103,7 @@ def test_cache_fill_reads_every_cache() -> None:
     size = {k: int(v.split("/")[0]) for k, v in after.items()}
     assert size["prefix_memo.analysed"] >= 1 and size["token_counter"] >= 1
     full = soak._full(soak.cache_sizes(pipeline))
-    assert full is not None and not any(full.values())
+    assert full is not None and full.keys() == after.keys()
+    # this new pipeline's own memos start empty; process-wide caches (the token counter, the
+    # summaries) may already be full from whatever ran earlier in this process (the test suite)
+    assert not any(v for k, v in full.items() if k.startswith("prefix_memo."))
