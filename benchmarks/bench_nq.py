@@ -23,6 +23,11 @@ Usage::
 
     python benchmarks/bench_nq.py --quick --json                       # 4 items
     python benchmarks/bench_nq.py --limit 200 --out benchmarks/results/bench_nq
+    python benchmarks/bench_nq.py --limit 200 --out benchmarks/results/bench_nq --resume
+
+With ``--out``, every finished row is appended to ``OUT/progress.jsonl`` at once; ``--resume``
+reads it and runs only the items not finished yet (the full run needs more than two hours of
+this CPU, more than one working session), then the outputs cover every item.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from common import SHARED_DATA, LlamaServer, emit, machine, parser
 from promptslim.bench.backends import Measurement, OpenAIBackend, load_backend
 from promptslim.bench.command import DEFAULT_CONFIGS
 from promptslim.bench.datasets import load_dataset
-from promptslim.bench.report import write_outputs
+from promptslim.bench.report import read_rows, row_line, write_outputs
 from promptslim.bench.runner import Progress, parse_configs, run_bench
 
 #: replaces the server's cached prompt between measured requests (see the module docstring)
@@ -93,8 +98,18 @@ def main() -> None:
     p.add_argument(
         "--out", type=Path, help="write results.jsonl, summary.json, report.md and the plot here"
     )
+    p.add_argument(
+        "--resume", action="store_true", help="skip the items finished in OUT/progress.jsonl"
+    )
     args = p.parse_args()
     limit = 4 if args.quick else args.limit
+    if args.resume and not args.out:
+        p.error("--resume needs --out")
+    progress_file = args.out / "progress.jsonl" if args.out else None
+    done = read_rows(progress_file) if args.resume and progress_file and progress_file.exists() else []
+    previous_wall = 0.0
+    if done and (args.out / "progress-wall.txt").exists():
+        previous_wall = float((args.out / "progress-wall.txt").read_text())
 
     start = time.perf_counter()
     configs = parse_configs(args.configs)
@@ -105,13 +120,32 @@ def main() -> None:
     else:
         server = LlamaServer(n_ctx=8192)
         backend = FreshSlotBackend(server.base + "/v1", max_tokens=args.max_new_tokens)
+    log = None
+    if progress_file:
+        args.out.mkdir(parents=True, exist_ok=True)
+        # rewrite what is kept, so a line cut by a kill does not stay in the middle of the file
+        progress_file.write_text("".join(row_line(r) for r in done), encoding="utf-8")
+        log = progress_file.open("a", encoding="utf-8")
+
+    def on_row(row: Any) -> None:
+        if log is not None:
+            log.write(row_line(row))
+            log.flush()
+            (args.out / "progress-wall.txt").write_text(f"{previous_wall + time.perf_counter() - start:.1f}")
+
+    per_item: dict[str, int] = {}
+    for r in done:
+        per_item[r.item_id] = per_item.get(r.item_id, 0) + 1
+    finished = sum(n >= len(configs) for n in per_item.values())
     try:
         run = run_bench(
             dataset,
             backend,
             configs,
             seed=args.seed,
-            progress=Progress(len(dataset.items) * len(configs)),
+            done=done,
+            on_row=on_row,
+            progress=Progress(max(len(dataset.items) - finished, 0) * len(configs)),
             meta={
                 "machine": machine(),
                 "model": "SmolLM2-135M-Instruct (packaged GGUF, Q4_1) via llama-cpp-python server"
@@ -121,12 +155,17 @@ def main() -> None:
             },
         )
     finally:
+        if log is not None:
+            log.close()
         backend.close()
         if server is not None:
             server.stop()
-    run.summary["wall_s"] = time.perf_counter() - start
+    run.summary["wall_s"] = previous_wall + time.perf_counter() - start
     if args.out:
         write_outputs(run, args.out)
+        if progress_file:  # results.jsonl now holds every row
+            progress_file.unlink(missing_ok=True)
+            (args.out / "progress-wall.txt").unlink(missing_ok=True)
     result = {
         "dataset": Path(args.dataset).name,
         "N": len(dataset.items),

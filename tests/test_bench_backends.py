@@ -52,9 +52,15 @@ def test_hf_backend_on_smollm2_measures_prefill_answer_and_gold_logprob() -> Non
     # the answer is far more likely when the prompt holds it: the log-prob reads the right tokens
     assert with_ctx.gold_logprob > without.gold_logprob + 2
     assert isinstance(with_ctx.answer, str) and "\n" not in with_ctx.answer
-    # the KV-cache-sharing path agrees with a separate full forward pass
-    separate, n = backend.answer_logprob(backend.prompt_ids(WITH_CONTEXT), "zebrafish")
+    # measure() takes the KV-cache-sharing path (one prefill, not three; with the pinned
+    # transformers the forward returns the legacy tuple cache, which must be converted), and
+    # that path agrees with separate full forward passes
+    ids = backend.prompt_ids(WITH_CONTEXT)
+    shared = backend._measure_sharing_cache(ids, "zebrafish")
+    assert shared is not None
+    separate, n = backend.answer_logprob(ids, "zebrafish")
     assert n == with_ctx.gold_tokens and separate == pytest.approx(with_ctx.gold_logprob, abs=1e-3)
+    assert shared[1] == with_ctx.answer == backend.generate(ids)[0]
 
     run = run_bench(_tiny_dataset(), backend, parse_configs("baseline"))
     assert [r.error for r in run.rows] == [None, None]

@@ -16,9 +16,9 @@ from promptslim.bench.backends import (
     plain_messages,
 )
 from promptslim.bench.datasets import load_dataset
-from promptslim.bench.report import write_outputs
+from promptslim.bench.report import read_rows, row_line, write_outputs
 from promptslim.bench.runner import Progress, build_config, parse_configs, run_bench
-from promptslim.errors import ConfigError
+from promptslim.errors import ConfigError, DatasetError
 
 
 class EchoBackend(ModelBackend):
@@ -129,3 +129,48 @@ def test_identical_prompts_are_measured_once_per_item() -> None:
     assert not any(r.reused_measurement for r in by_config["baseline"] + by_config["retrieval:scorer=bm25:max_k=2"])
     for reused, first in zip(by_config["prefix"], by_config["baseline"]):
         assert (reused.prefill_s, reused.prediction, reused.em) == (first.prefill_s, first.prediction, first.em)
+
+
+class CountingBackend(EchoBackend):
+    """Counts the prompts it is asked to measure."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def measure(self, messages: Sequence[dict[str, Any]], *, answers: Sequence[str]) -> Measurement:
+        self.calls += 1
+        return super().measure(messages, answers=answers)
+
+
+def test_an_interrupted_run_resumes_from_its_rows(tmp_path: Path) -> None:
+    dataset = load_dataset("builtin:rag", limit=4, seed=2)
+    configs = parse_configs("baseline,compress:extractive@0.33")
+    full = run_bench(dataset, EchoBackend(), configs, warm_up=False)
+    path = tmp_path / "progress.jsonl"
+    # a kill after item 1, half-way through item 2, in the middle of writing a line
+    lines = [row_line(r) for r in full.rows[:3]]
+    path.write_text("".join(lines) + lines[0][:25], encoding="utf-8")
+    done = read_rows(path)
+    assert [r.as_dict() for r in done] == [r.as_dict() for r in full.rows[:3]]
+
+    backend = CountingBackend()
+    resumed = run_bench(dataset, backend, configs, done=done, warm_up=False)
+    # item 1 is not measured again; item 2 (only half done) is run again whole
+    assert backend.calls == 3 * 2
+    assert resumed.summary["resumed_items"] == 1
+    assert sorted((r.item_id, r.config) for r in resumed.rows) == sorted(
+        (r.item_id, r.config) for r in full.rows
+    )
+    ours = resumed.summary["configs"]["compress:extractive@0.33"]
+    theirs = full.summary["configs"]["compress:extractive@0.33"]
+    assert ours["tokens_out"] == theirs["tokens_out"] and ours["n"] == theirs["n"] == 4
+
+
+def test_a_bad_row_in_the_middle_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "progress.jsonl"
+    path.write_text('{"config": "baseline", "item_id": "a"}\nnot json\n{"config": "x", "item_id": "b"}\n')
+    with pytest.raises(DatasetError, match=r"progress.jsonl:2"):
+        read_rows(path)
+    path.write_text('{"config": "baseline", "item_id": "a", "colour": 1}\n{"config": "x", "item_id": "b"}\n')
+    with pytest.raises(DatasetError, match=r"progress.jsonl:1: not a result row"):
+        read_rows(path)

@@ -276,8 +276,8 @@ class HFBackend(ModelBackend):
                 out = model(x, use_cache=True, **self._last_logits)
                 self._sync()
                 times.append(time.perf_counter() - start)
-            past = out.past_key_values
-            if not hasattr(past, "crop"):
+            past = _croppable(out.past_key_values)
+            if past is None:
                 return None
             last_logits = out.logits[0, -1].float()
             logprob = n_answer = None
@@ -332,6 +332,21 @@ class HFBackend(ModelBackend):
             gold_logprob=logprob,
             gold_tokens=n,
         )
+
+
+def _croppable(past: Any) -> Any:
+    """The KV cache as an object that can be cropped, or None. Some transformers releases
+    return the legacy tuple of tensors when no cache object was passed in; converting it after
+    the timed pass leaves the timed forward exactly as a plain call makes it."""
+    if hasattr(past, "crop"):
+        return past
+    try:
+        from transformers import DynamicCache
+    except ImportError:
+        return None
+    if isinstance(past, (tuple, list)) and hasattr(DynamicCache, "from_legacy_cache"):
+        return DynamicCache.from_legacy_cache(past)
+    return None
 
 
 def _stop_ids(tokenizer: Any, model: Any) -> set[int]:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from ..errors import DatasetError
 from .runner import BASELINE, BenchRun, ItemResult
 
-__all__ = ["format_markdown", "plot_quality_vs_ttft", "write_outputs"]
+__all__ = ["format_markdown", "plot_quality_vs_ttft", "read_rows", "row_line", "write_outputs"]
 
 
 def _num(x: Any, fmt: str = "{:.3f}") -> str:
@@ -155,7 +157,35 @@ def plot_quality_vs_ttft(summary: Mapping[str, Any], path: str | Path, *, metric
 
 def write_rows(rows: Sequence[ItemResult], path: str | Path) -> None:
     with Path(path).open("w", encoding="utf-8") as f:
-        f.writelines(json.dumps(row.as_dict(), ensure_ascii=False) + "\n" for row in rows)
+        f.writelines(row_line(row) for row in rows)
+
+
+def row_line(row: ItemResult) -> str:
+    """One results.jsonl line (append these as rows finish to make a run resumable)."""
+    return json.dumps(row.as_dict(), ensure_ascii=False) + "\n"
+
+
+def read_rows(path: str | Path) -> list[ItemResult]:
+    """The rows of a results.jsonl (or of a run's progress file) written by this version.
+
+    A process killed mid-write leaves a cut last line: it is dropped (that row is run again);
+    a bad line anywhere else is an error naming it."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    names = {f.name for f in fields(ItemResult)}
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            if not isinstance(data, dict) or not names >= data.keys():
+                raise ValueError("not a result row of this version")
+            rows.append(ItemResult(**data))
+        except (ValueError, TypeError) as exc:
+            if number == len(lines):
+                break
+            raise DatasetError(str(exc), path=str(path), line=number) from exc
+    return rows
 
 
 def write_outputs(run: BenchRun, out_dir: str | Path) -> dict[str, Path]:

@@ -360,22 +360,30 @@ def run_bench(
     on_row: Callable[[ItemResult], None] | None = None,
     meta: Mapping[str, Any] | None = None,
     warm_up: bool = True,
+    done: Sequence[ItemResult] = (),
 ) -> BenchRun:
     """Run every config on every item (configs back to back per item); summarise.
 
     Each pipeline first runs once on the first item, unrecorded: models a stage loads on first
     use (embedders, scorers) load once per process in a service, so they are not per-request
-    cost."""
-    if warm_up and dataset.items:
+    cost.
+
+    ``done``: rows from an earlier, interrupted run of the same command (``read_rows``). An item
+    with a row for every config is not run again and its rows count in the summary; an item
+    only partly done is run again whole, so each item's configs stay back to back."""
+    labels = [c.label for c in configs]
+    finished = _finished_items(done, labels)
+    rows: list[ItemResult] = [r for r in done if r.item_id in finished and r.config in labels]
+    todo = [item for item in dataset.items if item.id not in finished]
+    if warm_up and todo:
         for config in configs:
             try:
-                config.pipeline.run(dataset.items[0].request)
+                config.pipeline.run(todo[0].request)
             except PromptSlimError:
                 pass  # the real run records it
     if progress is not None:
         progress.start = time.perf_counter()  # the ETA is about items, not the warm-up
-    rows: list[ItemResult] = []
-    for item in dataset.items:
+    for item in todo:
         baseline_first: float | None = None
         measured: dict[str, Measurement] = {}
         for config in configs:
@@ -390,12 +398,23 @@ def run_bench(
                 on_row(row)
             if progress is not None:
                 progress.step(f"{item.id} {config.label}" + (" (error)" if row.error else ""))
-    summary = summarise(rows, [c.label for c in configs], seed=seed)
+    summary = summarise(rows, labels, seed=seed)
     summary["dataset"] = {"name": dataset.name, "items": len(dataset.items), "skipped": dataset.skipped}
+    if finished:
+        summary["resumed_items"] = len({r.item_id for r in rows} & finished)
     summary["backend"] = backend.describe()
     summary["seed"] = seed
     summary.update(meta or {})
     return BenchRun(rows, summary)
+
+
+def _finished_items(rows: Sequence[ItemResult], labels: Sequence[str]) -> set[str]:
+    """Ids of the items that have a row for every label."""
+    seen: dict[str, set[str]] = {}
+    for r in rows:
+        seen.setdefault(r.item_id, set()).add(r.config)
+    want = set(labels)
+    return {item for item, got in seen.items() if want <= got}
 
 
 def _clear_embedding_caches() -> None:
