@@ -248,3 +248,43 @@ def test_bad_options_name_the_field(kwargs: dict, field: str) -> None:
     with pytest.raises(ConfigError) as err:
         PrefixStage(**kwargs)
     assert err.value.field == field
+
+
+# ---------------------------------------------------------------- cost-aware moves (min_gain)
+
+
+def test_min_gain_keeps_values_in_place_when_the_move_does_not_pay() -> None:
+    short = "You are a helpful assistant.\nUser: Ann Lee   "
+    stage = PrefixStage(templates=["User: {name}"], min_gain=1.0)
+    result = run(stage, body(short))
+    details = result.report.stages[0].details
+    skipped = details["move_skipped"]
+    # nothing after the name to make cacheable; the block would add tokens
+    assert skipped["cacheable_gain_tokens"] < skipped["added_tokens"]
+    out = result.request.messages
+    assert len(out) == 2  # no context message
+    assert out[0].content == "You are a helpful assistant.\nUser: Ann Lee"  # canonicalised only
+    assert not [c for c in result.report.stages[0].changes if c.kind == "moved"]
+    assert details["volatile"]  # still reported
+    # the default moves it (every volatile value, whatever it costs)
+    moved = run(PrefixStage(templates=["User: {name}"]), body(short))
+    assert "Ann Lee" not in moved.request.messages[0].content
+    assert "move_skipped" not in moved.report.stages[0].details
+
+
+def test_min_gain_moves_when_the_prefix_after_the_value_is_long() -> None:
+    rules = " ".join(f"Rule {i}: answer politely and cite the policy section." for i in range(60))
+    system = f"Today is 2024-05-01.\n{rules}"
+    result = run(PrefixStage(min_gain=2.0), body(system))
+    out = result.request.messages
+    assert "2024-05-01" not in out[0].content and "2024-05-01" in out[1].content
+    assert "move_skipped" not in result.report.stages[0].details
+    # and two requests differing only in the date share the prefix bytes again
+    other = run(PrefixStage(min_gain=2.0), body(system.replace("2024-05-01", "2025-12-31")))
+    assert other.request.messages[0] == out[0]
+
+
+@pytest.mark.parametrize("bad", [-1, "1", True, float("inf"), float("nan")])
+def test_min_gain_is_checked(bad: object) -> None:
+    with pytest.raises(ConfigError, match="min_gain"):
+        PrefixStage(min_gain=bad)  # type: ignore[arg-type]

@@ -11,7 +11,14 @@ For the leading system/developer messages (and ``Request.tools``) it
    puts the values, verbatim, into one context block after the stable prefix: a message of its
    own (``placement="message"``) or the start of the first user turn (``"first_user"``, used
    only when that turn is not the last user message, DESIGN.md invariant 1). The block is
-   ``pinned`` so history trimming keeps it. ``policy="flag"`` only reports;
+   ``pinned`` so history trimming keeps it. ``policy="flag"`` only reports. By default every
+   volatile value moves, so requests differing only in those values share their prefix bytes.
+   ``min_gain`` makes the move cost-aware: it happens only when the prefix tokens it makes
+   cacheable (from the first volatile value to the end of the stable prefix) are at least
+   ``min_gain`` times the tokens it adds (the block, the references); otherwise the values
+   stay where they are (canonicalised) and the report says why (``move_skipped``). A short
+   system prompt with a name near its end gains a few cacheable tokens, pays for the block on
+   every request, and reads worse to a small model (measured: builtin:chat with SmolLM2);
 4. fingerprints the stable prefix (SHA-256 of its canonical bytes, optional ``tenant_salt``),
    counts its cacheable leading tokens under each cache model, optionally pads it to a whole
    number of ``block_size`` blocks, and adds provider hints when asked (Anthropic
@@ -238,6 +245,7 @@ class PrefixStage(BaseStage):
         block_size: int = 16,
         cache_hints: Sequence[str] = (),
         cache_size: int = 1024,
+        min_gain: float = 0.0,
     ) -> None:
         if policy not in ("move", "flag"):
             raise ConfigError(f"expected 'move' or 'flag', got {policy!r}", field="policy")
@@ -267,6 +275,12 @@ class PrefixStage(BaseStage):
             raise ConfigError(f"expected an integer >= 0, got {cache_size!r}", field="cache_size")
         if tenant_salt is not None and not isinstance(tenant_salt, str):
             raise ConfigError("expected a string", field="tenant_salt")
+        if (
+            not isinstance(min_gain, (int, float))
+            or isinstance(min_gain, bool)
+            or not 0 <= min_gain < float("inf")
+        ):
+            raise ConfigError(f"expected a number >= 0, got {min_gain!r}", field="min_gain")
         self.policy = policy
         self.placement = placement
         self.volatile_kinds = tuple(volatile_kinds)
@@ -279,6 +293,7 @@ class PrefixStage(BaseStage):
         self.block_size = block_size
         self.cache_hints = tuple(cache_hints)
         self.cache_size = cache_size
+        self.min_gain = float(min_gain)
         self._patterns = [(k, PATTERNS[k]) for k in self.volatile_kinds]
         # longest first, so "Ann Lee" wins over "Ann"
         self._variables_re = (
@@ -303,6 +318,7 @@ class PrefixStage(BaseStage):
         messages = list(request.messages)
         moved: list[tuple[str, str]] = []  # (reference, value) in order
         volatile: list[dict[str, Any]] = []
+        first_change = len(log.changes)
         for i in range(end):
             messages[i] = self._stabilise(messages[i], i, moved, volatile, log)
         tools, tools_json = self._tools(request.tools, log)
@@ -312,7 +328,16 @@ class PrefixStage(BaseStage):
         if tools is not request.tools:
             changes["tools"] = tools
         if moved and self.policy == "move":
-            self._place_context(messages, end, moved, request, log)
+            block = self._context_block(moved)
+            gain, cost = self._move_gain(request.messages, messages, end, moved, block, log.counter)
+            if gain >= self.min_gain * cost:
+                self._place_context(messages, end, block, request, log)
+            else:
+                messages[:end] = [self._in_place(m) for m in request.messages[:end]]
+                log.changes[first_change:] = [
+                    c for c in log.changes[first_change:] if c.kind != "moved"
+                ]
+                log.details["move_skipped"] = {"cacheable_gain_tokens": gain, "added_tokens": cost}
         if end and self.align_to_block:
             messages[end - 1] = self._align(messages, end, tools_json, log.counter, log)
         if end and "anthropic" in self.cache_hints:
@@ -517,15 +542,55 @@ class PrefixStage(BaseStage):
 
     # ---- placement, alignment, hints, fingerprint
 
+    @staticmethod
+    def _context_block(moved: Sequence[tuple[str, str]]) -> str:
+        return "\n".join([_CONTEXT_HEADER, *(f"{ref}: {value}" for ref, value in moved)])
+
+    def _move_gain(
+        self,
+        original: Sequence[Message],
+        stable: Sequence[Message],
+        end: int,
+        moved: Sequence[tuple[str, str]],
+        block: str,
+        counter: TokenCounter,
+    ) -> tuple[int, int]:
+        """``(gain, cost)`` of moving: the stable prefix's tokens from the first reference on
+        (what becomes cacheable across requests whose values differ), and the tokens the move
+        adds to the request (the block as a message, references in place of values)."""
+        first_ref = moved[0][0]
+        gain = 0
+        for j in range(end):
+            text = stable[j].text
+            at = text.find(first_ref) if stable[j] is not original[j] else -1
+            if at >= 0:
+                gain = counter.count(text) - counter.count(text[:at])
+                gain += sum(count_message(m, counter) for m in stable[j + 1 : end])
+                break
+        added = count_message(Message(role="system", content=block), counter)
+        before = sum(count_message(m, counter) for m in original[:end])
+        after = sum(count_message(m, counter) for m in stable[:end])
+        return gain, added + after - before
+
+    def _in_place(self, message: Message) -> Message:
+        """``message`` canonicalised with its volatile values where they are (a skipped move)."""
+        content = message.content
+        if isinstance(content, str) and content:
+            text = self._analyse(content).canonical
+            return message if text == content else message.model_copy(update={"content": text})
+        if isinstance(content, list) and all(p.text is not None for p in content):
+            parts = [p.model_copy(update={"text": self._analyse(p.text or "").canonical}) for p in content]
+            return message.model_copy(update={"content": parts})
+        return message
+
     def _place_context(
         self,
         messages: list[Message],
         end: int,
-        moved: list[tuple[str, str]],
+        block: str,
         request: Request,
         log: StageLog,
     ) -> None:
-        block = "\n".join([_CONTEXT_HEADER, *(f"{ref}: {value}" for ref, value in moved)])
         first_user = next(
             (k for k in range(end, len(messages)) if messages[k].role == "user"), None
         )
