@@ -99,13 +99,14 @@ def extend_stream(
         max((_common_prefix(p, q) for j, q in enumerate(arrays) if j != i), default=0)
         for i, p in enumerate(arrays)
     ]
-    # fresh ids above any tokenizer's vocabulary: they cannot collide with a real prompt
-    fresh_base = np.uint64(1 << 40)
+    # fresh ids above any tokenizer's vocabulary (so they cannot collide with a real prompt)
+    # and below 2**32 (the cache models store uint32 ids)
+    fresh_base = np.uint64(1 << 31)
     out = arrays[:requests]
     for k in range(len(arrays), requests):
         i = k % len(arrays)
         fresh = fresh_base + rng.integers(
-            0, 1 << 40, size=len(arrays[i]) - shared[i], dtype=np.uint64
+            0, 1 << 31, size=len(arrays[i]) - shared[i], dtype=np.uint64
         )
         out.append(np.concatenate([arrays[i][: shared[i]], fresh]))
     return out
