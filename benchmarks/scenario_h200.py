@@ -18,7 +18,10 @@ The stream: items from ``builtin:rag`` and ``builtin:chat`` alternated, each sen
 Its default, ``scenario_pipeline.json`` beside this script, is every default stage plus what a
 service declares about its own system prompt: the chat template writes the user's name into it
 (``User: {name}``), so the prefix stage is told that value varies per request, as DESIGN.md's
-declared variables intend; without it each user's name would end the cacheable prefix. RAG
+declared variables intend; without it each user's name would end the cacheable prefix. The
+move is cost-aware (``min_gain`` 1): made only where the prefix tokens it makes cacheable are
+at least the tokens it adds. builtin:chat's short system prompts end with their volatile
+lines, so there nothing moves (a move would add ~42 tokens to make ~20 cacheable). RAG
 requests arrive as a production retriever hands them over, with their documents' and query's
 embeddings (computed here, untimed; ``--no-vectors`` makes the retrieval stage embed every
 passage). The first ``--items`` of each dataset are distinct; longer streams reuse their
