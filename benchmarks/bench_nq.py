@@ -46,7 +46,7 @@ from common import SHARED_DATA, LlamaServer, emit, machine, parser
 from promptslim.bench.backends import Measurement, OpenAIBackend, load_backend
 from promptslim.bench.command import DEFAULT_CONFIGS
 from promptslim.bench.datasets import load_dataset
-from promptslim.bench.report import read_rows, row_line, write_outputs
+from promptslim.bench.report import RunLog, write_outputs
 from promptslim.bench.runner import Progress, parse_configs, run_bench
 
 #: replaces the server's cached prompt between measured requests (see the module docstring)
@@ -105,12 +105,6 @@ def main() -> None:
     limit = 4 if args.quick else args.limit
     if args.resume and not args.out:
         p.error("--resume needs --out")
-    progress_file = args.out / "progress.jsonl" if args.out else None
-    done = read_rows(progress_file) if args.resume and progress_file and progress_file.exists() else []
-    previous_wall = 0.0
-    if done and (args.out / "progress-wall.txt").exists():
-        previous_wall = float((args.out / "progress-wall.txt").read_text())
-
     start = time.perf_counter()
     configs = parse_configs(args.configs)
     dataset = load_dataset(f"nq:{args.dataset}", limit=limit, seed=args.seed)
@@ -120,31 +114,16 @@ def main() -> None:
     else:
         server = LlamaServer(n_ctx=8192)
         backend = FreshSlotBackend(server.base + "/v1", max_tokens=args.max_new_tokens)
-    log = None
-    if progress_file:
-        args.out.mkdir(parents=True, exist_ok=True)
-        # rewrite what is kept, so a line cut by a kill does not stay in the middle of the file
-        progress_file.write_text("".join(row_line(r) for r in done), encoding="utf-8")
-        log = progress_file.open("a", encoding="utf-8")
-
-    def on_row(row: Any) -> None:
-        if log is not None:
-            log.write(row_line(row))
-            log.flush()
-            (args.out / "progress-wall.txt").write_text(f"{previous_wall + time.perf_counter() - start:.1f}")
-
-    per_item: dict[str, int] = {}
-    for r in done:
-        per_item[r.item_id] = per_item.get(r.item_id, 0) + 1
-    finished = sum(n >= len(configs) for n in per_item.values())
+    log = RunLog(args.out, resume=args.resume, start=start) if args.out else None
+    finished = log.finished_items(len(configs)) if log else 0
     try:
         run = run_bench(
             dataset,
             backend,
             configs,
             seed=args.seed,
-            done=done,
-            on_row=on_row,
+            done=log.done if log else (),
+            on_row=log.write if log else None,
             progress=Progress(max(len(dataset.items) - finished, 0) * len(configs)),
             meta={
                 "machine": machine(),
@@ -160,12 +139,10 @@ def main() -> None:
         backend.close()
         if server is not None:
             server.stop()
-    run.summary["wall_s"] = previous_wall + time.perf_counter() - start
-    if args.out:
+    run.summary["wall_s"] = log.wall_s() if log else time.perf_counter() - start
+    if log is not None:
         write_outputs(run, args.out)
-        if progress_file:  # results.jsonl now holds every row
-            progress_file.unlink(missing_ok=True)
-            (args.out / "progress-wall.txt").unlink(missing_ok=True)
+        log.finish()  # results.jsonl now holds every row
     result = {
         "dataset": Path(args.dataset).name,
         "N": len(dataset.items),

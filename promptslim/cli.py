@@ -190,7 +190,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     given = {k: v for k, v in vars(args).items() if v is not None and k in BenchOptions.__dataclass_fields__}
     options = replace(base, **given)
     out = args.out or ("bench-quick" if args.quick else "bench-out")
-    run = bench(options, out=out)
+    run = bench(options, out=out, resume=args.resume)
     if args.json:
         print(json.dumps(run.summary, default=str))
     else:
@@ -342,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, dest="max_new_tokens", metavar="N")
     p.add_argument("--out", metavar="DIR", help="output folder (default bench-out)")
     p.add_argument("--quick", action="store_true", help="a few built-in items, minutes on a CPU")
+    p.add_argument("--resume", action="store_true", help="go on with the interrupted run in --out (its progress.jsonl): finished items are not run again")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     p.set_defaults(func=cmd_bench)
 

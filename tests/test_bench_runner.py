@@ -16,7 +16,7 @@ from promptslim.bench.backends import (
     plain_messages,
 )
 from promptslim.bench.datasets import load_dataset
-from promptslim.bench.report import read_rows, row_line, write_outputs
+from promptslim.bench.report import RunLog, read_rows, row_line, write_outputs
 from promptslim.bench.runner import Progress, build_config, parse_configs, run_bench
 from promptslim.errors import ConfigError, DatasetError
 
@@ -174,3 +174,28 @@ def test_a_bad_row_in_the_middle_is_named(tmp_path: Path) -> None:
     path.write_text('{"config": "baseline", "item_id": "a", "colour": 1}\n{"config": "x", "item_id": "b"}\n')
     with pytest.raises(DatasetError, match=r"progress.jsonl:1: not a result row"):
         read_rows(path)
+
+
+def test_run_log_keeps_rows_across_an_interruption(tmp_path: Path) -> None:
+    dataset = load_dataset("builtin:rag", limit=3, seed=3)
+    configs = parse_configs("baseline,compress:extractive@0.33")
+    log = RunLog(tmp_path / "out")
+    first = run_bench(dataset, EchoBackend(), configs, on_row=log.write, warm_up=False)
+    log.close()  # cut off before the outputs were written
+    assert (tmp_path / "out" / "progress.jsonl").exists()
+
+    again = RunLog(tmp_path / "out", resume=True)
+    assert [r.as_dict() for r in again.done] == [r.as_dict() for r in first.rows]
+    assert again.finished_items(len(configs)) == 3 and again.previous_wall_s > 0
+    backend = CountingBackend()
+    resumed = run_bench(dataset, backend, configs, done=again.done, on_row=again.write)
+    assert backend.calls == 0 and resumed.summary["resumed_items"] == 3
+    write_outputs(resumed, tmp_path / "out")
+    again.finish()
+    assert not (tmp_path / "out" / "progress.jsonl").exists()
+    assert len((tmp_path / "out" / "results.jsonl").read_text().splitlines()) == 6
+
+    # without resume an old progress file is replaced, not continued
+    (tmp_path / "out" / "progress.jsonl").write_text(row_line(first.rows[0]))
+    assert RunLog(tmp_path / "out").done == []
+    assert (tmp_path / "out" / "progress.jsonl").read_text() == ""

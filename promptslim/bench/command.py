@@ -41,12 +41,24 @@ QUICK = BenchOptions(
 )
 
 
-def bench(options: BenchOptions, *, out: str | Path | None, stream: TextIO | None = None) -> BenchRun:
+def bench(
+    options: BenchOptions,
+    *,
+    out: str | Path | None,
+    stream: TextIO | None = None,
+    resume: bool = False,
+) -> BenchRun:
     """Run the benchmark; write outputs to ``out`` when given. Progress and skipped dataset
-    records go to ``stream`` (stderr by default)."""
+    records go to ``stream`` (stderr by default). With ``out``, rows are also logged as they
+    finish (``report.RunLog``); ``resume=True`` skips the items an interrupted run of the same
+    options already finished there."""
+    from ..errors import ConfigError
     from .backends import load_backend
     from .datasets import load_dataset
-    from .report import write_outputs
+    from .report import RunLog, write_outputs
+
+    if resume and out is None:
+        raise ConfigError("resuming needs the output folder of the run to resume", field="out")
 
     stream = stream if stream is not None else sys.stderr
     start = time.perf_counter()
@@ -55,8 +67,6 @@ def bench(options: BenchOptions, *, out: str | Path | None, stream: TextIO | Non
     for error in dataset.errors:
         print(f"promptslim bench: skipped {error}", file=stream)
     if not dataset.items:
-        from ..errors import ConfigError
-
         raise ConfigError(f"no readable items in {options.dataset!r}", field="dataset")
     backend = load_backend(
         options.model,
@@ -64,20 +74,27 @@ def bench(options: BenchOptions, *, out: str | Path | None, stream: TextIO | Non
         repeats=options.repeats,
         max_new_tokens=options.max_new_tokens,
     )
+    log = RunLog(out, resume=resume, start=start) if out is not None else None
+    todo = len(dataset.items) - (log.finished_items(len(configs)) if log else 0)
     try:
         run = run_bench(
             dataset,
             backend,
             configs,
             seed=options.seed,
-            progress=Progress(len(dataset.items) * len(configs), stream=stream),
+            progress=Progress(max(todo, 0) * len(configs), stream=stream),
             meta={"options": options.__dict__, "machine": _machine()},
+            done=log.done if log else (),
+            on_row=log.write if log else None,
         )
     finally:
         backend.close()
-    run.summary["wall_s"] = time.perf_counter() - start
-    if out is not None:
+        if log is not None:
+            log.close()
+    run.summary["wall_s"] = log.wall_s() if log else time.perf_counter() - start
+    if log is not None and out is not None:
         write_outputs(run, out)
+        log.finish()
     return run
 
 

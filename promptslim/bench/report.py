@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -17,7 +18,14 @@ from typing import Any
 from ..errors import DatasetError
 from .runner import BASELINE, BenchRun, ItemResult
 
-__all__ = ["format_markdown", "plot_quality_vs_ttft", "read_rows", "row_line", "write_outputs"]
+__all__ = [
+    "RunLog",
+    "format_markdown",
+    "plot_quality_vs_ttft",
+    "read_rows",
+    "row_line",
+    "write_outputs",
+]
 
 
 def _num(x: Any, fmt: str = "{:.3f}") -> str:
@@ -186,6 +194,58 @@ def read_rows(path: str | Path) -> list[ItemResult]:
                 break
             raise DatasetError(str(exc), path=str(path), line=number) from exc
     return rows
+
+
+class RunLog:
+    """Rows appended to ``OUT/progress.jsonl`` as they finish, so that a long run cut off (a
+    closed session, a crash) goes on where it stopped instead of starting over.
+
+    ``resume=True`` reads the rows an earlier run left (``done``, for ``run_bench(done=...)``)
+    and the wall time it had spent; otherwise an old progress file is replaced. ``finish()``
+    removes the file once ``results.jsonl`` holds every row. ``start``: the run's
+    ``time.perf_counter()`` at its start (default: now)."""
+
+    def __init__(
+        self, out_dir: str | Path, *, resume: bool = False, start: float | None = None
+    ) -> None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        self.path = out / "progress.jsonl"
+        self._wall_path = out / "progress-wall.txt"
+        self.done: list[ItemResult] = []
+        self.previous_wall_s = 0.0
+        if resume and self.path.exists():
+            self.done = read_rows(self.path)
+            if self.done and self._wall_path.exists():
+                self.previous_wall_s = float(self._wall_path.read_text(encoding="utf-8"))
+        # rewritten with what is kept, so a line cut by a kill does not stay mid-file
+        self.path.write_text("".join(row_line(r) for r in self.done), encoding="utf-8")
+        self._file = self.path.open("a", encoding="utf-8")
+        self._start = time.perf_counter() if start is None else start
+
+    def finished_items(self, configs: int) -> int:
+        """Items with a row for each of ``configs`` configs (what ``run_bench`` will skip)."""
+        rows: dict[str, int] = {}
+        for r in self.done:
+            rows[r.item_id] = rows.get(r.item_id, 0) + 1
+        return sum(n >= configs for n in rows.values())
+
+    def wall_s(self) -> float:
+        """Wall time of this run and the runs it resumed."""
+        return self.previous_wall_s + time.perf_counter() - self._start
+
+    def write(self, row: ItemResult) -> None:
+        self._file.write(row_line(row))
+        self._file.flush()
+        self._wall_path.write_text(f"{self.wall_s():.1f}", encoding="utf-8")
+
+    def close(self) -> None:
+        self._file.close()
+
+    def finish(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+        self._wall_path.unlink(missing_ok=True)
 
 
 def write_outputs(run: BenchRun, out_dir: str | Path) -> dict[str, Path]:

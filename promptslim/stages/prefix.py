@@ -575,13 +575,20 @@ class PrefixStage(BaseStage):
     def _in_place(self, message: Message) -> Message:
         """``message`` canonicalised with its volatile values where they are (a skipped move)."""
         content = message.content
+        new: str | list[ContentPart]
         if isinstance(content, str) and content:
-            text = self._analyse(content).canonical
-            return message if text == content else message.model_copy(update={"content": text})
-        if isinstance(content, list) and all(p.text is not None for p in content):
-            parts = [p.model_copy(update={"text": self._analyse(p.text or "").canonical}) for p in content]
-            return message.model_copy(update={"content": parts})
-        return message
+            new = self._analyse(content).canonical
+        elif isinstance(content, list) and all(p.text is not None for p in content):
+            new = [
+                p.model_copy(update={"text": self._analyse(p.text or "").canonical})
+                for p in content
+            ]
+        else:
+            return message
+        if new == content:
+            return message
+        out: Message = message.model_copy(update={"content": new})
+        return out
 
     def _place_context(
         self,
