@@ -8,15 +8,13 @@ sequence first (vLLM frees a request's blocks in reverse order). That order keep
 set prefix-closed (a block is only cached while its parent is).
 
 Because the cached set is prefix-closed it is a tree, and the model stores it as one: a radix
-tree whose edges are runs of whole blocks, held as the tokens' uint32 bytes. Comparing bytes
+tree whose edges are runs of whole blocks, held as the tokens' uint64 bytes. Comparing bytes
 is exact, so this gives what a chain of block hashes gives without hashing anything (and
 without hash collisions). A request walks the tree with one dict lookup and one
 ``bytes.startswith`` per node, and its new blocks become one new edge: the work per request
 grows with the nodes on its path, not with its blocks, which is what makes replaying 2k-token
 prompts cheap (a Python set of block hashes spent most of its time hashing and storing them one
-by one). The price is memory: 4 bytes per cached token (uint32: every tokenizer's ids fit, and
-half the bytes of uint64 halves the fresh pages a replay touches, which measured as a large
-part of its time). Recency is per node: every block of an
+by one). The price is memory: 8 bytes per cached token. Recency is per node: every block of an
 edge was last used by the same request (edges are split where a request stops or turns off),
 so the least recent, deepest block is always the last block of the leaf with the oldest clock,
 and eviction trims leaves from a heap, many blocks per step.
@@ -33,14 +31,12 @@ from itertools import count
 
 import numpy as np
 
-from ..errors import ConfigError, InvalidRequest
+from ..errors import ConfigError
 from .base import CacheModel, Tokens, as_token_array, prefix_keys
 
 __all__ = ["BlockHashCache"]
 
-_DTYPE = np.uint32
-_TOKEN = 4  # bytes per token
-_MAX_ID = 2**32 - 1
+_TOKEN = 8  # bytes per token (uint64)
 
 
 def _check_positive(value: object, field: str, *, optional: bool = False) -> None:
@@ -125,13 +121,7 @@ class BlockHashCache(CacheModel):
     def _blocks_of(self, tokens: Tokens) -> bytes:
         """The prompt's full blocks as bytes (a trailing partial block is never cached)."""
         arr = as_token_array(tokens)
-        full = arr[: len(arr) // self.block_size * self.block_size]
-        if len(full) and int(full.max()) > _MAX_ID:
-            raise InvalidRequest(
-                f"token id {int(full.max())} does not fit in 32 bits (no tokenizer has that many)",
-                field="tokens",
-            )
-        return full.astype(_DTYPE).tobytes()
+        return arr[: len(arr) // self.block_size * self.block_size].tobytes()
 
     def _walk(self, data: bytes) -> tuple[_Node, int, int]:
         """How far ``data`` (a prompt's full blocks) is cached: the deepest node it reaches,
@@ -150,7 +140,7 @@ class BlockHashCache(CacheModel):
                 continue
             # the prompt ends or turns off inside this edge: count the whole blocks that match
             n = min(len(edge), end - matched) // _TOKEN
-            same = np.frombuffer(edge, _DTYPE, n) == np.frombuffer(data, _DTYPE, n, matched)
+            same = np.frombuffer(edge, np.uint64, n) == np.frombuffer(data, np.uint64, n, matched)
             i = int(same.argmin())
             used = (n if same[i] else i // self.block_size * self.block_size) * _TOKEN
             return child, used, matched + used

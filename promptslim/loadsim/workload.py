@@ -99,8 +99,7 @@ def extend_stream(
         max((_common_prefix(p, q) for j, q in enumerate(arrays) if j != i), default=0)
         for i, p in enumerate(arrays)
     ]
-    # fresh ids above any tokenizer's vocabulary (so they cannot collide with a real prompt)
-    # and below 2**32 (the cache models store uint32 ids)
+    # fresh ids above any tokenizer's vocabulary: they cannot collide with a real prompt
     fresh_base = np.uint64(1 << 31)
     out = arrays[:requests]
     for k in range(len(arrays), requests):
