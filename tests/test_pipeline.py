@@ -190,3 +190,46 @@ def test_spans_only_when_a_tracer_provider_is_set(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(trace, "get_tracer_provider", Provider)
     assert pipeline_module._tracer() is pipeline_module._otel
     assert isinstance(pipeline_module._otel, trace.ProxyTracer)
+
+
+class _Seen(BaseStage):
+    """A test seam: records what it was given."""
+
+    name = "seen"
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[Request, Budget]] = []
+
+    def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        self.requests.append((request, budget))
+        return request
+
+
+class _Broken(BaseStage):
+    name = "broken"
+
+    def __init__(self) -> None:
+        pass
+
+    def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        raise RuntimeError("a bug in a custom stage")
+
+
+def test_warm_up_gives_every_stage_work_and_loads_what_stages_load() -> None:
+    from promptslim import text
+    from promptslim.stages.retrieval import RetrievalStage
+    from promptslim.tokens import count_documents, count_messages
+
+    seen, later = _Seen(), _Seen()
+    pipeline = Pipeline([seen, _Broken(), RetrievalStage(scorer="bm25"), later])
+    seconds = pipeline.warm_up()  # the broken stage does not stop the ones after it
+    assert seconds > 0 and len(seen.requests) == len(later.requests) == 1
+    request, budget = seen.requests[0]
+    # each stage sees the whole sample, with more history and documents than the budget allows
+    assert budget.history is not None and budget.documents is not None
+    start, end = request.prefix_end(), len(request.messages) - 1
+    assert count_messages(request.messages[start:end]) > budget.history
+    assert count_documents(request.documents) > budget.documents
+    assert any("年度" in d.text for d in request.documents)  # Chinese: the segmenter loads
+    assert later.requests[0][0] == request
+    assert "tokenizer" in text._jieba_state  # jieba's dictionary is loaded (the zh extra is installed)

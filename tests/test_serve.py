@@ -65,7 +65,8 @@ class ThreadServer:
 
     def __enter__(self) -> ThreadServer:  # noqa: PYI034
         self.thread.start()
-        deadline = time.monotonic() + 10
+        # start-up includes the pipeline's warm-up: the first one in a process loads models
+        deadline = time.monotonic() + 60
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("test server did not start")
@@ -424,6 +425,41 @@ class _Boom:
         raise RuntimeError("boom")
 
 
+class _Counting:
+    """A stage that counts its runs (a test seam)."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def run(self, request: Request, budget: Budget | None = None) -> Result:
+        self.runs += 1
+        return Pipeline([]).run(request, budget)
+
+
+@pytest.mark.asyncio
+async def test_the_pipeline_warms_up_before_the_first_request(
+    seam: tuple[Seam, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="promptslim.serve")
+    stage = _Counting()
+    with proxy(seam[1], pipeline=Pipeline([stage])) as (url, _):
+        assert stage.runs == 1  # at start-up, before any client
+        async with httpx.AsyncClient(timeout=10) as client:
+            resp = await client.post(url + "/v1/chat/completions", json=BODY)
+        assert resp.status_code == 200 and stage.runs == 2
+    events = [json.loads(r.getMessage())["event"] for r in caplog.records]
+    assert events.index("warm_up") == events.index("start") + 1
+    # a failing warm-up does not stop the proxy; and it can be switched off
+    with proxy(seam[1], pipeline=Pipeline([_Boom()])) as (url, _):
+        async with httpx.AsyncClient(timeout=10) as client:
+            assert (await client.post(url + "/v1/chat/completions", json=BODY)).status_code == 200
+    quiet = _Counting()
+    with proxy(seam[1], pipeline=Pipeline([quiet]), warm_up=False):
+        assert quiet.runs == 0
+
+
 @pytest.mark.asyncio
 async def test_pipeline_failure_forwards_the_original(
     seam: tuple[Seam, str], caplog: pytest.LogCaptureFixture
@@ -582,7 +618,8 @@ def test_cli_serve_in_front_of_the_real_model(llama_server: str) -> None:  # noq
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        # the default pipeline warms up before serving: its models load in a fresh process
+        deadline = time.monotonic() + 120
         while True:
             try:
                 if httpx.get(base + "/healthz", timeout=1).status_code == 200:

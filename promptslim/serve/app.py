@@ -21,6 +21,7 @@ counts and timings.
 from __future__ import annotations
 
 import asyncio
+import gc
 import contextlib
 import hmac
 import json
@@ -219,6 +220,13 @@ class Proxy:
             self._transport = self.make_transport()
             self._client = self.make_client(self._transport)
         log.info(json.dumps({"event": "start", "config": self.config.as_dict()}))
+        if self.pipeline is not None and self.config.warm_up:
+            seconds = await asyncio.to_thread(self.pipeline.warm_up)
+            # the models just loaded are millions of long-lived objects: left in the collected
+            # generations, every full collection walks them all, and under hundreds of streams
+            # that stalled the event loop for seconds (measured: 504s at 500 streams)
+            gc.freeze()
+            log.info(json.dumps({"event": "warm_up", "s": round(seconds, 3)}))
         try:
             yield
         finally:

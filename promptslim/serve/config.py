@@ -42,6 +42,9 @@ class ServeConfig:
     #: pipeline's exception message (which may quote the prompt) goes into its log line, and at
     #: DEBUG each slimmed request's messages are logged; for debugging on a trusted machine only
     log_content: bool = False
+    #: run the pipeline once on a built-in sample at start-up (``Pipeline.warm_up``), so the
+    #: first client does not wait for models and dictionaries to load
+    warm_up: bool = True
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)
