@@ -157,6 +157,10 @@ def main() -> None:
         *(f"| {' | '.join(r)} |" for r in rows),
         "",
     ]
+    # hand-written notes on the runs (what a table cannot say) live beside it and are kept
+    notes = RESULTS / "SUMMARY-notes.md"
+    if notes.exists():
+        out += [notes.read_text(encoding="utf-8").rstrip(), ""]
     (RESULTS / "SUMMARY.md").write_text("\n".join(out))
     print("\n".join(out))
 
