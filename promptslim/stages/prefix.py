@@ -329,7 +329,11 @@ class PrefixStage(BaseStage):
             changes["tools"] = tools
         if moved and self.policy == "move":
             block = self._context_block(moved)
-            gain, cost = self._move_gain(request.messages, messages, end, moved, block, log.counter)
+            gain = cost = 0
+            if self.min_gain:  # counting the block costs about as much as the rest of the stage
+                gain, cost = self._move_gain(
+                    request.messages, messages, end, moved, block, log.counter
+                )
             if gain >= self.min_gain * cost:
                 self._place_context(messages, end, block, request, log)
             else:
