@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -179,14 +180,14 @@ def test_a_bad_row_in_the_middle_is_named(tmp_path: Path) -> None:
 def test_run_log_keeps_rows_across_an_interruption(tmp_path: Path) -> None:
     dataset = load_dataset("builtin:rag", limit=3, seed=3)
     configs = parse_configs("baseline,compress:extractive@0.33")
-    log = RunLog(tmp_path / "out")
+    log = RunLog(tmp_path / "out", start=time.perf_counter() - 5.0)  # a run 5 s old
     first = run_bench(dataset, EchoBackend(), configs, on_row=log.write, warm_up=False)
     log.close()  # cut off before the outputs were written
     assert (tmp_path / "out" / "progress.jsonl").exists()
 
     again = RunLog(tmp_path / "out", resume=True)
     assert [r.as_dict() for r in again.done] == [r.as_dict() for r in first.rows]
-    assert again.finished_items(len(configs)) == 3 and again.previous_wall_s > 0
+    assert again.finished_items(len(configs)) == 3 and again.previous_wall_s >= 5.0
     backend = CountingBackend()
     resumed = run_bench(dataset, backend, configs, done=again.done, on_row=again.write)
     assert backend.calls == 0 and resumed.summary["resumed_items"] == 3

@@ -237,7 +237,7 @@ class RunLog:
     def write(self, row: ItemResult) -> None:
         self._file.write(row_line(row))
         self._file.flush()
-        self._wall_path.write_text(f"{self.wall_s():.1f}", encoding="utf-8")
+        self._wall_path.write_text(f"{self.wall_s():.3f}", encoding="utf-8")
 
     def close(self) -> None:
         self._file.close()
