@@ -21,8 +21,8 @@ counts and timings.
 from __future__ import annotations
 
 import asyncio
-import gc
 import contextlib
+import gc
 import hmac
 import json
 import logging
