@@ -132,17 +132,6 @@ def test_identical_prompts_are_measured_once_per_item() -> None:
         assert (reused.prefill_s, reused.prediction, reused.em) == (first.prefill_s, first.prediction, first.em)
 
 
-class CountingBackend(EchoBackend):
-    """Counts the prompts it is asked to measure."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def measure(self, messages: Sequence[dict[str, Any]], *, answers: Sequence[str]) -> Measurement:
-        self.calls += 1
-        return super().measure(messages, answers=answers)
-
-
 def test_an_interrupted_run_resumes_from_its_rows(tmp_path: Path) -> None:
     dataset = load_dataset("builtin:rag", limit=4, seed=2)
     configs = parse_configs("baseline,compress:extractive@0.33")
