@@ -34,6 +34,7 @@ __all__ = [
     "merge_spans",
     "normalise_width",
     "script_spans",
+    "sentence_bounds",
     "split_sentences",
 ]
 
@@ -344,10 +345,17 @@ def split_sentences(text: str) -> list[Span]:
     part of any span. Abbreviations (``e.g.``, ``Dr.``), initials and decimals do not end a
     sentence. Chinese enders (。！？；……) end one with or without a following space. Protected
     regions (code blocks, URLs, JSON, quotations...) are never split."""
+    return [Span(a, b, "sentence") for a, b in sentence_bounds(text)]
+
+
+def sentence_bounds(text: str) -> list[tuple[int, int]]:
+    """``split_sentences`` as ``(start, end)`` pairs: for hot loops that only slice (a
+    summariser analyses every sentence of a long history; Span objects cost more than the
+    cutting)."""
     if not text:
         return []
     guard = find_protected_spans(text, kinds=("code_block", "url", "email", "uuid", "quoted"))
-    spans: list[Span] = []
+    bounds: list[tuple[int, int]] = []
     start = 0
     plain = text.isascii() or not _NEEDS_FULL_BOUNDARY.search(text)
     for m in (_PLAIN_BOUNDARY if plain else _BOUNDARY).finditer(text):
@@ -360,19 +368,19 @@ def split_sentences(text: str) -> list[Span]:
         cut = at + closers
         if cut <= start or (guard and _inside(guard, at)) or _is_abbreviation(text, start, at):
             continue
-        _append(spans, text, start, cut)
+        _append(bounds, text, start, cut)
         start = m.end()
-    _append(spans, text, start, len(text))
-    return spans
+    _append(bounds, text, start, len(text))
+    return bounds
 
 
-def _append(spans: list[Span], text: str, start: int, end: int) -> None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    if end > start:
-        spans.append(Span(start, end, "sentence"))
+def _append(bounds: list[tuple[int, int]], text: str, start: int, end: int) -> None:
+    """``text[start:end]`` without its surrounding whitespace, when anything is left."""
+    part = text[start:end]
+    stripped = part.lstrip()
+    if stripped:
+        start += len(part) - len(stripped)
+        bounds.append((start, start + len(stripped.rstrip())))
 
 
 def _inside(spans: Sequence[Span], pos: int) -> bool:

@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..errors import BackendError, ConfigError, StageTimeout
 from ..registry import Registry
-from ..text import PATTERNS, may_match, split_sentences
+from ..text import PATTERNS, may_match, sentence_bounds, split_sentences
 from ..tokens import TokenCounter
 from ..types import Message
 
@@ -291,7 +291,7 @@ def _message_lines(role: str, text: str) -> tuple[tuple[float, str], ...]:
     """One message's sentences as ``(salience, "role: sentence")``, memoised by content: the
     same turns come back in every request of a conversation (and ``summarize`` re-summarises
     them at every step), so each message is split and scored once."""
-    sentences = (" ".join(span.of(text).split()) for span in split_sentences(text))
+    sentences = (" ".join(text[a:b].split()) for a, b in sentence_bounds(text))
     return tuple((_score(s, role), f"{role}: {s}") for s in sentences)
 
 
