@@ -12,7 +12,10 @@ documents rendered in; original and compressed prompts are timed side by side, i
 ``lm`` and ``llmlingua`` (LongLLMLingua mode) run on the same items, one after the other for
 each item, and ``lm_speedup_vs_llmlingua`` (per rate: llmlingua's median time / lm's on those
 shared items) and ``lm_vs_llmlingua`` (both compressors' rate, retention and time on them)
-say how the native compressor compares with the package.
+say how the native compressor compares with the package. On a CPU ``lm`` scores with an int8
+copy of the LM (its default there, ``quantize=None``); ``lm_fp32`` is the same compressor on the
+float model (``quantize=False``), timed and scored the same way on the same items as ``lm``,
+with its own ``lm_fp32_speedup_vs_llmlingua`` and ``lm_fp32_vs_llmlingua``.
 
     python benchmarks/bench_compress.py --quick --json
 
@@ -42,7 +45,9 @@ from promptslim.types import Document, Request
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nq20-dev.jsonl.gz"
 RATES = (0.5, 0.33)
-MODEL_COMPRESSORS = ("lm", "llmlingua")
+#: benchmark labels that are a compressor with options: the lm compressor on the float model
+#: (``lm`` itself scores with an int8 copy on a CPU, its default there)
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {"lm_fp32": ("lm", {"quantize": False})}
 
 
 def normalise(s: str) -> str:
@@ -104,11 +109,15 @@ def answer_kept(row: dict[str, Any], documents: list[Document]) -> bool:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = load(Path(args.dataset), args.n)
     counter = get_counter()
-    sizes = {"extractive": len(rows), "lm": min(len(rows), args.n_lm), "llmlingua": min(len(rows), args.n_llmlingua)}
+    n_lm = min(len(rows), args.n_lm)
+    sizes = {"extractive": len(rows), "lm": n_lm, "lm_fp32": n_lm, "llmlingua": min(len(rows), args.n_llmlingua)}
     sizes = {name: sizes.get(name, len(rows)) for name in args.compressors}
-    options: dict[str, dict[str, Any]] = {"llmlingua": {"protect_fallback": False}}
+    options: dict[str, tuple[str, dict[str, Any] | None]] = {"llmlingua": ("llmlingua", {"protect_fallback": False})}
+    options |= VARIANTS
     stages = {
-        (name, rate): CompressStage(compressor=name, rate=rate, options=options.get(name), strict=True)
+        (name, rate): CompressStage(
+            compressor=options.get(name, (name, None))[0], rate=rate, options=options.get(name, (name, None))[1], strict=True
+        )
         for name in args.compressors
         for rate in RATES
     }
@@ -144,8 +153,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for (name, rate), recs in records.items():
         out.setdefault(name, {})[str(rate)] = _entry(recs)
         print(f"{name} {rate}: {out[name][str(rate)]}", flush=True)
-    if all(name in args.compressors for name in MODEL_COMPRESSORS):
-        out.update(_versus(records, sizes["llmlingua"]))
+    for native in ("lm", "lm_fp32"):
+        if native in args.compressors and "llmlingua" in args.compressors:
+            out.update(_versus(records, sizes["llmlingua"], native))
     import os
 
     out.update(
@@ -153,7 +163,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         N_per_compressor=sizes,
         prefill_items=min(args.prefill_items, len(rows)),
         machine=f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} (shared with other jobs: timings are noisy)",
-        model="SmolLM2-135M-Instruct (fp32, CPU) for prefill, lm and llmlingua",
+        model=(
+            "SmolLM2-135M-Instruct on CPU: fp32 for prefill, llmlingua and lm_fp32; its int8 copy "
+            "(Linear layers dynamically quantised) for lm"
+        ),
         dataset=str(args.dataset),
         notes=(
             "llmlingua in LongLLMLingua mode, protect_fallback off (the raw package); lm and "
@@ -213,13 +226,14 @@ def _entry(recs: list[dict[str, Any]]) -> dict[str, Any]:
     return entry
 
 
-def _versus(records: dict[tuple[str, float], list[dict[str, Any]]], shared: int) -> dict[str, Any]:
-    """lm against llmlingua on the items both ran (the first ``shared`` rows)."""
+def _versus(records: dict[tuple[str, float], list[dict[str, Any]]], shared: int, native: str = "lm") -> dict[str, Any]:
+    """``native`` (lm or lm_fp32) against llmlingua on the items both ran (the first
+    ``shared`` rows)."""
     speedup: dict[str, float | None] = {}
     speedup_cpu: dict[str, float | None] = {}
     detail: dict[str, Any] = {}
     for rate in RATES:
-        lm_recs, ll_recs = records[("lm", rate)][:shared], records[("llmlingua", rate)][:shared]
+        lm_recs, ll_recs = records[(native, rate)][:shared], records[("llmlingua", rate)][:shared]
         if not lm_recs or not ll_recs:
             speedup[str(rate)] = speedup_cpu[str(rate)] = None
             continue
@@ -231,9 +245,13 @@ def _versus(records: dict[tuple[str, float], list[dict[str, Any]]], shared: int)
                 "retention": round(sum(r["kept"] for r in recs) / len(recs), 4),
                 "p50_ms": round(statistics.median(r["ms"] for r in recs), 2),
             }
-            for name, recs in (("lm", lm_recs), ("llmlingua", ll_recs))
+            for name, recs in ((native, lm_recs), ("llmlingua", ll_recs))
         } | {"n": len(lm_recs)}
-    return {"lm_speedup_vs_llmlingua": speedup, "lm_speedup_vs_llmlingua_cpu": speedup_cpu, "lm_vs_llmlingua": detail}
+    return {
+        f"{native}_speedup_vs_llmlingua": speedup,
+        f"{native}_speedup_vs_llmlingua_cpu": speedup_cpu,
+        f"{native}_vs_llmlingua": detail,
+    }
 
 
 def main() -> None:
@@ -246,7 +264,7 @@ def main() -> None:
     parser.add_argument("--n-llmlingua", type=int, default=None)
     parser.add_argument("--prefill-items", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--compressors", nargs="+", default=["extractive", "lm", "llmlingua"])
+    parser.add_argument("--compressors", nargs="+", default=["extractive", "lm", "lm_fp32", "llmlingua"])
     args = parser.parse_args()
 
     def pick(value: int | None, quick: int, full: int) -> int:

@@ -282,8 +282,10 @@ def _short_items() -> list[Item]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("coarse", ["lexical", "hybrid", "lm"])
-def test_lm_compressor_prunes_words_keeps_protected(coarse: str) -> None:
+@pytest.mark.parametrize(
+    ("coarse", "quantize"), [("lexical", None), ("hybrid", None), ("lm", None), ("lexical", False)]
+)
+def test_lm_compressor_prunes_words_keeps_protected(coarse: str, quantize: bool | None) -> None:
     pytest.importorskip("torch")
     _need_smollm2()
     if coarse == "hybrid":
@@ -292,7 +294,7 @@ def test_lm_compressor_prunes_words_keeps_protected(coarse: str) -> None:
 
     counter = get_counter()
     items = _short_items()
-    compressor = LMCompressor(coarse=coarse)
+    compressor = LMCompressor(coarse=coarse, quantize=quantize)
     out = compressor.compress(items, query="How long is the Nile?", budget=45, counter=counter)
     assert sum(8 + counter.count(t) for t in out if t) <= 45 + 5
     nile = out[1]
@@ -301,6 +303,48 @@ def test_lm_compressor_prunes_words_keeps_protected(coarse: str) -> None:
         assert all(p.of(item.text) in text for p in item.protected) or not text
         assert all(w in item.text.split() for w in text.split())
     assert compressor.compress(items, query="How long is the Nile?", budget=45, counter=counter) == out
+
+
+@pytest.mark.slow
+def test_lm_int8_is_a_separate_quantised_copy() -> None:
+    """On a CPU the lm compressor scores with an int8 copy of the model by default; the float
+    model other callers share stays float, and the two score the same text alike (mostly the
+    same most surprising tokens)."""
+    torch = pytest.importorskip("torch")
+    _need_smollm2()
+    from promptslim.backends.compress.lm import LMCompressor
+    from promptslim.backends.models import load_causal_lm
+
+    fp32, int8, auto = LMCompressor(quantize=False), LMCompressor(quantize=True), LMCompressor()
+    assert type(fp32._lm().model.lm_head) is torch.nn.Linear
+    assert type(int8._lm().model.lm_head) is not torch.nn.Linear  # a quantised Linear
+    assert load_causal_lm(device="cpu") is fp32._lm()
+    if not torch.cuda.is_available():
+        assert auto._lm() is int8._lm()
+    counter = get_counter()
+    items = _short_items()
+    docs = [c._prepare(1, items[1], c._lm(), counter) for c in (fp32, int8)]
+    a, b = (c._self_information([d], "How long is the Nile?", c._lm())[0] for c, d in zip((fp32, int8), docs))
+    assert a.shape == b.shape and not torch.equal(a, b)
+    top = max(3, len(a) // 5)
+    overlap = set(a.topk(top).indices.tolist()) & set(b.topk(top).indices.tolist())
+    assert len(overlap) >= top // 2
+
+
+def test_lm_quantize_is_validated() -> None:
+    from promptslim.backends.compress.lm import LMCompressor
+    from promptslim.backends.models import load_causal_lm
+
+    with pytest.raises(ConfigError) as err:
+        LMCompressor(quantize=True, device="cuda")
+    assert err.value.field == "quantize"
+    with pytest.raises(ConfigError) as err:
+        LMCompressor(quantize="yes")  # type: ignore[arg-type]
+    assert err.value.field == "quantize"
+    pytest.importorskip("transformers")
+    with pytest.raises(ConfigError) as err:
+        load_causal_lm(device="cuda", quantize=True)
+    assert err.value.field == "quantize"
 
 
 @pytest.mark.slow

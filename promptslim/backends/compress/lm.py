@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import BackendError, ConfigError
+from ...errors import BackendError, BackendUnavailable, ConfigError
 from ...tokens import TokenCounter
 from . import Compressor, Item
 from .extractive import ExtractiveCompressor
@@ -88,6 +88,7 @@ class LMCompressor(Compressor):
         dynamic_ratio: float = 0.3,
         batch_tokens: int = 2048,
         window_tokens: int = 64,
+        quantize: bool | None = None,
     ) -> None:
         if coarse not in _COARSE:
             raise ConfigError(f"must be one of {', '.join(_COARSE)}, got {coarse!r}", field="coarse")
@@ -105,7 +106,12 @@ class LMCompressor(Compressor):
         self.coarse_keep = coarse_keep
         self.dynamic_ratio = dynamic_ratio
         self.batch_tokens = batch_tokens
+        if quantize is not None and not isinstance(quantize, bool):
+            raise ConfigError(f"must be true, false or null, got {quantize!r}", field="quantize")
+        if quantize and device not in (None, "cpu"):
+            raise ConfigError("int8 quantisation runs on CPU only", field="quantize")
         self.window_tokens = window_tokens
+        self.quantize = quantize
         self._memo: dict[tuple[str, str], Any] = {}
 
     # ---- the interface
@@ -136,9 +142,25 @@ class LMCompressor(Compressor):
     # ---- steps
 
     def _lm(self) -> Any:
-        from ..models import load_causal_lm
+        from ..models import default_device, load_causal_lm
 
-        return load_causal_lm(self.model, device=self.device)
+        if self.quantize is False:
+            return load_causal_lm(self.model, device=self.device)
+        # quantize=True without a device: the CPU even where CUDA is there (int8 is CPU-only)
+        device = "cpu" if self.quantize else self.device
+        if device is None:
+            try:
+                device = default_device()
+            except ImportError:  # no torch: load_causal_lm says what to install
+                return load_causal_lm(self.model)
+        if device != "cpu":
+            return load_causal_lm(self.model, device=device)
+        try:
+            return load_causal_lm(self.model, device="cpu", quantize=True)
+        except BackendUnavailable:
+            if self.quantize:
+                raise
+            return load_causal_lm(self.model, device="cpu")  # a torch without int8 kernels
 
     def _coarse(
         self, items: Sequence[Item], costs: Sequence[int], query: str, budget: int, lm: Any
