@@ -339,3 +339,22 @@ def test_extend_stream_keeps_the_shared_prefix_and_renews_the_rest() -> None:
     assert [r.hit_tokens for r in run.requests] == [0, 64, 64, 64, 64]
     with pytest.raises(ConfigError):
         extend_stream([], 3)
+
+
+def test_load_prompts_extends_a_long_stream_without_whole_repeats() -> None:
+    # simulate and plan build their streams here: a stream longer than the dataset must not
+    # repeat whole prompts (the simulated prefix cache would skip their prefill: plan then gave
+    # builtin:rag 681 tokens for a P99 that 257 meet once repeats carry new content)
+    from promptslim.loadsim import load_prompts
+
+    streams = load_prompts("builtin:rag", configs=["baseline", "full"], requests=12, max_items=4)
+    for prompts in streams.values():
+        assert len(prompts) == 12
+        originals = prompts[:4]
+        for k, p in enumerate(prompts[4:], start=4):
+            base = originals[k % 4]
+            assert len(p) == len(base) and not np.array_equal(p, base)
+            shared = next((i for i, (a, b) in enumerate(zip(p, base)) if a != b), len(p))
+            assert shared > 0  # the system prompt the dataset's prompts share is kept
+    run = simulate_server([SimRequest(p) for p in streams["baseline"]], cost=COST, concurrency=1)
+    assert all(r.hit_tokens < len(p) for r, p in zip(run.requests[4:], streams["baseline"][4:]))

@@ -62,8 +62,11 @@ def load_prompts(
     ``promptslim.bench`` spec), each item slimmed by the config (``bench`` config specs:
     ``baseline``, ``full``, ``prefix+history``, a config file...).
 
-    At most ``max_items`` distinct items are loaded and slimmed; longer streams repeat them in
-    order (a repeat shares its whole prompt with an earlier request, so it can hit the cache).
+    At most ``max_items`` distinct items are loaded and slimmed; a longer stream is extended by
+    ``extend_stream`` (same seed for every config): a repeat keeps the prefix its prompt shares
+    with the dataset's other prompts and is new after it. Repeating whole prompts would let the
+    simulated prefix cache skip their prefill: it flattered every config, and ``plan`` gave
+    budgets that a server seeing new users' content would not meet.
     """
     from ..bench.datasets import load_dataset
     from ..bench.runner import parse_configs
@@ -76,7 +79,7 @@ def load_prompts(
     out: dict[str, list[npt.NDArray[np.uint64]]] = {}
     for config in parse_configs(list(configs)):
         prompts = [prompt_tokens(config.pipeline.run(item.request).request) for item in items]
-        out[config.label] = [prompts[i % len(prompts)] for i in range(requests)]
+        out[config.label] = extend_stream(prompts, requests, seed=seed)
     return out
 
 
