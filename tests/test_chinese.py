@@ -283,6 +283,24 @@ LONG_DOC = (
 )
 
 
+def test_joining_chinese_sentences_never_runs_a_url_into_the_next() -> None:
+    # found by the invariant property below: with the sentence between them dropped, a URL
+    # followed by "……" ran into the next kept sentence ("……🙂" became part of the URL)
+    from promptslim.backends.compress.extractive import join_units, split_units
+
+    text = "文档在https://docs.example.cn/a?b=1……我们故障……🙂。下一步是检查日志。"
+    units = split_units(text, find_protected_spans(text))
+    keep = [True] * len(units)
+    keep[1] = False  # 我们故障……
+    assert units[1].of(text) == "我们故障……"
+    out = join_units(text, units, keep)
+    assert out == "文档在https://docs.example.cn/a?b=1…… 🙂。下一步是检查日志。"
+    urls = [s.of(out) for s in find_protected_spans(out, kinds=("url",))]
+    assert urls == ["https://docs.example.cn/a?b=1……"]
+    # where nothing would fuse, Chinese sentences still join with no space
+    assert join_units(text, units, [True, True, False, True]).endswith("我们故障……下一步是检查日志。")
+
+
 def test_compress_keeps_whole_chinese_sentences_and_protected_spans() -> None:
     request = Request(
         messages=[Message(role="user", content="主库故障以后多久切换到备库？")],

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...errors import ConfigError
-from ...text import Span, analyse, split_sentences
+from ...text import Span, analyse, find_protected_spans, split_sentences
 from ...tokens import TokenCounter
 from . import Compressor, Item
 
@@ -57,7 +57,9 @@ def split_units(text: str, protected: Sequence[Span] = ()) -> list[Span]:
 def join_units(text: str, units: Sequence[Span], keep: Sequence[bool]) -> str:
     """The kept units in original order. Adjacent kept units keep the exact separator between
     them; across a dropped stretch the separator is squeezed to a newline (if the stretch had
-    one: line structure is kept) or a space."""
+    one: line structure is kept) or a space. Sentences that followed each other with no space
+    (Chinese) are joined with none, unless that would run a protected span of one into the
+    other (``https://x.cn/a?`` then ``b……``: a longer URL than either had): then a space."""
     parts: list[str] = []
     last: int | None = None
     for i, unit in enumerate(units):
@@ -69,10 +71,19 @@ def join_units(text: str, units: Sequence[Span], keep: Sequence[bool]) -> str:
                 # Chinese sentences follow each other with no space: keep it that way
                 after_last = text[units[last].end : units[last + 1].start]
                 gap = "\n" if "\n" in gap else (" " if after_last else "")
+                if not gap and _fuses(units[last].of(text), unit.of(text)):
+                    gap = " "
             parts.append(gap)
         parts.append(unit.of(text))
         last = i
     return "".join(parts)
+
+
+def _fuses(left: str, right: str) -> bool:
+    """Whether ``left + right`` has a protected span that crosses the junction (a URL, an
+    email, a number with its unit... made of the end of one and the start of the other)."""
+    at = len(left)
+    return any(s.start < at < s.end for s in find_protected_spans(left + right))
 
 
 # ---------------------------------------------------------------- scoring
