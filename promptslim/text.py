@@ -86,6 +86,11 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "api_key": re.compile(
         r"\b(?:sk|pk|rk|ghp|gho|xox[abp]|AKIA)[-_][\w-]{12,}|\bAKIA[0-9A-Z]{16}\b", _A
     ),
+    # codes people quote back: ticket keys, order and SKU codes, request ids ("HANES-885",
+    # "SKU12345", "req-ef05"): a letter first, a digit somewhere, four characters or more
+    "code_id": re.compile(
+        r"\b(?=[A-Za-z0-9_-]{4})[A-Za-z](?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*\b", _A
+    ),
     "hex_id": re.compile(
         r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b|\b0x[0-9a-fA-F]+\b", _A
     ),
@@ -157,6 +162,7 @@ _NEEDS: dict[str, tuple[tuple[str, ...], bool]] = {
     "uuid": (("-",), False),
     "jwt": (("eyJ",), False),
     "api_key": (("-", "_", "AKIA"), False),
+    "code_id": ((), True),
     "hex_id": ((), True),
     "iso_datetime": ((), True),
     # a weekday name, a month name (case-sensitive) or d/m/y

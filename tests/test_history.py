@@ -403,6 +403,19 @@ def test_previous_fingerprint_passes_through_a_pipeline_on_the_request() -> None
     assert second.report.cacheable_tokens == details["unchanged_tokens"] > 0
 
 
+def test_extractive_keeps_the_code_a_user_asked_to_remember() -> None:
+    # ticket keys and order codes ("PEBRA-513") are identifiers, not just capitalised words:
+    # under a cap that fits one line, the code beats the greeting and the chatter
+    counter = get_counter()
+    msgs = [
+        Message(role="user", content="Hi, I am setting up the Caigan project with Mira Tolk. "
+                                     "Its project code is PEBRA-513. Please remember it."),
+        Message(role="assistant", content="Sure, happy to help with the Caigan project setup."),
+    ]
+    out = ExtractiveSummariser().summarise(msgs, max_tokens=16, counter=counter)
+    assert "PEBRA-513" in out and counter.count(out) <= 16
+
+
 def test_extractive_analysis_cache_keeps_role_and_output() -> None:
     # sentences and scores are memoised per message content: the same text sent by another
     # role must still be attributed (and scored) as that role, and a warm cache changes nothing

@@ -300,7 +300,7 @@ def _message_lines(role: str, text: str) -> tuple[tuple[float, str], ...]:
 _GATED_KINDS: tuple[tuple[str, str], ...] = (
     ("url", "://"), ("email", "@"), ("uuid", "-"), ("time", ":"), ("quoted", '"'), ("quoted", "“"),
 )
-_DIGIT_KINDS = ("hex_id", "iso_datetime", "date")
+_DIGIT_KINDS = ("code_id", "hex_id", "iso_datetime", "date")
 _DIGIT = re.compile(r"\d")
 _ASCII_DIGIT = re.compile("[0-9]")
 # in the words re-joined by single spaces after a leading one: a word that starts with a
