@@ -130,6 +130,17 @@ def test_move_takes_volatile_values_out_and_keeps_every_one() -> None:
     assert len(result.report.stage("prefix").of_kind("moved")) == 6
 
 
+def test_code_ids_are_an_opt_in_volatile_kind() -> None:
+    # a ticket key in the system prompt changes per request only where the service says so
+    system = "You help with one support ticket.\nTicket: HANES-885\nAlways answer in English."
+    default = run(PrefixStage(), body(system)).request.messages[0].text
+    assert "HANES-885" in default
+    stage = PrefixStage(volatile_kinds=["code_id"])
+    messages = run(stage, body(system)).request.messages
+    assert "HANES-885" not in messages[0].text and "[id 1]" in messages[0].text
+    assert "HANES-885" in messages[1].text
+
+
 @given(
     date=st.dates().map(str),
     uid=st.uuids().map(str),

@@ -100,16 +100,16 @@ class LMCompressor(Compressor):
             raise ConfigError(f"must be at least 64, got {batch_tokens}", field="batch_tokens")
         if window_tokens < 8:
             raise ConfigError(f"must be at least 8, got {window_tokens}", field="window_tokens")
+        if quantize is not None and not isinstance(quantize, bool):
+            raise ConfigError(f"must be true, false or null, got {quantize!r}", field="quantize")
+        if quantize and device not in (None, "cpu"):
+            raise ConfigError("int8 quantisation runs on CPU only", field="quantize")
         self.model = model
         self.device = device
         self.coarse = coarse
         self.coarse_keep = coarse_keep
         self.dynamic_ratio = dynamic_ratio
         self.batch_tokens = batch_tokens
-        if quantize is not None and not isinstance(quantize, bool):
-            raise ConfigError(f"must be true, false or null, got {quantize!r}", field="quantize")
-        if quantize and device not in (None, "cpu"):
-            raise ConfigError("int8 quantisation runs on CPU only", field="quantize")
         self.window_tokens = window_tokens
         self.quantize = quantize
         self._memo: dict[tuple[str, str], Any] = {}
