@@ -12,6 +12,11 @@ among them), and the time of one ``RetrievalStage.run`` on 20 documents:
   ``..._query_fresh``: the documents' embeddings only, the query embedded fresh each time;
   ``..._query_cached``: the documents' embeddings, the query's in the embedding cache.
 
+``--cold-options`` adds ``cold_options``: the hybrid stage's cold time and its recall and tokens
+kept, for settings that trade recall or vector compatibility for cold speed (int8 embedder, the
+BM25-first cascade ``dense_candidates``, shorter ``max_seq_length``), each with its own model
+copy and an empty embedding cache. Not part of ``--quick``: every option embeds every passage.
+
 Usage::
 
     python benchmarks/bench_retrieval.py --quick --json            # 200 rows
@@ -101,6 +106,46 @@ def is_gold(d: Document) -> bool:
     return bool(d.metadata.get("gold"))
 
 
+#: settings that buy cold speed: with what (recall, vectors that match a vector store's)
+COLD_OPTIONS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "int8": {"quantize": True},
+    "cascade 8": {"dense_candidates": 8},
+    "cascade 8, int8": {"dense_candidates": 8, "quantize": True},
+    "cascade 6, int8": {"dense_candidates": 6, "quantize": True},
+    "max_seq_length 64, int8": {"max_seq_length": 64, "quantize": True},
+    "max_seq_length 48, int8": {"max_seq_length": 48, "quantize": True},
+}
+
+
+def cold_options(requests: list[Request], n_cold: int, log: Callable[..., None]) -> dict[str, Any]:
+    """Per option: cold time on the first ``n_cold`` requests (embedding cache cleared before
+    each), then recall and tokens kept over all requests."""
+    out: dict[str, Any] = {}
+    for name, options in COLD_OPTIONS.items():
+        stage = RetrievalStage(**options)
+        service = stage.get_scorer().service()  # type: ignore[attr-defined]
+        service.embed(["warm-up"])  # this option's model loaded: not what "cold" measures
+        cold = time_runs(stage, requests[:n_cold], before=service.clear_cache)
+        kept, fractions = [], []
+        for request in requests:
+            docs = stage.run(request).documents
+            kept.append(any(is_gold(d) for d in docs))
+            given = sum(count_document(d) for d in request.documents)
+            fractions.append(sum(count_document(d) for d in docs) / given)
+        out[name] = {
+            "options": options,
+            "cold_p50_ms": cold["p50"],
+            "cold_p99_ms": cold["p99"],
+            "cold_n": cold["n"],
+            "recall": float(np.mean(kept)),
+            "token_fraction_kept": float(np.mean(fractions)),
+        }
+        log(f"cold option {name}: p50 {cold['p50']:.0f} ms p99 {cold['p99']:.0f} ms, recall "
+            f"{out[name]['recall']:.3f}, tokens kept {out[name]['token_fraction_kept']:.3f}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
@@ -109,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold", type=int, default=30, help="requests timed cold")
     parser.add_argument("--json", action="store_true", help="last stdout line: one JSON object")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument("--cold-options", action="store_true", help="also sweep cold-speed settings")
     args = parser.parse_args(argv)
     rows = 200 if args.quick else args.rows
     started = time.time()
@@ -223,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "wall_s": time.time() - started,
     }
+    if args.cold_options:
+        result["cold_options"] = cold_options(requests, args.cold, log)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
