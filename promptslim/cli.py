@@ -302,7 +302,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_concurrency=args.max_concurrency, max_queue=args.max_queue,
         queue_timeout_s=args.queue_timeout, upstream_timeout_s=args.timeout,
         max_body_bytes=args.max_body_bytes, api_key=api_key, log_content=args.log_content,
-        warm_up=not args.no_warm_up,
+        warm_up=not args.no_warm_up, upstream_transport=args.upstream_transport,
     )  # fmt: skip
     serve(config, pipeline=pipeline, log_level=args.log_level)
     return EXIT_OK
@@ -413,6 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="allow prompt text in logs (failed-pipeline messages; slimmed messages at debug). Off by default")  # fmt: skip
     p.add_argument("--no-warm-up", dest="no_warm_up", action="store_true",
                    help="do not run the pipeline on a built-in sample at start-up (models then load on the first request)")  # fmt: skip
+    p.add_argument("--upstream-transport", dest="upstream_transport", default="promptslim", choices=("promptslim", "httpx"),
+                   help="client for an http:// upstream: promptslim's lean HTTP/1.1 transport (default) or httpx's; https:// always uses httpx's")  # fmt: skip
     p.set_defaults(func=cmd_serve)
     return parser
 

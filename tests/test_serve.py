@@ -560,6 +560,42 @@ def test_config_is_checked_and_fixed() -> None:
         ServeConfig(upstream="file:///etc/passwd")
     assert info.value.field == "upstream"
     assert "secret" not in repr(ServeConfig(upstream="http://h/v1", api_key="secret"))
+    with pytest.raises(ConfigError) as info:
+        ServeConfig(upstream="http://h/v1", upstream_transport="curl")
+    assert info.value.field == "upstream_transport"
+
+
+def test_upstream_transport_by_scheme_and_choice() -> None:
+    from promptslim.serve.app import Proxy
+    from promptslim.serve.upstream import Http11Transport
+
+    def made(upstream: str, **options: Any) -> Any:
+        return Proxy(ServeConfig(upstream=upstream, **options), pipeline=None).make_transport()
+
+    assert isinstance(made("http://127.0.0.1:8000/v1"), Http11Transport)
+    assert isinstance(made("https://api.example.com/v1"), httpx.AsyncHTTPTransport)
+    chosen = made("http://127.0.0.1:8000/v1", upstream_transport="httpx")
+    assert isinstance(chosen, httpx.AsyncHTTPTransport)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("transport", ["promptslim", "httpx"])
+async def test_either_upstream_transport_relays_the_same_stream(
+    seam: tuple[Seam, str], transport: str
+) -> None:
+    body = {**BODY, "stream": True}
+    with proxy(seam[1], default=False, upstream_transport=transport) as (url, _):
+        async with httpx.AsyncClient(timeout=10) as client:
+            direct = await client.post(seam[1] + "/chat/completions", json=body)
+            proxied = await client.post(url + "/v1/chat/completions", json=body)
+            models = await client.get(url + "/v1/models")
+    assert proxied.status_code == 200 and models.status_code == 200
+    texts = [
+        [e["choices"][0]["delta"]["content"] for e in _events(r.content) if e != "[DONE]"]
+        for r in (direct, proxied)
+    ]
+    assert texts[1] == texts[0] and len(texts[0]) >= 2
+    assert proxied.content.rstrip().endswith(b"data: [DONE]")
 
 
 # ---------------------------------------------------------------- the real model server

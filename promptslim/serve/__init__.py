@@ -6,7 +6,7 @@
                auth, size limit, JSON check
                admission (concurrency limit + bounded queue → 429)
                Pipeline (in a worker thread)
-               upstream call (one pooled httpx client) → SSE relayed chunk by chunk
+               upstream call (pooled keep-alive HTTP/1.1, httpx's API) → SSE relayed chunk by chunk
 
 ``create_app(config, pipeline=...)`` gives the Starlette app (for tests and embedding);
 ``serve(config, pipeline=...)`` runs it under uvicorn. starlette, uvicorn and httpx are the

@@ -46,6 +46,7 @@ from .admission import Admission, Overloaded
 from .config import ServeConfig
 from .metrics import Metrics
 from .responses import error_response, upstream_error
+from .upstream import Http11Transport
 
 __all__ = ["Exchange", "Proxy", "create_app"]
 
@@ -176,13 +177,23 @@ class Proxy:
             raise RuntimeError("the upstream client starts with the app's lifespan")
         return self._client
 
-    def make_transport(self) -> httpx.AsyncHTTPTransport:
-        """The pooled keep-alive connections to the upstream, shared by all requests."""
+    def make_transport(self) -> httpx.AsyncBaseTransport:
+        """The pooled keep-alive connections to the upstream, shared by all requests: our
+        lean HTTP/1.1 transport for ``http://`` (see ``upstream.py``: it is most of the
+        proxy's share of a first token's latency), httpx's own for ``https://`` or when the
+        config asks for it."""
         cfg = self.config
         # admitted requests never wait for a connection; a few spare for /v1/models
+        connections = cfg.max_concurrency + 8
+        if cfg.upstream_transport == "promptslim" and self._chat_url.scheme == "http":
+            return Http11Transport(
+                max_connections=connections,
+                max_keepalive_connections=connections,
+                keepalive_expiry=30.0,
+            )
         limits = httpx.Limits(
-            max_connections=cfg.max_concurrency + 8,
-            max_keepalive_connections=cfg.max_concurrency + 8,
+            max_connections=connections,
+            max_keepalive_connections=connections,
             keepalive_expiry=30.0,
         )
         return httpx.AsyncHTTPTransport(limits=limits)

@@ -45,6 +45,10 @@ class ServeConfig:
     #: run the pipeline once on a built-in sample at start-up (``Pipeline.warm_up``), so the
     #: first client does not wait for models and dictionaries to load
     warm_up: bool = True
+    #: the client side of ``http://`` upstreams: ``"promptslim"``, a lean HTTP/1.1 transport
+    #: (one socket send per request, body bytes relayed as they come; ``upstream.py``), or
+    #: ``"httpx"``, httpx's default transport. ``https://`` upstreams always use httpx's.
+    upstream_transport: str = "promptslim"
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)
@@ -60,6 +64,8 @@ class ServeConfig:
         for name in ("max_queue", "retry_after_s"):
             if getattr(self, name) < 0:
                 raise ConfigError("must not be negative", field=name)
+        if self.upstream_transport not in ("promptslim", "httpx"):
+            raise ConfigError("expected 'promptslim' or 'httpx'", field="upstream_transport")
         for name in ("queue_timeout_s", "upstream_timeout_s", "connect_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError("must be positive", field=name)

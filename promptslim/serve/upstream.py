@@ -1,0 +1,423 @@
+"""The proxy's upstream transport: lean HTTP/1.1 over asyncio streams, behind httpx's API.
+
+Why not httpx's default transport (httpcore + h11) for a plain ``http://`` upstream: on the way
+to the first token, the proxy's own time is mostly its upstream client. Measured in the proxy on
+a 2-core VM at one stream (issue 12): ~1 ms of CPU from "send this request" to the request's
+bytes leaving (connection-pool locks, anyio cancel scopes, trace hooks, h11's event machine),
+the request head and body written as two socket sends (a loopback send costs ~0.4 ms there: it
+runs the receiver's TCP path and wakes it), and ~1 ms more between an upstream chunk arriving
+and the relay getting it. This transport writes head and body in one send and hands body bytes
+over as the socket gives them.
+
+httpx stays the interface: this is an ``httpx.AsyncBaseTransport``, so requests, responses,
+timeouts (``request.extensions["timeout"]``) and exceptions are httpx's, and an
+``httpx.AsyncClient`` can wrap it. It speaks HTTP/1.1 to ``http://`` only — the case of a model
+server beside the proxy; ``Proxy.make_transport`` keeps httpx's own transport for ``https://``
+(TLS, HTTP/2). What it does: keep-alive connections pooled per host (LIFO, an expiry, a limit on
+connections with a pool timeout); responses framed by ``Transfer-Encoding: chunked``,
+``Content-Length`` or the connection's end; interim 1xx responses skipped; a reused connection
+that turns out closed before any response byte is retried once on a fresh one (the server
+closed it while idle). What it refuses, as :class:`httpx.RemoteProtocolError`: a malformed
+status line, header or chunk size, a head over 64 KiB, conflicting lengths, a body cut short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+import httpx
+
+__all__ = ["Http11Transport"]
+
+T = TypeVar("T")
+
+_HEAD_LIMIT = 64 * 1024  # a response head (status line + headers) larger than this is refused
+_READ_SIZE = 64 * 1024
+_CRLF = b"\r\n"
+_NO_BODY_STATUS = frozenset({204, 304})
+# framing is ours to write: whatever the caller's headers said about it is replaced
+_FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection"})
+
+if sys.version_info >= (3, 11):
+
+    async def _within(aw: Awaitable[T], seconds: float | None) -> T:
+        # asyncio.timeout is a timer handle, not a task per wait (wait_for before 3.12)
+        async with asyncio.timeout(seconds):
+            return await aw
+
+else:  # pragma: no cover - Python 3.10
+
+    async def _within(aw: Awaitable[T], seconds: float | None) -> T:
+        return await asyncio.wait_for(aw, seconds)
+
+
+class _Connection:
+    """One keep-alive connection to one (host, port)."""
+
+    __slots__ = ("idle_since", "key", "reader", "writer")
+
+    def __init__(
+        self, key: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.key = key
+        self.reader = reader
+        self.writer = writer
+        self.idle_since = 0.0
+
+    def usable(self, now: float, expiry: float) -> bool:
+        # the server may have closed it while it sat idle: its FIN is seen as EOF
+        return (
+            not self.reader.at_eof()
+            and not self.writer.is_closing()
+            and now - self.idle_since < expiry
+        )
+
+    def close(self) -> None:
+        self.writer.close()  # no wait for the close handshake: nothing more is read
+
+
+class _Framing:
+    """How a response's body ends, and whether the connection outlives it."""
+
+    __slots__ = ("chunked", "keep_alive", "length")
+
+    def __init__(self, *, chunked: bool, length: int | None, keep_alive: bool) -> None:
+        self.chunked = chunked
+        self.length = length  # None with chunked False: the body ends with the connection
+        self.keep_alive = keep_alive
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response body, yielded as the socket gives it; returns its connection when closed."""
+
+    def __init__(
+        self,
+        transport: Http11Transport,
+        conn: _Connection,
+        framing: _Framing,
+        read_timeout: float | None,
+    ) -> None:
+        self._transport = transport
+        self._conn = conn
+        self._framing = framing
+        self._timeout = read_timeout
+        self._complete = False
+        self._released = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        reader, timeout, framing = self._conn.reader, self._timeout, self._framing
+        try:
+            if framing.chunked:
+                async for data in self._chunks(reader, timeout):
+                    yield data
+            elif framing.length is not None:
+                remaining = framing.length
+                while remaining:
+                    data = await _within(reader.read(min(remaining, _READ_SIZE)), timeout)
+                    if not data:
+                        raise httpx.RemoteProtocolError(
+                            f"upstream closed the connection {remaining} bytes before the "
+                            f"end of a {framing.length}-byte body"
+                        )
+                    remaining -= len(data)
+                    yield data
+            else:
+                while data := await _within(reader.read(_READ_SIZE), timeout):
+                    yield data
+        except asyncio.TimeoutError as exc:
+            raise httpx.ReadTimeout(f"upstream sent nothing for {timeout} s") from exc
+        except asyncio.IncompleteReadError as exc:
+            raise httpx.RemoteProtocolError("upstream closed the connection mid-body") from exc
+        except asyncio.LimitOverrunError as exc:
+            raise httpx.RemoteProtocolError("a chunk-size line over the limit") from exc
+        except OSError as exc:
+            raise httpx.ReadError(f"reading the upstream's body: {exc!r}") from exc
+        self._complete = True
+
+    @staticmethod
+    async def _chunks(reader: asyncio.StreamReader, timeout: float | None) -> AsyncIterator[bytes]:
+        while True:
+            line = await _within(reader.readuntil(_CRLF), timeout)
+            size_text = line.split(b";", 1)[0].strip()
+            try:
+                if not size_text or size_text.startswith((b"-", b"+", b"0x", b"0X")):
+                    raise ValueError
+                size = int(size_text, 16)
+            except ValueError:
+                raise httpx.RemoteProtocolError(f"bad chunk size line {line[:40]!r}") from None
+            if size == 0:
+                while await _within(reader.readuntil(_CRLF), timeout) != _CRLF:
+                    pass  # trailer fields: not relayed (uvicorn could not send them anyway)
+                return
+            while size:
+                data = await _within(reader.read(min(size, _READ_SIZE)), timeout)
+                if not data:
+                    raise httpx.RemoteProtocolError("upstream closed the connection mid-chunk")
+                size -= len(data)
+                yield data
+            if await _within(reader.readexactly(2), timeout) != _CRLF:
+                raise httpx.RemoteProtocolError("a chunk not followed by CRLF")
+
+    async def aclose(self) -> None:
+        if not self._released:
+            self._released = True
+            reuse = self._complete and self._framing.keep_alive
+            self._transport._release(self._conn, reuse=reuse)
+
+
+class Http11Transport(httpx.AsyncBaseTransport):
+    """Pooled keep-alive HTTP/1.1 to ``http://`` servers (see the module docstring).
+
+    ``max_connections`` bounds connections open at once (a request beyond it waits up to the
+    request's ``pool`` timeout, then :class:`httpx.PoolTimeout`); ``max_keepalive_connections``
+    bounds the idle ones kept; an idle connection older than ``keepalive_expiry`` seconds is
+    closed instead of reused."""
+
+    def __init__(
+        self,
+        *,
+        max_connections: int = 100,
+        max_keepalive_connections: int = 100,
+        keepalive_expiry: float = 5.0,
+    ) -> None:
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        self._slots = asyncio.Semaphore(max_connections)
+        self._max_idle = max_keepalive_connections
+        self._expiry = keepalive_expiry
+        self._idle: dict[tuple[str, int], list[_Connection]] = {}
+        self._idle_count = 0
+        self._closed = False
+
+    # ---- the request
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if url.scheme != "http":
+            raise httpx.UnsupportedProtocol(
+                f"this transport speaks plain http, not {url.scheme!r} ({url})"
+            )
+        if self._closed:
+            raise RuntimeError("the transport is closed")
+        timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
+        key = (url.host, url.port or 80)
+        body = await request.aread()
+        message = _request_bytes(request, body)
+        head_only = request.method == "HEAD"
+        await self._take_slot(timeouts.get("pool"))
+        conn: _Connection | None = None
+        try:
+            conn, reused = self._idle_connection(key), True
+            if conn is None:
+                conn, reused = await self._connect(key, timeouts.get("connect")), False
+            try:
+                head = await self._exchange(conn, message, timeouts)
+            except _ClosedBeforeResponse as exc:
+                conn.close()
+                if not reused:
+                    raise httpx.RemoteProtocolError(
+                        "upstream closed the connection without a response"
+                    ) from exc.__cause__
+                # a keep-alive connection the server had closed while idle: once more, fresh
+                conn = await self._connect(key, timeouts.get("connect"))
+                try:
+                    head = await self._exchange(conn, message, timeouts)
+                except _ClosedBeforeResponse as again:
+                    raise httpx.RemoteProtocolError(
+                        "upstream closed the connection without a response"
+                    ) from again.__cause__
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            self._slots.release()
+            raise
+        version, status, reason, headers = head
+        try:
+            framing = _framing(version, status, headers, head_only=head_only)
+        except httpx.RemoteProtocolError:
+            conn.close()
+            self._slots.release()
+            raise
+        stream = _Body(self, conn, framing, timeouts.get("read"))
+        return httpx.Response(
+            status,
+            headers=headers,
+            stream=stream,
+            extensions={"http_version": version, "reason_phrase": reason},
+            request=request,
+        )
+
+    async def _exchange(
+        self, conn: _Connection, message: bytes, timeouts: dict[str, float | None]
+    ) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
+        """Send the request; read the final response head (interim 1xx ones skipped)."""
+        writer, reader = conn.writer, conn.reader
+        try:
+            writer.write(message)  # head and body: one send
+            if writer.transport.get_write_buffer_size():  # a body larger than the socket takes
+                await _within(writer.drain(), timeouts.get("write"))
+        except asyncio.TimeoutError as exc:
+            raise httpx.WriteTimeout("the upstream took no more of the request body") from exc
+        except OSError as exc:
+            raise _ClosedBeforeResponse from exc
+        read_timeout = timeouts.get("read")
+        first = True
+        while True:
+            try:
+                raw = await _within(reader.readuntil(b"\r\n\r\n"), read_timeout)
+            except asyncio.TimeoutError as exc:
+                raise httpx.ReadTimeout(
+                    f"no response head from the upstream in {read_timeout} s"
+                ) from exc
+            except asyncio.IncompleteReadError as exc:
+                if first and not exc.partial:
+                    raise _ClosedBeforeResponse from exc
+                raise httpx.RemoteProtocolError(
+                    "upstream closed the connection mid-response-head"
+                ) from exc
+            except asyncio.LimitOverrunError as exc:
+                raise httpx.RemoteProtocolError(
+                    f"a response head over {_HEAD_LIMIT} bytes"
+                ) from exc
+            except OSError as exc:
+                if first:
+                    raise _ClosedBeforeResponse from exc
+                raise httpx.ReadError(f"reading the upstream's response: {exc!r}") from exc
+            first = False
+            head = _parse_head(raw)
+            if not 100 <= head[1] < 200 or head[1] == 101:
+                return head
+
+    # ---- the pool
+
+    async def _take_slot(self, timeout: float | None) -> None:
+        if not self._slots.locked():
+            await self._slots.acquire()  # free: returns without suspending
+            return
+        try:
+            await _within(self._slots.acquire(), timeout)
+        except asyncio.TimeoutError as exc:
+            raise httpx.PoolTimeout(f"no upstream connection free within {timeout} s") from exc
+
+    def _idle_connection(self, key: tuple[str, int]) -> _Connection | None:
+        idle = self._idle.get(key)
+        now = time.monotonic()
+        while idle:
+            conn = idle.pop()  # the most recently used: the least likely to be closed
+            self._idle_count -= 1
+            if conn.usable(now, self._expiry):
+                return conn
+            conn.close()
+        return None
+
+    async def _connect(self, key: tuple[str, int], timeout: float | None) -> _Connection:
+        host, port = key
+        try:
+            reader, writer = await _within(
+                asyncio.open_connection(host, port, limit=_HEAD_LIMIT), timeout
+            )
+        except asyncio.TimeoutError as exc:
+            raise httpx.ConnectTimeout(
+                f"connecting to {host}:{port} took over {timeout} s"
+            ) from exc
+        except OSError as exc:
+            raise httpx.ConnectError(f"cannot connect to {host}:{port}: {exc}") from exc
+        return _Connection(key, reader, writer)
+
+    def _release(self, conn: _Connection, *, reuse: bool) -> None:
+        if reuse and not self._closed and self._idle_count < self._max_idle:
+            conn.idle_since = time.monotonic()
+            self._idle.setdefault(conn.key, []).append(conn)
+            self._idle_count += 1
+        else:
+            conn.close()
+        self._slots.release()
+
+    async def aclose(self) -> None:
+        """Close the idle connections; those in use close when their response does."""
+        self._closed = True
+        for idle in self._idle.values():
+            for conn in idle:
+                conn.close()
+        self._idle.clear()
+        self._idle_count = 0
+
+
+class _ClosedBeforeResponse(Exception):
+    """The connection ended before a byte of the response: safe to retry on a fresh one."""
+
+
+def _request_bytes(request: httpx.Request, body: bytes) -> bytes:
+    """Request line, headers (framing replaced by ours) and body, as one message."""
+    url = request.url
+    parts = [request.method.encode("ascii"), b" ", url.raw_path, b" HTTP/1.1\r\n"]
+    for name, value in request.headers.raw:
+        if name.lower() in _FRAMING:
+            continue
+        if b"\r" in value or b"\n" in value or b"\r" in name or b"\n" in name or b":" in name:
+            raise httpx.LocalProtocolError(f"header {name!r}: line breaks or ':' in it")
+        parts += (name, b": ", value, _CRLF)
+    if body or request.method in ("POST", "PUT", "PATCH"):
+        parts += (b"content-length: ", str(len(body)).encode("ascii"), _CRLF)
+    parts += (_CRLF, body)
+    return b"".join(parts)
+
+
+def _parse_head(raw: bytes) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
+    lines = raw[:-4].split(_CRLF)
+    status_line = lines[0].split(b" ", 2)
+    version = status_line[0]
+    if (
+        len(status_line) < 2
+        or version not in (b"HTTP/1.1", b"HTTP/1.0")
+        or len(status_line[1]) != 3
+        or not status_line[1].isdigit()
+    ):
+        raise httpx.RemoteProtocolError(f"bad status line {lines[0][:60]!r}")
+    reason = status_line[2] if len(status_line) > 2 else b""
+    headers: list[tuple[bytes, bytes]] = []
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon or not name or name != name.strip() or line[:1] in (b" ", b"\t"):
+            # no name, whitespace before the colon, or obsolete line folding
+            raise httpx.RemoteProtocolError(f"bad header line {line[:60]!r}")
+        headers.append((name, value.strip(b" \t")))
+    return version, int(status_line[1]), reason, headers
+
+
+def _framing(
+    version: bytes, status: int, headers: list[tuple[bytes, bytes]], *, head_only: bool
+) -> _Framing:
+    keep_alive = version == b"HTTP/1.1"
+    chunked = False
+    other_encoding = False
+    length: int | None = None
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == b"transfer-encoding":
+            codings = [c.strip() for c in value.lower().split(b",")]
+            chunked = codings[-1] == b"chunked"
+            other_encoding = not chunked
+        elif lowered == b"content-length":
+            if not value.isdigit():
+                raise httpx.RemoteProtocolError(f"bad Content-Length {value[:30]!r}")
+            if length is not None and int(value) != length:
+                raise httpx.RemoteProtocolError("conflicting Content-Length headers")
+            length = int(value)
+        elif lowered == b"connection":
+            tokens = {t.strip() for t in value.lower().split(b",")}
+            if b"close" in tokens:
+                keep_alive = False
+            elif b"keep-alive" in tokens and version == b"HTTP/1.0":
+                keep_alive = True
+    if head_only or status in _NO_BODY_STATUS:
+        return _Framing(chunked=False, length=0, keep_alive=keep_alive)
+    if chunked:
+        return _Framing(chunked=True, length=None, keep_alive=keep_alive)
+    if other_encoding or length is None:  # the body ends when the server closes
+        return _Framing(chunked=False, length=None, keep_alive=False)
+    return _Framing(chunked=False, length=length, keep_alive=keep_alive)
