@@ -141,6 +141,29 @@ async def test_chunks_are_handed_over_as_they_arrive_and_the_connection_is_reuse
 
 
 @pytest.mark.asyncio
+async def test_chunks_that_arrive_together_go_on_together_and_extra_bytes_end_reuse() -> None:
+    async def handler(reader: Any, writer: Any, script: Script) -> None:
+        await read_request(reader)
+        # two events in one write, then (a broken server) bytes after the body's end
+        writer.write(SSE_HEAD + chunk(b"data: a\n\n") + chunk(b"data: b\n\n") + b"0\r\n\r\nXX")
+        await writer.drain()
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+
+    script = Script(handler)
+    transport = Http11Transport()
+    async with script as url:
+        response = await send(transport, url)
+        parts = [part async for part in response.aiter_raw()]
+        await response.aclose()
+        assert parts == [b"data: a\n\ndata: b\n\n"]
+        assert (await send(transport, url)).status_code == 200
+        await transport.aclose()
+    assert script.connections == 2  # the connection with stray bytes was not reused
+
+
+@pytest.mark.asyncio
 async def test_content_length_and_close_delimited_bodies() -> None:
     replies = [
         b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",

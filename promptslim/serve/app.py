@@ -480,18 +480,15 @@ class Proxy:
 
     async def _read_body(self, request: HTTPRequest) -> bytes | Response:
         limit = self.config.max_body_bytes
-        too_large = error_response(
-            413, f"request body over {limit} bytes", param="body", code="body_too_large"
-        )
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            return too_large  # refused before reading a byte of it
+            return _too_large(limit)  # refused before reading a byte of it
         parts: list[bytes] = []
         size = 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
-                return too_large
+                return _too_large(limit)
             parts.append(chunk)
         return b"".join(parts)
 
@@ -523,6 +520,12 @@ def _downstream_headers(
         for k, v in upstream.headers.raw
         if (name := k.lower().decode()) not in _NOT_DOWNSTREAM and name not in drop
     ]
+
+
+def _too_large(limit: int) -> Response:
+    return error_response(
+        413, f"request body over {limit} bytes", param="body", code="body_too_large"
+    )
 
 
 def _with_report(content: bytes, ex: Exchange) -> bytes:
