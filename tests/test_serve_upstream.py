@@ -361,6 +361,28 @@ async def test_timeouts_and_connection_errors_are_httpx_exceptions() -> None:
 
 
 @pytest.mark.asyncio
+async def test_send_from_parts_adds_host_and_replaces_framing() -> None:
+    async def handler(reader: Any, writer: Any, script: Script) -> None:
+        await read_request(reader, script)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+
+    script = Script(handler)
+    transport = Http11Transport()
+    async with script as url:
+        parts = [(b"x-a", b"1"), (b"Content-Length", b"999"), (b"Transfer-Encoding", b"chunked")]
+        response = await transport.send("POST", httpx.URL(url), parts, b"{}")
+        assert await body_of(response) == b"ok"
+        await transport.aclose()
+    (first,) = script.first_reads
+    netloc = url.split("/")[2].encode()
+    assert first == (
+        b"POST /v1/chat/completions HTTP/1.1\r\nx-a: 1\r\nhost: " + netloc
+        + b"\r\ncontent-length: 2\r\n\r\n{}"
+    )  # fmt: skip
+
+
+@pytest.mark.asyncio
 async def test_header_values_cannot_inject_lines() -> None:
     transport = Http11Transport()
     request = httpx.Request(

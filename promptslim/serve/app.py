@@ -213,13 +213,23 @@ class Proxy:
             pool=cfg.upstream_timeout_s,
         )
 
-    async def _open(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request`` and return once the response headers are in (body unread).
+    async def _open(self, headers: list[tuple[bytes, bytes]], payload: bytes) -> httpx.Response:
+        """POST ``payload`` to the upstream's chat endpoint; return once the response headers
+        are in (body unread).
 
         On the proxy's own transport this skips the client layer (auth flow, redirect
         handling, cookie jar, event hooks): none of it applies to a fixed upstream, and it
-        costs CPU on every request's way to the first token (issue 12). A caller's client
-        is honoured as given."""
+        costs CPU on every request's way to the first token (issue 12); on the lean HTTP/1.1
+        transport it skips building an ``httpx.Request`` too. A caller's client is honoured
+        as given."""
+        if isinstance(self._transport, Http11Transport):
+            return await self._transport.send(
+                "POST", self._chat_url, headers, payload, self._timeouts
+            )
+        request = httpx.Request(
+            "POST", self._chat_url, content=payload, headers=headers,
+            extensions={"timeout": self._timeouts},
+        )  # fmt: skip
         if self._transport is not None:
             return await self._transport.handle_async_request(request)
         return await self.client.send(request, stream=True)
@@ -379,14 +389,11 @@ class Proxy:
         self, request: HTTPRequest, ex: Exchange, payload: bytes, body: dict[str, Any]
     ) -> Response:
         ex.bytes_up = len(payload)
-        up = httpx.Request(
-            "POST", self._chat_url, content=payload, headers=self._upstream_headers(request),
-            extensions={"timeout": self._timeouts},
-        )  # fmt: skip
+        headers = self._upstream_headers(request)
         sent = time.perf_counter()
         ex.forward_ms = (sent - ex.start) * 1e3
         try:
-            upstream = await self._open(up)
+            upstream = await self._open(headers, payload)
         except httpx.HTTPError as exc:
             return self._transport_error(ex, exc, while_="waiting for the response")
         ex.upstream_ttfb_ms = _ms(sent)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import TypeVar
 
 import httpx
@@ -253,18 +253,36 @@ class Http11Transport(httpx.AsyncBaseTransport):
     # ---- the request
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
+        body = await request.aread()
+        timeouts = request.extensions.get("timeout", {})
+        return await self.send(
+            request.method, request.url, request.headers.raw, body, timeouts, request=request
+        )
+
+    async def send(
+        self,
+        method: str,
+        url: httpx.URL,
+        headers: Sequence[tuple[bytes, bytes]],
+        body: bytes,
+        timeouts: Mapping[str, float | None] | None = None,
+        *,
+        request: httpx.Request | None = None,
+    ) -> httpx.Response:
+        """The request from its parts, without building an ``httpx.Request`` first (the
+        proxy's per-request path; building one costs more than writing the bytes). A ``Host``
+        header is added from ``url`` when ``headers`` has none; framing headers are ours.
+        ``timeouts`` as in httpx (``connect``, ``read``, ``write``, ``pool``; None: no limit)."""
         if url.scheme != "http":
             raise httpx.UnsupportedProtocol(
                 f"this transport speaks plain http, not {url.scheme!r} ({url})"
             )
         if self._closed:
             raise RuntimeError("the transport is closed")
-        timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
+        timeouts = timeouts or {}
         key = (url.host, url.port or 80)
-        body = await request.aread()
-        message = _request_bytes(request, body)
-        head_only = request.method == "HEAD"
+        message = _request_bytes(method, url, headers, body)
+        head_only = method == "HEAD"
         await self._take_slot(timeouts.get("pool"))
         conn: _Connection | None = None
         try:
@@ -309,7 +327,7 @@ class Http11Transport(httpx.AsyncBaseTransport):
         )
 
     async def _exchange(
-        self, conn: _Connection, message: bytes, timeouts: dict[str, float | None]
+        self, conn: _Connection, message: bytes, timeouts: Mapping[str, float | None]
     ) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
         """Send the request; read the final response head (interim 1xx ones skipped)."""
         writer = conn.writer
@@ -406,17 +424,23 @@ class _ClosedBeforeResponse(Exception):
     """The connection ended before a byte of the response: safe to retry on a fresh one."""
 
 
-def _request_bytes(request: httpx.Request, body: bytes) -> bytes:
+def _request_bytes(
+    method: str, url: httpx.URL, headers: Sequence[tuple[bytes, bytes]], body: bytes
+) -> bytes:
     """Request line, headers (framing replaced by ours) and body, as one message."""
-    url = request.url
-    parts = [request.method.encode("ascii"), b" ", url.raw_path, b" HTTP/1.1\r\n"]
-    for name, value in request.headers.raw:
-        if name.lower() in _FRAMING:
+    parts = [method.encode("ascii"), b" ", url.raw_path, b" HTTP/1.1\r\n"]
+    has_host = False
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered in _FRAMING:
             continue
         if b"\r" in value or b"\n" in value or b"\r" in name or b"\n" in name or b":" in name:
             raise httpx.LocalProtocolError(f"header {name!r}: line breaks or ':' in it")
+        has_host = has_host or lowered == b"host"
         parts += (name, b": ", value, _CRLF)
-    if body or request.method in ("POST", "PUT", "PATCH"):
+    if not has_host:
+        parts += (b"host: ", url.netloc, _CRLF)
+    if body or method in ("POST", "PUT", "PATCH"):
         parts += (b"content-length: ", str(len(body)).encode("ascii"), _CRLF)
     parts += (_CRLF, body)
     return b"".join(parts)
