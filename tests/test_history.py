@@ -304,6 +304,49 @@ def test_extractive_keeps_facts_under_cap_deterministically() -> None:
     assert "48213" in rolled and "INV-77" in rolled
 
 
+class _NoBound:
+    """The same counter without ``min_count``: every line is encoded."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.name = inner.name  # type: ignore[attr-defined]
+        self.count = inner.count  # type: ignore[attr-defined]
+        self.encode = inner.encode  # type: ignore[attr-defined]
+
+
+_WORDS = st.sampled_from(
+    ["order", "48213", "Alice", "shipped", "INV-77", "2024-03-05", "we", "decided", "the",
+     "refund", "Berlin", "a", "is", "DHL", "ok", "thanks", "价格", "https://x.io/a?b=1"]
+)  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["user", "assistant"]),
+            st.lists(st.lists(_WORDS, min_size=1, max_size=14), min_size=1, max_size=4),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(16, 120),
+)
+def test_extractive_skipping_by_word_bound_changes_nothing(
+    turns: list[tuple[str, list[list[str]]]], cap: int
+) -> None:
+    msgs = [
+        Message(role=role, content=" ".join(" ".join(words) + "." for words in sentences))
+        for role, sentences in turns
+    ]
+    counter = get_counter()
+    s = ExtractiveSummariser(max_sentence_tokens=20)
+    fast = s.summarise(msgs, max_tokens=cap, counter=counter)
+    assert fast == s.summarise(msgs, max_tokens=cap, counter=_NoBound(counter))  # type: ignore[arg-type]
+    rolled = s.summarise(msgs[::-1], max_tokens=cap, counter=counter, previous=fast)
+    slow = s.summarise(msgs[::-1], max_tokens=cap, counter=_NoBound(counter), previous=fast)  # type: ignore[arg-type]
+    assert rolled == slow
+
+
 def test_lru_cache_is_bounded() -> None:
     cache = LRUSummaryCache(maxsize=2)
     for k in "abc":

@@ -2,6 +2,8 @@ import threading
 
 import pytest
 import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from promptslim import (
     ConfigError,
@@ -195,3 +197,21 @@ def test_message_count_fast_path_matches_the_general_one() -> None:
     assert count_messages(messages) == expected
     # and the memo it leaves on each message is the one count_message reads
     assert [m._token_counts[counter.name] for m in messages] == [count_message(m) for m in messages]
+
+
+@given(st.text(max_size=200))
+@settings(max_examples=400, deadline=None)
+def test_min_count_is_a_lower_bound(text: str) -> None:
+    counter = get_counter()
+    for candidate in (text, " ".join(text.split()), "user: " + " ".join(text.split())):
+        assert counter.min_count(candidate) <= counter.count(candidate)  # type: ignore[attr-defined]
+
+
+def test_min_count_counts_words_only_where_sound() -> None:
+    counter = get_counter()
+    bound = counter.min_count  # type: ignore[attr-defined]
+    assert bound("user: the order is 48213.") == 5
+    assert bound("价格 上涨 了") == 3
+    # anything but single spaces between words: no claim
+    for text in ("a  b", " a b", "a b ", "a\tb", "a\nb", "a\u00a0b", "a\u3000b", ""):
+        assert bound(text) == 0, repr(text)
