@@ -567,7 +567,7 @@ def test_config_is_checked_and_fixed() -> None:
 
 def test_upstream_transport_by_scheme_and_choice() -> None:
     from promptslim.serve.app import Proxy
-    from promptslim.serve.upstream import Http11Transport
+    from promptslim.http11 import Http11Transport
 
     def made(upstream: str, **options: Any) -> Any:
         return Proxy(ServeConfig(upstream=upstream, **options), pipeline=None).make_transport()

@@ -46,7 +46,7 @@ from .admission import Admission, Overloaded
 from .config import ServeConfig
 from .metrics import Metrics
 from .responses import error_response, upstream_error
-from .upstream import Http11Transport
+from ..http11 import Http11Transport
 
 __all__ = ["Exchange", "Proxy", "create_app"]
 
@@ -179,7 +179,7 @@ class Proxy:
 
     def make_transport(self) -> httpx.AsyncBaseTransport:
         """The pooled keep-alive connections to the upstream, shared by all requests: our
-        lean HTTP/1.1 transport for ``http://`` (see ``upstream.py``: it is most of the
+        lean HTTP/1.1 transport for ``http://`` (see ``promptslim/http11.py``: it is most of the
         proxy's share of a first token's latency), httpx's own for ``https://`` or when the
         config asks for it."""
         cfg = self.config

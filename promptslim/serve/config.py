@@ -46,7 +46,7 @@ class ServeConfig:
     #: first client does not wait for models and dictionaries to load
     warm_up: bool = True
     #: the client side of ``http://`` upstreams: ``"promptslim"``, a lean HTTP/1.1 transport
-    #: (one socket send per request, body bytes relayed as they come; ``upstream.py``), or
+    #: (one socket send per request, body bytes relayed as they come; ``promptslim/http11.py``), or
     #: ``"httpx"``, httpx's default transport. ``https://`` upstreams always use httpx's.
     upstream_transport: str = "promptslim"
 

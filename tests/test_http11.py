@@ -1,4 +1,5 @@
-"""The proxy's lean HTTP/1.1 upstream transport (``promptslim.serve.upstream``).
+"""The lean HTTP/1.1 client transport (``promptslim.http11``): the proxy's upstream client and
+the load tester's.
 
 The server here is a scripted asyncio socket server on 127.0.0.1 that writes exact bytes: a
 seam for checking our own HTTP/1.1 framing, pooling and error mapping byte by byte (chunk
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 
 httpx = pytest.importorskip("httpx")
 
-from promptslim.serve.upstream import Http11Transport
+from promptslim.http11 import Http11Transport
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, "Script"], Awaitable[None]]
 
@@ -380,6 +381,30 @@ async def test_send_from_parts_adds_host_and_replaces_framing() -> None:
         b"POST /v1/chat/completions HTTP/1.1\r\nx-a: 1\r\nhost: " + netloc
         + b"\r\ncontent-length: 2\r\n\r\n{}"
     )  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_trace_events_as_httpx_names_them() -> None:
+    async def handler(reader: Any, writer: Any, script: Script) -> None:
+        while True:
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+
+    events: list[str] = []
+
+    async def trace(name: str, info: dict[str, Any]) -> None:
+        events.append(name)
+
+    transport = Http11Transport()
+    async with Script(handler) as url:
+        for _ in range(2):
+            request = httpx.Request("POST", url, content=b"{}", extensions={"trace": trace})
+            assert await body_of(await transport.handle_async_request(request)) == b"ok"
+        await transport.aclose()
+    sent, headers = "http11.send_request_body.complete", "http11.receive_response_headers.complete"
+    connect = ["connection.connect_tcp.started", "connection.connect_tcp.complete"]
+    assert events == [*connect, sent, headers, sent, headers]  # the second request reused it
 
 
 @pytest.mark.asyncio

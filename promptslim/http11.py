@@ -1,4 +1,5 @@
-"""The proxy's upstream transport: lean HTTP/1.1 over asyncio streams, behind httpx's API.
+"""A lean HTTP/1.1 client transport over asyncio streams, behind httpx's API: the proxy's
+upstream client (``promptslim serve``) and the load tester's (``promptslim loadtest``).
 
 Why not httpx's default transport (httpcore + h11) for a plain ``http://`` upstream: on the way
 to the first token, the proxy's own time is mostly its upstream client. Measured in the proxy on
@@ -11,9 +12,11 @@ over as the socket gives them.
 
 httpx stays the interface: this is an ``httpx.AsyncBaseTransport``, so requests, responses,
 timeouts (``request.extensions["timeout"]``) and exceptions are httpx's, and an
-``httpx.AsyncClient`` can wrap it. It speaks HTTP/1.1 to ``http://`` only — the case of a model
-server beside the proxy; ``Proxy.make_transport`` keeps httpx's own transport for ``https://``
-(TLS, HTTP/2). What it does: keep-alive connections pooled per host (LIFO, an expiry, a limit on
+``httpx.AsyncClient`` can wrap it (httpx's ``trace`` extension is honoured for the events
+``promptslim loadtest`` reads). It speaks HTTP/1.1 to ``http://`` only — the case of a model
+server beside the proxy; callers keep httpx's own transport for ``https://`` (TLS, HTTP/2).
+For a load generator it matters the same way: with httpx's default transport the client's CPU,
+not the server, set the pace at 100 concurrent streams (``benchmarks/bench_proxy.py``). What it does: keep-alive connections pooled per host (LIFO, an expiry, a limit on
 connections with a pool timeout); responses framed by ``Transfer-Encoding: chunked``,
 ``Content-Length`` or the connection's end; interim 1xx responses skipped; a reused connection
 that turns out closed before any response byte is retried once on a fresh one (the server
@@ -26,14 +29,16 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import httpx
 
 __all__ = ["Http11Transport"]
 
 T = TypeVar("T")
+#: httpx's ``trace`` request extension: ``await trace(event_name, info)``
+Trace = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 _HEAD_LIMIT = 64 * 1024  # a response head (status line + headers) larger than this is refused
 _LINE_LIMIT = 4096  # a chunk-size or trailer line
@@ -254,10 +259,11 @@ class Http11Transport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
-        timeouts = request.extensions.get("timeout", {})
+        ext = request.extensions
         return await self.send(
-            request.method, request.url, request.headers.raw, body, timeouts, request=request
-        )
+            request.method, request.url, request.headers.raw, body, ext.get("timeout"),
+            request=request, trace=ext.get("trace"),
+        )  # fmt: skip
 
     async def send(
         self,
@@ -268,11 +274,16 @@ class Http11Transport(httpx.AsyncBaseTransport):
         timeouts: Mapping[str, float | None] | None = None,
         *,
         request: httpx.Request | None = None,
+        trace: Trace | None = None,
     ) -> httpx.Response:
         """The request from its parts, without building an ``httpx.Request`` first (the
         proxy's per-request path; building one costs more than writing the bytes). A ``Host``
         header is added from ``url`` when ``headers`` has none; framing headers are ours.
-        ``timeouts`` as in httpx (``connect``, ``read``, ``write``, ``pool``; None: no limit)."""
+        ``timeouts`` as in httpx (``connect``, ``read``, ``write``, ``pool``; None: no limit).
+        ``trace`` is httpx's ``trace`` extension: ``await trace(event, info)`` at the events
+        httpcore names ``connection.connect_tcp.started`` / ``.complete``,
+        ``http11.send_request_body.complete`` and ``http11.receive_response_headers.complete``
+        (how ``promptslim loadtest`` places a request's time)."""
         if url.scheme != "http":
             raise httpx.UnsupportedProtocol(
                 f"this transport speaks plain http, not {url.scheme!r} ({url})"
@@ -288,9 +299,9 @@ class Http11Transport(httpx.AsyncBaseTransport):
         try:
             conn, reused = self._idle_connection(key), True
             if conn is None:
-                conn, reused = await self._connect(key, timeouts.get("connect")), False
+                conn, reused = await self._connect(key, timeouts.get("connect"), trace), False
             try:
-                head = await self._exchange(conn, message, timeouts)
+                head = await self._exchange(conn, message, timeouts, trace)
             except _ClosedBeforeResponse as exc:
                 conn.close()
                 if not reused:
@@ -298,9 +309,9 @@ class Http11Transport(httpx.AsyncBaseTransport):
                         "upstream closed the connection without a response"
                     ) from exc.__cause__
                 # a keep-alive connection the server had closed while idle: once more, fresh
-                conn = await self._connect(key, timeouts.get("connect"))
+                conn = await self._connect(key, timeouts.get("connect"), trace)
                 try:
-                    head = await self._exchange(conn, message, timeouts)
+                    head = await self._exchange(conn, message, timeouts, trace)
                 except _ClosedBeforeResponse as again:
                     raise httpx.RemoteProtocolError(
                         "upstream closed the connection without a response"
@@ -327,7 +338,11 @@ class Http11Transport(httpx.AsyncBaseTransport):
         )
 
     async def _exchange(
-        self, conn: _Connection, message: bytes, timeouts: Mapping[str, float | None]
+        self,
+        conn: _Connection,
+        message: bytes,
+        timeouts: Mapping[str, float | None],
+        trace: Trace | None = None,
     ) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
         """Send the request; read the final response head (interim 1xx ones skipped)."""
         writer = conn.writer
@@ -339,6 +354,8 @@ class Http11Transport(httpx.AsyncBaseTransport):
             raise httpx.WriteTimeout("the upstream took no more of the request body") from exc
         except OSError as exc:
             raise _ClosedBeforeResponse from exc
+        if trace is not None:
+            await trace("http11.send_request_body.complete", {})
         read_timeout = timeouts.get("read")
         buf = conn.buf
         first = True  # no response byte yet: a close now is safe to retry
@@ -365,6 +382,8 @@ class Http11Transport(httpx.AsyncBaseTransport):
             del buf[: end + 4]
             first = False
             if not 100 <= head[1] < 200 or head[1] == 101:
+                if trace is not None:
+                    await trace("http11.receive_response_headers.complete", {"status": head[1]})
                 return head
 
     # ---- the pool
@@ -389,8 +408,12 @@ class Http11Transport(httpx.AsyncBaseTransport):
             conn.close()
         return None
 
-    async def _connect(self, key: tuple[str, int], timeout: float | None) -> _Connection:
+    async def _connect(
+        self, key: tuple[str, int], timeout: float | None, trace: Trace | None = None
+    ) -> _Connection:
         host, port = key
+        if trace is not None:
+            await trace("connection.connect_tcp.started", {"host": host, "port": port})
         try:
             reader, writer = await _within(asyncio.open_connection(host, port), timeout)
         except asyncio.TimeoutError as exc:
@@ -399,6 +422,8 @@ class Http11Transport(httpx.AsyncBaseTransport):
             ) from exc
         except OSError as exc:
             raise httpx.ConnectError(f"cannot connect to {host}:{port}: {exc}") from exc
+        if trace is not None:
+            await trace("connection.connect_tcp.complete", {"host": host, "port": port})
         return _Connection(key, reader, writer)
 
     def _release(self, conn: _Connection, *, reuse: bool) -> None:
