@@ -364,6 +364,34 @@ async def test_504_when_the_upstream_is_silent(seam: tuple[Seam, str]) -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_client_that_goes_away_frees_its_slot_and_upstream_connection(
+    seam: tuple[Seam, str],
+) -> None:
+    with proxy(seam[1], default=False) as (url, state):
+        body = {**BODY, "stream": True}
+        # the seam's second chunk comes 3 s after the first ("stall"): leave in between
+        async with (
+            httpx.AsyncClient(timeout=10) as client,
+            client.stream(
+                "POST", url + "/v1/chat/completions", json=body, headers={"x-seam": "stall"}
+            ) as resp,
+        ):
+            async for _ in resp.aiter_raw():
+                break  # first chunk in hand; the connection closes on leaving the block
+        deadline = time.monotonic() + 2
+        while state.admission.active and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert state.admission.active == 0  # slot freed long before the stream would end
+        # the half-read upstream connection was closed, not pooled: the next stream is whole
+        async with httpx.AsyncClient(timeout=10) as client:
+            again = await client.post(url + "/v1/chat/completions", json=body)
+        texts = [
+            e["choices"][0]["delta"]["content"] for e in _events(again.content) if e != "[DONE]"
+        ]
+        assert texts == ["Hello", " world"]
+
+
+@pytest.mark.asyncio
 async def test_upstream_errors_keep_their_message(default_proxy: str) -> None:
     async with httpx.AsyncClient(timeout=10) as client:
         url = default_proxy + "/v1/chat/completions"
@@ -566,8 +594,8 @@ def test_config_is_checked_and_fixed() -> None:
 
 
 def test_upstream_transport_by_scheme_and_choice() -> None:
-    from promptslim.serve.app import Proxy
     from promptslim.http11 import Http11Transport
+    from promptslim.serve.app import Proxy
 
     def made(upstream: str, **options: Any) -> Any:
         return Proxy(ServeConfig(upstream=upstream, **options), pipeline=None).make_transport()
