@@ -32,7 +32,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import httpx
+from .errors import BackendUnavailable
+
+try:
+    import httpx
+except ImportError as exc:  # pragma: no cover - exercised where httpx is missing
+    raise BackendUnavailable(
+        "httpx (the HTTP client API of promptslim.http11)", extra="serve"
+    ) from exc
 
 __all__ = ["Http11Transport"]
 

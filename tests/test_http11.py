@@ -11,6 +11,8 @@ is in test_serve.py.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -405,6 +407,18 @@ async def test_trace_events_as_httpx_names_them() -> None:
     sent, headers = "http11.send_request_body.complete", "http11.receive_response_headers.complete"
     connect = ["connection.connect_tcp.started", "connection.connect_tcp.complete"]
     assert events == [*connect, sent, headers, sent, headers]  # the second request reused it
+
+
+def test_without_httpx_the_import_names_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['httpx'] = None\n"
+        "from promptslim.errors import BackendUnavailable\n"
+        "try:\n    import promptslim.http11\nexcept BackendUnavailable as e:\n    print(e.extra)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.stdout.strip() == "serve", out.stderr
 
 
 @pytest.mark.asyncio
