@@ -263,7 +263,7 @@ async def measure(
     urls: dict[str, str], per_round: dict[int, int], rounds: int, seam: int, proxy: int
 ) -> tuple[dict[int, dict[str, Samples]], dict[int, dict[str, Any]]]:
     """Both paths, interleaved, through one client."""
-    from promptslim.serve.upstream import Http11Transport
+    from promptslim.http11 import Http11Transport
 
     conc_max = max(per_round)
     data: dict[int, dict[str, Samples]] = {}
