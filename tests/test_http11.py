@@ -409,6 +409,45 @@ async def test_trace_events_as_httpx_names_them() -> None:
     assert events == [*connect, sent, headers, sent, headers]  # the second request reused it
 
 
+@pytest.mark.asyncio
+async def test_the_read_timeout_bounds_each_wait_not_the_whole_body() -> None:
+    served = 0
+
+    async def handler(reader: Any, writer: Any, script: Script) -> None:
+        nonlocal served
+        while True:
+            await read_request(reader)
+            served += 1
+            if served == 1:  # a slow stream: 6 events 0.1 s apart, 0.6 s in all
+                writer.write(SSE_HEAD)
+                for i in range(6):
+                    await asyncio.sleep(0.1)
+                    writer.write(chunk(b"data: %d\n\n" % i))
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+            elif served == 2:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+            # the third request gets no answer at all
+
+    script = Script(handler)
+    transport = Http11Transport()
+    async with script as url:
+        # each gap (0.1 s) is under the limit, the whole body (0.6 s) is not: no timeout
+        body = await body_of(await send(transport, url, read=0.3))
+        assert body == b"".join(b"data: %d\n\n" % i for i in range(6))
+        await asyncio.sleep(0.5)  # the first request's watchdog fires and stands down
+        assert await body_of(await send(transport, url, read=30.0)) == b"ok"
+        # same connection, a much shorter limit than the 30 s the last request armed: it holds
+        # at its own length
+        start = time.monotonic()
+        with pytest.raises(httpx.ReadTimeout):
+            await send(transport, url, read=0.2)
+        assert time.monotonic() - start < 2.0
+        await transport.aclose()
+    assert script.connections == 1
+
+
 def test_without_httpx_the_import_names_the_extra() -> None:
     code = (
         "import sys; sys.modules['httpx'] = None\n"
