@@ -20,6 +20,7 @@ httpx, numpy and matplotlib are imported only when a load test runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -48,6 +49,8 @@ BUCKET_EDGES: tuple[int, ...] = (256, 512, 1024, 2048, 4096, 8192)
 QUANTILES: tuple[float, ...] = (50, 90, 95, 99)
 #: how often the loop-lag probe wakes up (s); its oversleep is the client's own delay
 _PROBE_S = 0.005
+#: how long a finished stream's end-of-body marker is waited for (see ``_drain``)
+_DRAIN_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -239,7 +242,10 @@ async def _one(
                 text = (await response.aread()).decode("utf-8", "replace")
                 record.error = f"HTTP {response.status_code}: {text[:200]}"
                 return
-            await _read_events(response.aiter_lines(), record, start)
+            lines = response.aiter_lines()
+            await _read_events(lines, record, start)
+            record.e2e_s = time.perf_counter() - start  # the content ended here
+            await _drain(lines, httpx.HTTPError)
 
     start = record.sent_clock_s = time.perf_counter()
     try:
@@ -254,8 +260,24 @@ async def _one(
         record.status, record.error = "cancelled", "the load test's time limit was reached"
         raise
     finally:
-        record.e2e_s = time.perf_counter() - start
+        if record.e2e_s is None:
+            record.e2e_s = time.perf_counter() - start
         _phases(record, marks, start)
+
+
+async def _drain(lines: Any, errors: type[Exception]) -> None:
+    """Read a stream's remains after ``[DONE]`` (the server's end-of-body marker follows at
+    once), so its connection goes back to the pool: returning at ``[DONE]`` left the body
+    unfinished, and every request then opened a new connection — not what real clients do,
+    and a handshake's work on both sides per request. Gives up after ``_DRAIN_S`` (the
+    connection is then closed, as before); what comes after ``[DONE]`` is not measured."""
+
+    async def rest() -> None:
+        async for _ in lines:
+            pass
+
+    with contextlib.suppress(asyncio.TimeoutError, errors):
+        await asyncio.wait_for(rest(), _DRAIN_S)
 
 
 def _phases(record: RequestRecord, marks: Mapping[str, float], start: float) -> None:
