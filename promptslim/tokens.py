@@ -102,7 +102,6 @@ class TiktokenCounter(_CachedCounter):
         except ValueError as exc:
             raise ConfigError(str(exc), field="tokenizer") from exc
         self.name = f"tiktoken:{encoding}"
-
         self._words_bound = encoding in _SPACE_SPLIT_ENCODINGS
 
     def encode(self, text: str) -> list[int]:

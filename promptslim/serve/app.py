@@ -40,13 +40,13 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ..errors import BudgetInfeasible, ConfigError, InvalidRequest
+from ..http11 import Http11Transport
 from ..pipeline import Pipeline
 from ..types import Request, Result
 from .admission import Admission, Overloaded
 from .config import ServeConfig
 from .metrics import Metrics
 from .responses import error_response, upstream_error
-from ..http11 import Http11Transport
 
 __all__ = ["Exchange", "Proxy", "create_app"]
 
