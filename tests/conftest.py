@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -36,3 +39,17 @@ def chat_body(n_turns: int = 3, *, system: str = "You are helpful.") -> dict:
         messages.append({"role": "assistant", "content": f"answer {i}: the value is {i * 13}."})
     messages.append({"role": "user", "content": "and the final question?"})
     return {"model": "m", "messages": messages}
+
+
+def assert_missing_extra(module: str, hidden: Sequence[str], extra: str) -> None:
+    """Importing ``module`` in a fresh interpreter where the ``hidden`` modules cannot be
+    imported raises BackendUnavailable naming ``extra`` (the install hint)."""
+    code = (
+        f"import sys\nfor name in {list(hidden)!r}:\n    sys.modules[name] = None\n"
+        "from promptslim.errors import BackendUnavailable\n"
+        f"try:\n    import {module}\nexcept BackendUnavailable as e:\n    print('extra=' + e.extra)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.stdout.strip() == f"extra={extra}", out.stderr

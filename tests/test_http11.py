@@ -11,8 +11,6 @@ is in test_serve.py.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,6 +22,8 @@ from hypothesis import strategies as st
 httpx = pytest.importorskip("httpx")
 
 from promptslim.http11 import Http11Transport
+
+from .conftest import assert_missing_extra
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, "Script"], Awaitable[None]]
 
@@ -452,15 +452,7 @@ async def test_the_read_timeout_bounds_each_wait_not_the_whole_body() -> None:
 
 
 def test_without_httpx_the_import_names_the_extra() -> None:
-    code = (
-        "import sys; sys.modules['httpx'] = None\n"
-        "from promptslim.errors import BackendUnavailable\n"
-        "try:\n    import promptslim.http11\nexcept BackendUnavailable as e:\n    print(e.extra)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert out.stdout.strip() == "serve", out.stderr
+    assert_missing_extra("promptslim.http11", ["httpx"], "serve")
 
 
 @pytest.mark.asyncio

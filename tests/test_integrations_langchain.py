@@ -42,6 +42,8 @@ from promptslim.integrations.langchain import (
 )
 from promptslim.stages.base import BaseStage, StageLog
 
+from .conftest import assert_missing_extra
+
 # ---------------------------------------------------------------- seam stages
 
 
@@ -349,16 +351,7 @@ def test_conversion_alone_round_trips_openai_fields(messages: list[BaseMessage])
 
 
 def test_missing_langchain_raises_backend_unavailable() -> None:
-    code = (
-        "import sys; sys.modules['langchain_core'] = None\n"
-        "from promptslim.errors import BackendUnavailable\n"
-        "try:\n import promptslim.integrations.langchain\n"
-        "except BackendUnavailable as e:\n print('extra=' + e.extra)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert "extra=langchain" in out.stdout, out.stderr
+    assert_missing_extra("promptslim.integrations.langchain", ["langchain_core"], "langchain")
 
 
 def test_import_promptslim_loads_no_framework() -> None:

@@ -7,8 +7,6 @@ exercised at the end when they import.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given
@@ -31,6 +29,8 @@ from promptslim.integrations.llamaindex import (
     to_llamaindex_messages,
 )
 from promptslim.stages.base import BaseStage, StageLog
+
+from .conftest import assert_missing_extra
 
 
 class DropAndRank(BaseStage):
@@ -249,16 +249,8 @@ def test_round_trip_through_a_copying_stage_is_lossless(messages: list[ChatMessa
 
 
 def test_missing_llamaindex_raises_backend_unavailable() -> None:
-    code = (
-        "import sys; sys.modules['llama_index'] = None; sys.modules['llama_index.core'] = None\n"
-        "from promptslim.errors import BackendUnavailable\n"
-        "try:\n import promptslim.integrations.llamaindex\n"
-        "except BackendUnavailable as e:\n print('extra=' + e.extra)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert "extra=llamaindex" in out.stdout, out.stderr
+    hidden = ["llama_index", "llama_index.core"]
+    assert_missing_extra("promptslim.integrations.llamaindex", hidden, "llamaindex")
 
 
 # ---------------------------------------------------------------- the real stages

@@ -42,6 +42,7 @@ from starlette.routing import Route
 from promptslim import Budget, Pipeline, Request, Result
 from promptslim.serve import ServeConfig, create_app
 
+from .conftest import assert_missing_extra
 from .llama_server import free_port, llama_server  # noqa: F401
 
 # ---------------------------------------------------------------- servers in threads
@@ -569,15 +570,7 @@ async def test_500_concurrent_streams_without_errors(seam: tuple[Seam, str]) -> 
 
 
 def test_missing_extra_raises_backend_unavailable() -> None:
-    code = (
-        "import sys; sys.modules['uvicorn'] = None\n"
-        "from promptslim.errors import BackendUnavailable\n"
-        "try:\n    import promptslim.serve\nexcept BackendUnavailable as e:\n    print(e.extra)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert out.stdout.strip() == "serve", out.stderr
+    assert_missing_extra("promptslim.serve", ["uvicorn"], "serve")
 
 
 def test_config_is_checked_and_fixed() -> None:
