@@ -345,27 +345,24 @@ class Http11Transport(httpx.AsyncBaseTransport):
         message = _request_bytes(method, url, headers, body)
         head_only = method == "HEAD"
         await self._take_slot(timeouts.get("pool"))
-        conn: _Connection | None = None
+        conn = self._idle_connection(key)
+        reused = conn is not None
         try:
-            conn, reused = self._idle_connection(key), True
-            if conn is None:
-                conn, reused = await self._connect(key, timeouts.get("connect"), trace), False
-            try:
-                head = await self._exchange(conn, message, timeouts, trace)
-            except _ClosedBeforeResponse as exc:
-                conn.close()
-                if not reused:
-                    raise httpx.RemoteProtocolError(
-                        "upstream closed the connection without a response"
-                    ) from exc.__cause__
-                # a keep-alive connection the server had closed while idle: once more, fresh
-                conn = await self._connect(key, timeouts.get("connect"), trace)
+            while True:
+                if conn is None:
+                    conn = await self._connect(key, timeouts.get("connect"), trace)
                 try:
                     head = await self._exchange(conn, message, timeouts, trace)
-                except _ClosedBeforeResponse as again:
-                    raise httpx.RemoteProtocolError(
-                        "upstream closed the connection without a response"
-                    ) from again.__cause__
+                    break
+                except _ClosedBeforeResponse as exc:
+                    conn.close()
+                    if not reused:
+                        raise httpx.RemoteProtocolError(
+                            "upstream closed the connection without a response"
+                        ) from exc.__cause__
+                    # a keep-alive connection the server had closed while idle: once more,
+                    # on a fresh one
+                    conn, reused = None, False
         except BaseException:
             if conn is not None:
                 conn.close()
