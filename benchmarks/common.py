@@ -55,6 +55,24 @@ def summary(samples_ms: Sequence[float]) -> dict[str, float]:
     }
 
 
+def with_vectors(request: Any, store: Any) -> Any:
+    """The request as a production retriever hands it over: each document with the embedding
+    its vector store indexed, and the query's embedding (used to search). Same model and
+    truncation as the retrieval stage; computed here, outside the timed slimming."""
+    from promptslim.stages.retrieval import _scoring_text
+
+    if not request.documents:
+        return request
+    vectors = store.embed([_scoring_text(d) for d in request.documents] + [request.effective_query])
+    return request.replace(
+        documents=[
+            d.model_copy(update={"embedding": v.tolist()})
+            for d, v in zip(request.documents, vectors, strict=False)
+        ],
+        query_embedding=vectors[-1].tolist(),
+    )
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--quick", action="store_true", help="a run under two minutes")

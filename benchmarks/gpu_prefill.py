@@ -1,29 +1,48 @@
-"""Prefill time on a GPU, baseline vs slimmed prompts, at the size of a real serving model.
+"""Prefill time on a GPU at the size of a real serving model: the cost curve, packed steps,
+decode steps, and baseline vs slimmed prompts.
 
 Builds a Llama-3-8B-shaped model with random weights on CUDA (bf16). Prefill time does not
 depend on the weight values, only on shapes and token count, so this measures what an 8B model
-would spend; answers from it are meaningless and are not produced. With ``--model PATH`` a real
-local model (loaded through promptslim's one model loader) is measured as well.
+would spend; answers from it are meaningless and are not produced. Logits are computed for the
+last position only, as a serving engine does. What it measures:
 
-Prompts come from a dataset spec (default ``builtin:rag``, or e.g. ``nq:../shared/data/...``),
-slimmed by each config; token ids for the random model are drawn at the prompt's length in
-promptslim's counter (cl100k, close to Llama-3's 128k vocabulary in granularity).
+- ``curve``: one sequence of n tokens in one forward pass, n from 64 to 16,384, run eagerly
+  and (on CUDA) captured once as a CUDA graph and replayed; ``cost_model`` holds the faster of
+  the two per length (the points a ``loadsim`` cost model fits), ``fit`` the coefficients when
+  promptslim is importable here;
+- ``packed``: B sequences of n tokens in one pass, B x n = 8,192 (vLLM's default step budget),
+  beside what the single-sequence fit predicts for them (how loadsim costs a mixed step);
+  the faster of eager and replayed, as for the curve;
+- ``decode``: one decode step of m sequences at 512 tokens of context, in transformers' eager
+  mode with its DynamicCache (which copies the cache every step and launches every kernel from
+  Python: an upper bound on what an engine with CUDA graphs and a paged cache spends);
+- ``configs``: the prompts of a dataset, as sent and after each promptslim config (the faster
+  of eager and replayed per prompt).
 
-    python benchmarks/gpu_prefill.py --quick --json
+The configs' prompts can be prepared on any machine and the GPU part run where promptslim is
+not installed (the GPU machine needs only torch and transformers)::
+
+    python benchmarks/gpu_prefill.py --write-prompts prompts.json      # here: runs the configs
+    python benchmarks/gpu_prefill.py --prompts prompts.json --json     # on the GPU machine
+
+Without ``--prompts`` the configs run in this process. ``--model PATH`` also measures a real
+local model (through promptslim's one model loader) on the same prompts.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import SHARED_DATA, emit, machine, parser
+from benchmarks.common import SHARED_DATA, emit, machine, parser, with_vectors
 
 LLAMA3_8B = {
     "hidden_size": 4096,
@@ -32,35 +51,229 @@ LLAMA3_8B = {
     "num_attention_heads": 32,
     "num_key_value_heads": 8,
     "vocab_size": 128256,
-    "max_position_embeddings": 8192,
+    "max_position_embeddings": 32768,
     "rope_theta": 500000.0,
 }
+CURVE = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+CURVE_QUICK = (128, 512, 2048, 8192)
+STEP_TOKENS = 8192  # vLLM's default max_num_batched_tokens on a large GPU
+PACKED = (1, 4, 16, 64)  # sequences per packed step of STEP_TOKENS
+DECODE_BATCHES = (1, 32, 128)
+DECODE_CONTEXT = 512
 
 
-def random_llama(layers: int | None) -> Any:
+# ---------------------------------------------------------------- prompts (any machine)
+
+
+def prepare_prompts(spec: str, configs_spec: str, limit: int, vectors: bool) -> dict[str, Any]:
+    """Per config: each item's prompt token count after the config, and the time it took.
+    With ``vectors``, requests carry their documents' and query's embeddings, as a vector store
+    hands them over (computed here, untimed)."""
+    from promptslim.backends.embeddings import EmbeddingService
+    from promptslim.bench.datasets import load_dataset
+    from promptslim.bench.runner import parse_configs
+    from promptslim.tokens import count_request
+
+    requests = [item.request for item in load_dataset(spec, limit=limit).items]
+    if vectors:
+        # a private, cacheless service: the pipeline's own embedding cache sees none of it
+        store = EmbeddingService(max_seq_length=128, cache_size=0)
+        requests = [with_vectors(r, store) for r in requests]
+    out: dict[str, Any] = {
+        "dataset": spec,
+        "items": len(requests),
+        "vectors_handed_over": vectors,
+        "machine": machine(),
+        "configs": {},
+    }
+    for config in parse_configs(configs_spec):
+        row = out["configs"].setdefault(config.label, {"tokens": [], "slim_s": []})
+        config.pipeline.run(requests[0])  # loading models and encodings is not per request
+        EmbeddingService.clear_all_caches()  # each config embeds what it embeds cold
+        for request in requests:
+            t0 = time.perf_counter()
+            result = config.pipeline.run(request)
+            row["slim_s"].append(time.perf_counter() - t0)
+            row["tokens"].append(count_request(result.request))
+    return out
+
+
+# ---------------------------------------------------------------- the GPU part
+
+
+def random_llama(layers: int | None, device: str) -> Any:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(**{**LLAMA3_8B, **({"num_hidden_layers": layers} if layers else {})})
-    with torch.device("cuda"):
-        model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)  # initialise in bf16: no 32 GB fp32 detour
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(config).eval()
+    finally:
+        torch.set_default_dtype(previous)
     return model
 
 
-def time_prefill(model: Any, ids: list[int], repeats: int) -> float:
+def _forward(model: Any, x: Any, **kwargs: Any) -> Any:
+    """The decoder over ``x`` and the LM head over the last position only."""
+    out = model.get_decoder()(input_ids=x, **kwargs)
+    model.get_output_embeddings()(out.last_hidden_state[:, -1:])
+    return out
+
+
+def _sync(x: Any) -> None:
     import torch
 
-    x = torch.tensor([ids], device="cuda")
+    if x.is_cuda:
+        torch.cuda.synchronize()
+
+
+def time_pass(model: Any, x: Any, repeats: int, graph: bool = False) -> list[float]:
+    """Seconds per forward pass over ``x`` (batch, tokens), after an untimed warm-up.
+
+    ``graph``: the pass captured once as a CUDA graph and replayed, as serving engines run
+    their passes; what is timed is then the GPU's work, without the hundreds of kernel launches
+    that eager transformers issues from Python for every pass (about 20 ms here for 32 layers:
+    a floor under every eager pass that no engine pays)."""
+    import torch
+
     times = []
     with torch.inference_mode():
-        model(x[:, :16])
+        if graph:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the default stream, as capture wants
+                for _ in range(2):
+                    _forward(model, x, use_cache=False)
+            torch.cuda.current_stream().wait_stream(side)
+            captured = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(captured):
+                _forward(model, x, use_cache=False)
+            run = captured.replay
+        else:
+            _forward(model, x, use_cache=False)
+
+            def run() -> None:
+                _forward(model, x, use_cache=False)
+
         for _ in range(repeats):
-            torch.cuda.synchronize()
+            _sync(x)
             start = time.perf_counter()
-            model(x, use_cache=True)
-            torch.cuda.synchronize()
+            run()
+            _sync(x)
             times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    if graph:
+        del captured  # its memory pool holds this shape's activations
+        torch.cuda.empty_cache()
+    return times
+
+
+def fastest_pass(model: Any, x: Any, repeats: int, graph: bool) -> list[float]:
+    """The pass timed eagerly and, with ``graph``, replayed: the times of the faster way
+    (see ``cost_points`` for why the faster one is the better bound)."""
+    eager = time_pass(model, x, repeats)
+    if not graph:
+        return eager
+    replayed = time_pass(model, x, repeats, graph=True)
+    return min(eager, replayed, key=statistics.median)
+
+
+def graph_error(model: Any, x: Any) -> str | None:
+    """Why a pass cannot be captured as a CUDA graph here (None: it can)."""
+    if not x.is_cuda:
+        return "not a CUDA device"
+    try:
+        time_pass(model, x, 1, graph=True)
+    except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    return None
+
+
+def time_decode(model: Any, batch: int, context: int, steps: int) -> list[float]:
+    """Seconds per decode step of ``batch`` sequences holding ``context`` tokens each."""
+    import torch
+
+    vocab, device = model.config.vocab_size, model.device
+    times = []
+    with torch.inference_mode():
+        x = torch.randint(0, vocab, (batch, context), device=device)
+        cache = _forward(model, x, use_cache=True).past_key_values
+        token = torch.randint(0, vocab, (batch, 1), device=device)
+        for i in range(steps + 2):  # two warm-up steps
+            _sync(token)
+            start = time.perf_counter()
+            cache = _forward(model, token, past_key_values=cache, use_cache=True).past_key_values
+            _sync(token)
+            if i >= 2:
+                times.append(time.perf_counter() - start)
+    del cache
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return times
+
+
+def ms(xs: list[float]) -> dict[str, float]:
+    return {
+        "p50": 1e3 * statistics.median(xs),
+        "min": 1e3 * min(xs),
+        "max": 1e3 * max(xs),
+        "n": len(xs),
+    }
+
+
+def cost_points(curve: list[dict[str, Any]]) -> list[list[float]]:
+    """``[tokens, seconds]`` per length: the faster of the eager and the graph-replayed pass.
+
+    Both overstate what the GPU needs for that pass, each in its own way: eager passes carry
+    transformers' kernel launches (a ~20 ms floor here), and inside a graph capture
+    scaled_dot_product_attention has fewer kernels to choose from (on the H200, 16k tokens
+    took 0.92 s replayed against 0.57 s eager). The faster one is the tighter bound."""
+    return [
+        [c["tokens"], min(c[k]["p50"] for k in ("eager_ms", "graph_ms") if k in c) / 1e3]
+        for c in curve
+    ]
+
+
+def fit(points: list[list[float]]) -> dict[str, float] | None:
+    try:
+        from promptslim.loadsim.costmodel import fit_prefill
+    except ImportError:  # the GPU machine may have only torch and transformers
+        return None
+    return fit_prefill([(p[0], p[1]) for p in points])
+
+
+def predict_s(coeffs: dict[str, float], sequences: int, each: int) -> float:
+    """loadsim's cost of one pass over ``sequences`` prompts of ``each`` tokens."""
+    return coeffs["a"] + sequences * (coeffs["b"] * each + coeffs["c"] * each * each)
+
+
+def measure_configs(
+    prepared: dict[str, Any], pass_s: Callable[[int], list[float]], lines: list[str]
+) -> dict[str, Any]:
+    """Prefill of each config's prompts (median of repeats per prompt) and the net TTFT ratio:
+    (slimming + prefill) over the baseline's prefill, summed over the items."""
+    base_s: list[float] = []
+    configs: dict[str, Any] = {}
+    for label, row in prepared["configs"].items():
+        prefill = [statistics.median(pass_s(n)) for n in row["tokens"]]
+        if label == "baseline":
+            base_s = prefill
+        entry = {
+            "tokens_mean": statistics.fmean(row["tokens"]),
+            "prefill_ms_p50": 1e3 * statistics.median(prefill),
+            "slim_ms_p50": 1e3 * statistics.median(row["slim_s"]),
+        }
+        if base_s:
+            # slimming timed where the prompts were prepared (prompts_machine)
+            entry["net_ttft_ratio"] = (sum(row["slim_s"]) + sum(prefill)) / sum(base_s)
+        configs[label] = entry
+        lines.append(
+            f"{label:32} {entry['tokens_mean']:8.0f} {entry['prefill_ms_p50']:15.1f} "
+            f"{entry.get('net_ttft_ratio', float('nan')):10.2f}"
+        )
+    return configs
 
 
 def main() -> int:
@@ -69,79 +282,167 @@ def main() -> int:
     p.add_argument("--configs", default="baseline,retrieval,compress:extractive@0.33,full")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--layers", type=int, help="fewer layers than Llama-3-8B's 32 (a smoke test)")
     p.add_argument("--model", help="also measure this local model (path or cached name)")
+    p.add_argument("--write-prompts", type=Path, help="only run the configs; write their prompts")
+    p.add_argument(
+        "--prompts", type=Path, action="append", help="prompts written by --write-prompts (repeat)"
+    )
+    p.add_argument("--no-decode", action="store_true")
+    p.add_argument(
+        "--no-vectors",
+        action="store_true",
+        help="RAG requests without their vector store's embeddings (retrieval embeds every passage)",
+    )
+    p.add_argument(
+        "--device", default="cuda", help="cpu: a smoke test of this script with --layers"
+    )
     args = p.parse_args()
+    limit = 4 if args.quick else args.limit
+    spec = args.dataset.replace("SHARED", str(SHARED_DATA))
+    if args.write_prompts:
+        prepared = {
+            **prepare_prompts(spec, args.configs, limit, not args.no_vectors),
+            "dataset": args.dataset,
+        }
+        args.write_prompts.write_text(json.dumps(prepared) + "\n", encoding="utf-8")
+        print(
+            f"gpu_prefill: wrote {len(prepared['configs'])} configs' prompts to {args.write_prompts}"
+        )
+        return 0
+
     import torch
 
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("gpu_prefill: no CUDA device here; nothing measured (run it on a GPU machine).")
         if args.json:
             print('{"skipped": "no CUDA device"}')
         return 0
-    from promptslim.bench.datasets import load_dataset
-    from promptslim.bench.runner import parse_configs
-    from promptslim.tokens import count_request
-
-    limit = 4 if args.quick else args.limit
     repeats = 3 if args.quick else args.repeats
-    spec = args.dataset.replace("SHARED", str(SHARED_DATA))
-    items = load_dataset(spec, limit=limit).items
-    configs = parse_configs(args.configs)
-    start = time.perf_counter()
-    model = random_llama(None)
-    build_s = time.perf_counter() - start
+    started = time.perf_counter()
+    model = random_llama(args.layers, args.device)
+    build_s = time.perf_counter() - started
+    rng = random.Random(0)
+
+    def ids(batch: int, n: int, vocab: int = LLAMA3_8B["vocab_size"]) -> Any:
+        rows = [[rng.randrange(vocab) for _ in range(n)] for _ in range(batch)]
+        return torch.tensor(rows, device=args.device)
+
+    result: dict[str, Any] = {
+        "benchmark": "gpu_prefill",
+        "model": "random-weight Llama-3-8B shape, bf16 (prefill time does not depend on weight values)"
+        + (f", {args.layers} layers" if args.layers else ""),
+        "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else args.device,
+        "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__,
+        "attention": getattr(model.config, "_attn_implementation", None),
+        "build_s": build_s,
+        "repeats": repeats,
+        "machine": machine(),
+    }
+    lines = [f"{result['gpu']}: {result['model']}; attention {result['attention']}"]
+
+    graph_failed = graph_error(model, ids(1, 128))
+    graph = graph_failed is None
+    result["pass_mode"] = "cuda_graph" if graph else "eager"
+    if graph_failed:
+        result["graph_error"] = graph_failed
+    curve = []
+    for n in CURVE_QUICK if args.quick else CURVE:
+        x = ids(1, n)
+        entry = {"tokens": n, "eager_ms": ms(time_pass(model, x, repeats))}
+        if graph:
+            entry["graph_ms"] = ms(time_pass(model, x, repeats, graph=True))
+        curve.append(entry)
+    points = cost_points(curve)
+    result["curve"] = curve
+    result["cost_model"] = {"points": points, "source": f"gpu_prefill.py on {result['gpu']}"}
+    coeffs = fit(points)
+    result["fit"] = coeffs
+    lines.append(
+        f"{'tokens':>8} {'eager ms p50':>13} {'graph ms p50':>13} {'min':>8} {'max':>8} "
+        f"{'tokens/s':>10}"
+    )
+    for c in curve:
+        graph_p50 = f"{c['graph_ms']['p50']:13.2f}" if graph else f"{'-':>13}"
+        fastest = min((c[k] for k in ("eager_ms", "graph_ms") if k in c), key=lambda m: m["p50"])
+        lines.append(
+            f"{c['tokens']:8d} {c['eager_ms']['p50']:13.2f} {graph_p50} {fastest['min']:8.2f} "
+            f"{fastest['max']:8.2f} {c['tokens'] / fastest['p50'] * 1e3:10.0f}"
+        )
+    if graph_failed:
+        lines.append(f"CUDA graph capture failed, eager passes only: {graph_failed}")
+
+    packed = []
+    for batch in PACKED:
+        each = STEP_TOKENS // batch
+        entry: dict[str, Any] = {"sequences": batch, "tokens_each": each}
+        entry["ms"] = ms(fastest_pass(model, ids(batch, each), repeats, graph))
+        if coeffs:
+            entry["predicted_ms"] = 1e3 * predict_s(coeffs, batch, each)
+        packed.append(entry)
+    result["packed"] = packed
+    lines.append(f"packed steps of {STEP_TOKENS} tokens: " + ", ".join(
+        f"{e['sequences']}x{e['tokens_each']} {e['ms']['p50']:.1f} ms"
+        + (f" (fit {e['predicted_ms']:.1f})" if "predicted_ms" in e else "")
+        for e in packed
+    ))  # fmt: skip
+
+    if not args.no_decode:
+        decode = []
+        for batch in DECODE_BATCHES:
+            try:
+                step = ms(time_decode(model, batch, DECODE_CONTEXT, 5 if args.quick else 10))
+            except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
+                # an API difference or OOM must not cost the prefill figures
+                decode.append({"batch": batch, "error": f"{type(exc).__name__}: {exc}"[:300]})
+                continue
+            decode.append({"batch": batch, "context": DECODE_CONTEXT, "ms": step})
+        result["decode"] = decode
+        result["decode_note"] = (
+            "transformers eager mode, DynamicCache: every kernel launched from Python and the "
+            "cache copied each step; an upper bound on a serving engine's decode step"
+        )
+        lines.append("decode steps (HF eager, upper bound): " + ", ".join(
+            f"m={d['batch']} {d['ms']['p50']:.1f} ms" if "ms" in d else f"m={d['batch']} {d['error']}"
+            for d in decode
+        ))  # fmt: skip
+
+    prepared_sets = (
+        [json.loads(path.read_text(encoding="utf-8")) for path in args.prompts]
+        if args.prompts
+        else [prepare_prompts(spec, args.configs, limit, not args.no_vectors)]
+    )
     real = None
     if args.model:
         from promptslim.backends.models import load_causal_lm
 
-        real = load_causal_lm(args.model, device="cuda")
-    rng = random.Random(0)
-    per_config: dict[str, dict[str, list[float]]] = {}
-    for item in items:
-        for config in configs:
-            t0 = time.perf_counter()
-            result = config.pipeline.run(item.request)
-            slim_s = time.perf_counter() - t0
-            n = count_request(result.request)
-            ids = [rng.randrange(LLAMA3_8B["vocab_size"]) for _ in range(n)]
-            row = per_config.setdefault(config.label, {"tokens": [], "prefill_s": [], "slim_s": [], "real_s": []})
-            row["tokens"].append(n)
-            row["prefill_s"].append(time_prefill(model, ids, repeats))
-            row["slim_s"].append(slim_s)
-            if real is not None:
-                from promptslim.bench.backends import HFBackend
-
-                backend = HFBackend.__new__(HFBackend)  # reuse its prompt formatting on the loaded model
-                backend.lm, backend.repeats, backend._warm = real, repeats, False
-                real_ids = backend.prompt_ids(result.to_openai()["messages"])
-                row["real_s"].append(time_prefill(real.model, real_ids, repeats))
-    base = per_config["baseline"]
-    summary: dict[str, Any] = {
-        "model": "random-weight Llama-3-8B shape, bf16 (prefill time does not depend on weight values)",
-        "gpu": torch.cuda.get_device_name(0),
-        "torch": torch.__version__,
-        "build_s": build_s,
-        "dataset": spec,
-        "items": len(items),
-        "repeats": repeats,
-        "machine": machine(),
-        "configs": {},
-    }
-    lines = [f"{'config':32} {'tokens':>8} {'prefill ms p50':>15} {'net ratio':>10}"]
-    for label, row in per_config.items():
-        net = (sum(row["slim_s"]) + sum(row["prefill_s"])) / sum(base["prefill_s"])
-        entry = {
-            "tokens_mean": statistics.fmean(row["tokens"]),
-            "prefill_ms_p50": 1e3 * statistics.median(row["prefill_s"]),
-            "slim_ms_p50": 1e3 * statistics.median(row["slim_s"]),
-            "net_ttft_ratio": net,
+        real = load_causal_lm(args.model, device=args.device)
+    result["datasets"] = {}
+    for prepared in prepared_sets:
+        lines.append(f"{prepared['dataset']} ({prepared['items']} items)")
+        lines.append(f"{'config':32} {'tokens':>8} {'prefill ms p50':>15} {'net ratio':>10}")
+        configs = measure_configs(
+            prepared, lambda n: fastest_pass(model, ids(1, n), repeats, graph), lines
+        )
+        if real is not None:
+            measured = measure_configs(
+                prepared,
+                lambda n: time_pass(real.model, ids(1, n, real.model.config.vocab_size), repeats),
+                [],
+            )
+            for label, entry in measured.items():
+                configs[label]["real_model_prefill_ms_p50"] = entry["prefill_ms_p50"]
+        result["datasets"][prepared["dataset"]] = {
+            "items": prepared["items"],
+            "prompts_machine": prepared["machine"],
+            "configs": configs,
         }
-        if row["real_s"]:
-            entry["real_model_prefill_ms_p50"] = 1e3 * statistics.median(row["real_s"])
-        summary["configs"][label] = entry
-        lines.append(f"{label:32} {entry['tokens_mean']:8.0f} {entry['prefill_ms_p50']:15.1f} {net:10.2f}")
-    lines.append(summary["model"])
-    emit(summary, args, "\n".join(lines))
+    result.update(
+        max_memory_gib=torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else None,
+        wall_s=time.perf_counter() - started,
+    )
+    emit(result, args, "\n".join(lines))
     return 0
 
 

@@ -55,7 +55,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import emit, machine, parser
+from common import emit, machine, parser, with_vectors
 
 from promptslim.loadsim import (
     CostModel,
@@ -82,24 +82,6 @@ DATASETS = ("builtin:rag", "builtin:chat")
 
 
 # ---------------------------------------------------------------- the request stream
-
-
-def with_vectors(request: Any, store: Any) -> Any:
-    """The request as a production retriever hands it over: each document with the embedding
-    its vector store indexed, and the query's embedding (used to search). Same model and
-    truncation as the retrieval stage; computed here, outside the timed slimming."""
-    from promptslim.stages.retrieval import _scoring_text
-
-    if not request.documents:
-        return request
-    vectors = store.embed([_scoring_text(d) for d in request.documents] + [request.effective_query])
-    return request.replace(
-        documents=[
-            d.model_copy(update={"embedding": v.tolist()})
-            for d, v in zip(request.documents, vectors, strict=False)
-        ],
-        query_embedding=vectors[-1].tolist(),
-    )
 
 
 def build_streams(
@@ -139,19 +121,22 @@ def build_streams(
 
 
 def load_cost_curve(path: Path) -> tuple[CostModel, str]:
-    """A measured prefill curve: gpu_prefill.py JSON (points from its configs) or a loadsim
-    cost model file."""
+    """A measured prefill curve: gpu_prefill.py JSON (its ``cost_model`` points, or points from
+    its per-config medians in older files) or a loadsim cost model file."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    if isinstance(data, dict) and isinstance(data.get("configs"), dict):
-        points = [
-            [c["tokens_mean"], c["prefill_ms_p50"] / 1000]
-            for c in data["configs"].values()
-            if "tokens_mean" in c and "prefill_ms_p50" in c
-        ]
+    if isinstance(data, dict) and data.get("benchmark") == "gpu_prefill":
         gpu = data.get("gpu", "GPU")
-        return CostModel.from_dict(
-            {"points": points}
-        ), f"measured: gpu_prefill.py on {gpu} ({path})"
+        if isinstance(data.get("cost_model"), dict):
+            points = data["cost_model"]["points"]
+        else:
+            points = [
+                [c["tokens_mean"], c["prefill_ms_p50"] / 1000]
+                for c in data.get("configs", {}).values()
+            ]
+        return CostModel.from_dict({"points": points}), (
+            f"measured: gpu_prefill.py on {gpu}, {data.get('model', '')} "
+            f"({len(points)} prefill points from {path}); decode from the roofline"
+        )
     return CostModel.from_dict(data), f"measured: cost model file {path}"
 
 
@@ -347,7 +332,8 @@ def table(result: dict[str, Any]) -> str:
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, help="write scenario_h200.md and .json into this folder")
+    p.add_argument("--out", type=Path, help="write NAME.md and NAME.json into this folder")
+    p.add_argument("--name", default="scenario_h200", help="file name for --out (no suffix)")
     p.add_argument(
         "--cost-curve", help="a measured prefill curve (gpu_prefill.py JSON or cost model)"
     )
@@ -385,10 +371,11 @@ def main() -> None:
     text = table(result)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "scenario_h200.json").write_text(json.dumps(result, indent=2) + "\n")
-        (args.out / "scenario_h200.md").write_text(
+        (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+        command = " ".join(["python benchmarks/scenario_h200.py", *sys.argv[1:]])
+        (args.out / f"{args.name}.md").write_text(
             "# The seed's scenario on paper: 500 concurrent RAG+chat requests, one H200, 8B model\n\n"
-            "`python benchmarks/scenario_h200.py --out benchmarks/results`\n\n" + text + "\n"
+            f"`{command}`\n\n" + text + "\n"
         )
     emit(result, args, text)
 
