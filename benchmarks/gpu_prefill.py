@@ -16,6 +16,8 @@ last position only, as a serving engine does. What it measures:
 - ``decode``: one decode step of m sequences at 512 tokens of context, in transformers' eager
   mode with its DynamicCache (which copies the cache every step and launches every kernel from
   Python: an upper bound on what an engine with CUDA graphs and a paged cache spends);
+- ``cached``: n new tokens after k tokens already in the KV cache (a prefix-cache hit),
+  beside loadsim's cost for it (the pass constant plus the chunk from k to k + n);
 - ``configs``: the prompts of a dataset, as sent and after each promptslim config (the faster
   of eager and replayed per prompt).
 
@@ -60,6 +62,9 @@ STEP_TOKENS = 8192  # vLLM's default max_num_batched_tokens on a large GPU
 PACKED = (1, 4, 16, 64)  # sequences per packed step of STEP_TOKENS
 DECODE_BATCHES = (1, 32, 128)
 DECODE_CONTEXT = 512
+#: (cached prefix tokens, new tokens) for the prefix-cache section
+CACHED = ((0, 1024), (1024, 1024), (4096, 1024), (0, 4096), (4096, 4096), (12288, 4096))
+SECTIONS = ("curve", "packed", "decode", "cached", "configs")
 
 
 # ---------------------------------------------------------------- prompts (any machine)
@@ -214,6 +219,27 @@ def time_decode(model: Any, batch: int, context: int, steps: int) -> list[float]
     return times
 
 
+def time_cached(model: Any, prefix: Any, suffix: Any, repeats: int) -> list[float]:
+    """Seconds to prefill ``suffix`` with ``prefix`` already in the KV cache (what a prefix-cache
+    hit leaves to compute). The prefix is recomputed, untimed, before each timed pass."""
+    import torch
+
+    times = []
+    with torch.inference_mode():
+        for i in range(repeats + 1):  # the first pass is a warm-up
+            cache = None
+            if prefix.shape[1]:
+                cache = _forward(model, prefix, use_cache=True).past_key_values
+            _sync(suffix)
+            start = time.perf_counter()
+            _forward(model, suffix, past_key_values=cache, use_cache=True)
+            _sync(suffix)
+            if i:
+                times.append(time.perf_counter() - start)
+            del cache
+    return times
+
+
 def ms(xs: list[float]) -> dict[str, float]:
     return {
         "p50": 1e3 * statistics.median(xs),
@@ -276,6 +302,157 @@ def measure_configs(
     return configs
 
 
+class Session:
+    """One model on one device, and what each section has measured and printed so far."""
+
+    def __init__(self, model: Any, device: str, repeats: int, quick: bool) -> None:
+        import torch
+
+        self.model, self.device, self.repeats, self.quick = model, device, repeats, quick
+        self.rng = random.Random(0)
+        self.lines: list[str] = []
+        self.result: dict[str, Any] = {
+            "gpu": torch.cuda.get_device_name(0) if device == "cuda" else device,
+            "torch": torch.__version__,
+            "transformers": __import__("transformers").__version__,
+            "attention": getattr(model.config, "_attn_implementation", None),
+            "repeats": repeats,
+        }
+        failed = graph_error(model, self.ids(1, 128))
+        self.graph = failed is None
+        self.result["pass_mode"] = "cuda_graph" if self.graph else "eager"
+        if failed:
+            self.result["graph_error"] = failed
+        self.coeffs: dict[str, float] | None = None
+
+    def ids(self, batch: int, n: int, vocab: int | None = None) -> Any:
+        """Random token ids (prefill time does not depend on which), ``vocab``: the model's."""
+        import torch
+
+        vocab = vocab or self.model.config.vocab_size
+        rows = [[self.rng.randrange(vocab) for _ in range(n)] for _ in range(batch)]
+        return torch.tensor(rows, device=self.device)
+
+    def curve(self) -> None:
+        curve = []
+        for n in CURVE_QUICK if self.quick else CURVE:
+            x = self.ids(1, n)
+            entry = {"tokens": n, "eager_ms": ms(time_pass(self.model, x, self.repeats))}
+            if self.graph:
+                entry["graph_ms"] = ms(time_pass(self.model, x, self.repeats, graph=True))
+            curve.append(entry)
+        points = cost_points(curve)
+        self.coeffs = fit(points)
+        self.result.update(
+            curve=curve,
+            cost_model={"points": points, "source": f"gpu_prefill.py on {self.result['gpu']}"},
+            fit=self.coeffs,
+        )
+        self.lines.append(
+            f"{'tokens':>8} {'eager ms p50':>13} {'graph ms p50':>13} {'min':>8} {'max':>8} "
+            f"{'tokens/s':>10}"
+        )
+        for c in curve:
+            graph_p50 = f"{c['graph_ms']['p50']:13.2f}" if self.graph else f"{'-':>13}"
+            fastest = min(
+                (c[k] for k in ("eager_ms", "graph_ms") if k in c), key=lambda m: m["p50"]
+            )
+            self.lines.append(
+                f"{c['tokens']:8d} {c['eager_ms']['p50']:13.2f} {graph_p50} "
+                f"{fastest['min']:8.2f} {fastest['max']:8.2f} "
+                f"{c['tokens'] / fastest['p50'] * 1e3:10.0f}"
+            )
+        if "graph_error" in self.result:
+            self.lines.append(
+                f"CUDA graph capture failed, eager only: {self.result['graph_error']}"
+            )
+
+    def packed(self) -> None:
+        packed = []
+        for batch in PACKED:
+            each = STEP_TOKENS // batch
+            x = self.ids(batch, each)
+            entry: dict[str, Any] = {"sequences": batch, "tokens_each": each}
+            entry["ms"] = ms(fastest_pass(self.model, x, self.repeats, self.graph))
+            if self.coeffs:
+                entry["predicted_ms"] = 1e3 * predict_s(self.coeffs, batch, each)
+            packed.append(entry)
+        self.result["packed"] = packed
+        self.lines.append(f"packed steps of {STEP_TOKENS} tokens: " + ", ".join(
+            f"{e['sequences']}x{e['tokens_each']} {e['ms']['p50']:.1f} ms"
+            + (f" (fit {e['predicted_ms']:.1f})" if "predicted_ms" in e else "")
+            for e in packed
+        ))  # fmt: skip
+
+    def cached(self) -> None:
+        cached = []
+        for prefix, new in CACHED:
+            x, y = self.ids(1, prefix), self.ids(1, new)
+            entry: dict[str, Any] = {"cached_tokens": prefix, "new_tokens": new}
+            entry["ms"] = ms(time_cached(self.model, x, y, self.repeats))
+            if self.coeffs:  # loadsim: the pass constant and the chunk from ``prefix`` on
+                c, end = self.coeffs, prefix + new
+                chunk = c["b"] * new + c["c"] * (end * end - prefix * prefix)
+                entry["predicted_ms"] = 1e3 * (c["a"] + chunk)
+            cached.append(entry)
+        self.result["cached"] = cached
+        self.lines.append("new tokens after a cached prefix (eager): " + ", ".join(
+            f"{e['cached_tokens']}+{e['new_tokens']} {e['ms']['p50']:.1f} ms"
+            + (f" (fit {e['predicted_ms']:.1f})" if "predicted_ms" in e else "")
+            for e in cached
+        ))  # fmt: skip
+
+    def decode(self) -> None:
+        decode: list[dict[str, Any]] = []
+        for batch in DECODE_BATCHES:
+            steps = 5 if self.quick else 10
+            try:
+                step = ms(time_decode(self.model, batch, DECODE_CONTEXT, steps))
+            except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
+                # an API difference or OOM must not cost the prefill figures
+                decode.append({"batch": batch, "error": f"{type(exc).__name__}: {exc}"[:300]})
+                continue
+            decode.append({"batch": batch, "context": DECODE_CONTEXT, "ms": step})
+        self.result["decode"] = decode
+        self.result["decode_note"] = (
+            "transformers eager mode, DynamicCache: every kernel launched from Python and the "
+            "cache copied each step; an upper bound on a serving engine's decode step"
+        )
+        self.lines.append("decode steps (HF eager, upper bound): " + ", ".join(
+            f"m={d['batch']} {d['ms']['p50']:.1f} ms" if "ms" in d else f"m={d['batch']} {d['error']}"
+            for d in decode
+        ))  # fmt: skip
+
+    def configs(self, prepared_sets: list[dict[str, Any]], real: Any | None) -> None:
+        self.result["datasets"] = {}
+        for prepared in prepared_sets:
+            self.lines.append(f"{prepared['dataset']} ({prepared['items']} items)")
+            self.lines.append(
+                f"{'config':32} {'tokens':>8} {'prefill ms p50':>15} {'net ratio':>10}"
+            )
+            configs = measure_configs(
+                prepared,
+                lambda n: fastest_pass(self.model, self.ids(1, n), self.repeats, self.graph),
+                self.lines,
+            )
+            if real is not None:
+                vocab = real.model.config.vocab_size
+                measured = measure_configs(
+                    prepared,
+                    lambda n, vocab=vocab: time_pass(
+                        real.model, self.ids(1, n, vocab), self.repeats
+                    ),
+                    [],
+                )
+                for label, entry in measured.items():
+                    configs[label]["real_model_prefill_ms_p50"] = entry["prefill_ms_p50"]
+            self.result["datasets"][prepared["dataset"]] = {
+                "items": prepared["items"],
+                "prompts_machine": prepared["machine"],
+                "configs": configs,
+            }
+
+
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--dataset", default="builtin:rag")
@@ -288,7 +465,11 @@ def main() -> int:
     p.add_argument(
         "--prompts", type=Path, action="append", help="prompts written by --write-prompts (repeat)"
     )
-    p.add_argument("--no-decode", action="store_true")
+    p.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help=f"what to measure, comma-separated, from {','.join(SECTIONS)} (curve always)",
+    )
     p.add_argument(
         "--no-vectors",
         action="store_true",
@@ -298,6 +479,9 @@ def main() -> int:
         "--device", default="cuda", help="cpu: a smoke test of this script with --layers"
     )
     args = p.parse_args()
+    sections = set(args.sections.split(","))
+    if unknown := sections - set(SECTIONS):
+        p.error(f"--sections: unknown {', '.join(sorted(unknown))}")
     limit = 4 if args.quick else args.limit
     spec = args.dataset.replace("SHARED", str(SHARED_DATA))
     if args.write_prompts:
@@ -318,131 +502,44 @@ def main() -> int:
         if args.json:
             print('{"skipped": "no CUDA device"}')
         return 0
-    repeats = 3 if args.quick else args.repeats
     started = time.perf_counter()
     model = random_llama(args.layers, args.device)
     build_s = time.perf_counter() - started
-    rng = random.Random(0)
-
-    def ids(batch: int, n: int, vocab: int = LLAMA3_8B["vocab_size"]) -> Any:
-        rows = [[rng.randrange(vocab) for _ in range(n)] for _ in range(batch)]
-        return torch.tensor(rows, device=args.device)
-
-    result: dict[str, Any] = {
+    run = Session(model, args.device, 3 if args.quick else args.repeats, args.quick)
+    name = "random-weight Llama-3-8B shape, bf16 (prefill time does not depend on weight values)"
+    run.result = {
         "benchmark": "gpu_prefill",
-        "model": "random-weight Llama-3-8B shape, bf16 (prefill time does not depend on weight values)"
-        + (f", {args.layers} layers" if args.layers else ""),
-        "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else args.device,
-        "torch": torch.__version__,
-        "transformers": __import__("transformers").__version__,
-        "attention": getattr(model.config, "_attn_implementation", None),
+        "model": name + (f", {args.layers} layers" if args.layers else ""),
+        **run.result,
         "build_s": build_s,
-        "repeats": repeats,
         "machine": machine(),
     }
-    lines = [f"{result['gpu']}: {result['model']}; attention {result['attention']}"]
-
-    graph_failed = graph_error(model, ids(1, 128))
-    graph = graph_failed is None
-    result["pass_mode"] = "cuda_graph" if graph else "eager"
-    if graph_failed:
-        result["graph_error"] = graph_failed
-    curve = []
-    for n in CURVE_QUICK if args.quick else CURVE:
-        x = ids(1, n)
-        entry = {"tokens": n, "eager_ms": ms(time_pass(model, x, repeats))}
-        if graph:
-            entry["graph_ms"] = ms(time_pass(model, x, repeats, graph=True))
-        curve.append(entry)
-    points = cost_points(curve)
-    result["curve"] = curve
-    result["cost_model"] = {"points": points, "source": f"gpu_prefill.py on {result['gpu']}"}
-    coeffs = fit(points)
-    result["fit"] = coeffs
-    lines.append(
-        f"{'tokens':>8} {'eager ms p50':>13} {'graph ms p50':>13} {'min':>8} {'max':>8} "
-        f"{'tokens/s':>10}"
+    run.lines.append(
+        f"{run.result['gpu']}: {run.result['model']}; attention {run.result['attention']}"
     )
-    for c in curve:
-        graph_p50 = f"{c['graph_ms']['p50']:13.2f}" if graph else f"{'-':>13}"
-        fastest = min((c[k] for k in ("eager_ms", "graph_ms") if k in c), key=lambda m: m["p50"])
-        lines.append(
-            f"{c['tokens']:8d} {c['eager_ms']['p50']:13.2f} {graph_p50} {fastest['min']:8.2f} "
-            f"{fastest['max']:8.2f} {c['tokens'] / fastest['p50'] * 1e3:10.0f}"
+    run.curve()
+    for section in ("packed", "cached", "decode"):
+        if section in sections:
+            getattr(run, section)()
+    if "configs" in sections:
+        prepared_sets = (
+            [json.loads(path.read_text(encoding="utf-8")) for path in args.prompts]
+            if args.prompts
+            else [prepare_prompts(spec, args.configs, limit, not args.no_vectors)]
         )
-    if graph_failed:
-        lines.append(f"CUDA graph capture failed, eager passes only: {graph_failed}")
+        real = None
+        if args.model:
+            from promptslim.backends.models import load_causal_lm
 
-    packed = []
-    for batch in PACKED:
-        each = STEP_TOKENS // batch
-        entry: dict[str, Any] = {"sequences": batch, "tokens_each": each}
-        entry["ms"] = ms(fastest_pass(model, ids(batch, each), repeats, graph))
-        if coeffs:
-            entry["predicted_ms"] = 1e3 * predict_s(coeffs, batch, each)
-        packed.append(entry)
-    result["packed"] = packed
-    lines.append(f"packed steps of {STEP_TOKENS} tokens: " + ", ".join(
-        f"{e['sequences']}x{e['tokens_each']} {e['ms']['p50']:.1f} ms"
-        + (f" (fit {e['predicted_ms']:.1f})" if "predicted_ms" in e else "")
-        for e in packed
-    ))  # fmt: skip
-
-    if not args.no_decode:
-        decode = []
-        for batch in DECODE_BATCHES:
-            try:
-                step = ms(time_decode(model, batch, DECODE_CONTEXT, 5 if args.quick else 10))
-            except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
-                # an API difference or OOM must not cost the prefill figures
-                decode.append({"batch": batch, "error": f"{type(exc).__name__}: {exc}"[:300]})
-                continue
-            decode.append({"batch": batch, "context": DECODE_CONTEXT, "ms": step})
-        result["decode"] = decode
-        result["decode_note"] = (
-            "transformers eager mode, DynamicCache: every kernel launched from Python and the "
-            "cache copied each step; an upper bound on a serving engine's decode step"
-        )
-        lines.append("decode steps (HF eager, upper bound): " + ", ".join(
-            f"m={d['batch']} {d['ms']['p50']:.1f} ms" if "ms" in d else f"m={d['batch']} {d['error']}"
-            for d in decode
-        ))  # fmt: skip
-
-    prepared_sets = (
-        [json.loads(path.read_text(encoding="utf-8")) for path in args.prompts]
-        if args.prompts
-        else [prepare_prompts(spec, args.configs, limit, not args.no_vectors)]
-    )
-    real = None
-    if args.model:
-        from promptslim.backends.models import load_causal_lm
-
-        real = load_causal_lm(args.model, device=args.device)
-    result["datasets"] = {}
-    for prepared in prepared_sets:
-        lines.append(f"{prepared['dataset']} ({prepared['items']} items)")
-        lines.append(f"{'config':32} {'tokens':>8} {'prefill ms p50':>15} {'net ratio':>10}")
-        configs = measure_configs(
-            prepared, lambda n: fastest_pass(model, ids(1, n), repeats, graph), lines
-        )
-        if real is not None:
-            measured = measure_configs(
-                prepared,
-                lambda n: time_pass(real.model, ids(1, n, real.model.config.vocab_size), repeats),
-                [],
-            )
-            for label, entry in measured.items():
-                configs[label]["real_model_prefill_ms_p50"] = entry["prefill_ms_p50"]
-        result["datasets"][prepared["dataset"]] = {
-            "items": prepared["items"],
-            "prompts_machine": prepared["machine"],
-            "configs": configs,
-        }
-    result.update(
+            real = load_causal_lm(args.model, device=args.device)
+        run.configs(prepared_sets, real)
+    else:
+        run.result["datasets"] = {}
+    run.result.update(
         max_memory_gib=torch.cuda.max_memory_allocated() / 2**30 if args.device == "cuda" else None,
         wall_s=time.perf_counter() - started,
     )
-    emit(result, args, "\n".join(lines))
+    emit(run.result, args, "\n".join(run.lines))
     return 0
 
 

@@ -3,8 +3,12 @@
 ``t(n) = a + b*n + c*n**2`` seconds to prefill ``n`` tokens in one forward pass: ``a`` is the
 fixed cost of a pass, ``b`` the per-token (matmul) cost, ``c`` attention's quadratic term. A
 chunk of ``k`` tokens that starts at position ``p`` costs ``t(p + k) - t(p)`` (without ``a``,
-which a step pays once), so a prompt costs ``t(n)`` however it is chunked. A step that decodes
-``m`` sequences adds ``decode_step_s + decode_per_seq_s * m``.
+which a step pays once), so a prompt costs ``t(n)`` however it is chunked, and a prefix-cache
+hit of ``p`` tokens leaves ``t(p + k) - t(p)`` to compute: the ideal of an engine whose attention
+kernel handles a cached prefix as well as a fresh one (on an H200 with transformers' eager path
+the measured cost after a 4k-12k cached prefix was 28-33 % higher:
+benchmarks/results/SUMMARY-notes.md). A step that decodes ``m`` sequences adds
+``decode_step_s + decode_per_seq_s * m``.
 
 Load with ``CostModel.load(path)`` from JSON, either coefficients::
 
