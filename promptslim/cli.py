@@ -303,6 +303,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         queue_timeout_s=args.queue_timeout, upstream_timeout_s=args.timeout,
         max_body_bytes=args.max_body_bytes, api_key=api_key, log_content=args.log_content,
         warm_up=not args.no_warm_up, upstream_transport=args.upstream_transport,
+        workers=args.workers,
     )  # fmt: skip
     serve(config, pipeline=pipeline, log_level=args.log_level)
     return EXIT_OK
@@ -415,6 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not run the pipeline on a built-in sample at start-up (models then load on the first request)")  # fmt: skip
     p.add_argument("--upstream-transport", dest="upstream_transport", default="promptslim", choices=("promptslim", "httpx"),
                    help="client for an http:// upstream: promptslim's lean HTTP/1.1 transport (default) or httpx's; https:// always uses httpx's")  # fmt: skip
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="processes serving the port (default 1); each admits its share of --max-concurrency and --max-queue, loads its own models, and /metrics adds them all up")  # fmt: skip
     p.set_defaults(func=cmd_serve)
     return parser
 

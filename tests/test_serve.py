@@ -709,3 +709,116 @@ def test_cli_serve_in_front_of_the_real_model(llama_server: str) -> None:  # noq
     log_lines = [json.loads(x) for x in err.decode().splitlines() if x.startswith("{")]
     assert sum(1 for x in log_lines if x.get("event") == "request" and x["route"] == "chat") == 2
     assert "Say hello" not in err.decode()
+
+
+# ---------------------------------------------------------------- several workers
+
+
+def test_metrics_snapshots_add_up_to_one_process_that_saw_everything() -> None:
+    from promptslim.serve.metrics import Metrics
+
+    whole, parts = Metrics(), [Metrics(), Metrics()]
+    # binary fractions: the sums come out exact whatever order they are added in
+    events = [("chat", 200, 2**-11, 2**-5), ("chat", 429, 0.25, 1.5), ("models", 200, 2**-8, 7.0)]
+    for i, (route, status, stage_s, ttft_s) in enumerate(events * 5):
+        for m in (whole, parts[i % 2]):
+            m.count_request(route, status)
+            m.stage_seconds["pipeline"].observe(stage_s)
+            m.ttft.observe(ttft_s)
+            m.tokens_in += 10 * i
+            m.tokens_out += i
+    total = Metrics()
+    for m in parts:  # through JSON, as the workers hand them over
+        total.absorb(json.loads(json.dumps(m.snapshot())))
+    assert total.render(queued=1, in_flight=2) == whole.render(queued=1, in_flight=2)
+    assert 'promptslim_requests_total{route="chat",status="429"} 5' in total.render(
+        queued=0, in_flight=0
+    )
+
+
+def test_worker_limits_are_shares_and_pipelines_must_survive_a_config_round_trip() -> None:
+    from promptslim.errors import ConfigError
+    from promptslim.serve.server import _describable
+    from promptslim.stages.base import BaseStage
+
+    config = ServeConfig(upstream="http://127.0.0.1:1/v1", workers=3, max_concurrency=64)
+    assert config.share(64) == 22 and config.share(0) == 0 and config.share(2) == 1
+    with pytest.raises(ConfigError) as err:
+        ServeConfig(upstream="http://127.0.0.1:1/v1", workers=0)
+    assert err.value.field == "workers"
+    assert _describable(None) is None
+    assert _describable(Pipeline.default()) == Pipeline.default().to_config()
+
+    class Shout(BaseStage):  # a stage no config can name
+        name = "shout"
+
+        def apply(self, request: Request, budget: Budget, log: Any) -> Request:
+            return request
+
+    with pytest.raises(ConfigError) as err:
+        _describable(Pipeline([Shout()]))
+    assert err.value.field == "workers"
+
+
+@pytest.mark.slow
+def test_cli_serve_with_two_workers(seam: tuple[Seam, str], tmp_path: Any) -> None:
+    upstream_seam, upstream = seam
+    config = tmp_path / "pipeline.json"
+    config.write_text(json.dumps({"stages": [{"name": "prefix"}, {"name": "history"}]}))
+    port = free_port()
+    cmd = [sys.executable, "-m", "promptslim", "serve", "--upstream", upstream,
+           "--port", str(port), "--workers", "2", "--config", str(config),
+           "--api-key-env", "PS_TEST_KEY", "--timeout", "10"]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PS_TEST_KEY": "sesame-7f3a"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    base = f"http://127.0.0.1:{port}"
+    key = {"X-PromptSlim-Key": "sesame-7f3a"}
+
+    def metrics() -> str:
+        return httpx.get(base + "/metrics", headers=key, timeout=5).text
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # both workers up: each has left its metrics for the other
+            try:
+                if "promptslim_workers 2" in metrics():
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "workers did not start"
+            time.sleep(0.2)
+        seen = len(upstream_seam.bodies)
+        body = {**BODY, "messages": [{"role": "system", "content": "Be brief."}, *BODY["messages"]]}
+        # a new connection each time, so the kernel hands them to either worker
+        codes = [
+            httpx.post(
+                base + "/v1/chat/completions", json=body, headers=key, timeout=10
+            ).status_code
+            for _ in range(30)
+        ]
+        refused = httpx.post(base + "/v1/chat/completions", json=body, timeout=10)
+        assert codes == [200] * 30 and refused.status_code == 401  # the key reached the workers
+        assert len(upstream_seam.bodies) - seen == 30
+        time.sleep(1.5)  # each worker leaves its figures every second
+        text = metrics()
+        assert 'promptslim_requests_total{route="chat",status="200"} 30' in text
+        assert 'promptslim_requests_total{route="chat",status="401"} 1' in text
+        assert 'promptslim_stage_seconds_count{stage="prefix"} 30' in text
+    finally:
+        proc.terminate()  # SIGTERM to the parent, by our PID only; it stops its workers
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate(timeout=10)
+    log = err.decode()
+    assert proc.returncode == 0, log[-2000:]
+    starts = [json.loads(x) for x in log.splitlines() if x.startswith('{"event": "start"')]
+    assert len(starts) == 2 and starts[0]["config"]["workers"] == 2
+    served = [json.loads(x) for x in log.splitlines() if x.startswith('{"event": "request"')]
+    by_worker = {s["pid"] for s in starts}
+    assert len(by_worker) == 2 and {r["pid"] for r in served} <= by_worker
+    # both served (here 11 and 20 of 31), so the totals above came from adding them up
+    assert all(any(r["pid"] == p for r in served) for p in by_worker)
+    assert starts[0]["config"]["api_key"] == "***" and "sesame-7f3a" not in log
+    assert not os.path.exists(starts[0]["config"]["metrics_dir"])  # removed at shutdown

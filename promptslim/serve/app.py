@@ -26,6 +26,7 @@ import gc
 import hmac
 import json
 import logging
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -45,7 +46,7 @@ from ..pipeline import Pipeline
 from ..types import Request, Result
 from .admission import Admission, Overloaded
 from .config import ServeConfig
-from .metrics import Metrics
+from .metrics import Metrics, merged, write_snapshot
 from .responses import error_response, upstream_error
 
 __all__ = ["Exchange", "Proxy", "create_app"]
@@ -139,8 +140,8 @@ class Exchange:
             },
         }
 
-    def log_line(self) -> str:
-        fields = {"event": "request"}
+    def log_line(self, pid: int) -> str:
+        fields: dict[str, Any] = {"event": "request", "pid": pid}  # pid: which worker
         for name in self.__slots__:
             if name != "start":
                 fields[name] = getattr(self, name)
@@ -162,8 +163,12 @@ class Proxy:
     ) -> None:
         self.config = config
         self.pipeline = pipeline
-        self.admission = Admission(limit=config.max_concurrency, max_queue=config.max_queue)
+        # with several workers, each admits its share (the kernel spreads connections)
+        self.admission = Admission(
+            limit=config.share(config.max_concurrency), max_queue=config.share(config.max_queue)
+        )
         self.metrics = Metrics()
+        self.pid = os.getpid()  # in the process that serves: an app is made in its worker
         self._client = client
         # our own transport, when we made the client: chat requests go straight to it
         self._transport: httpx.AsyncBaseTransport | None = None
@@ -184,7 +189,7 @@ class Proxy:
         config asks for it."""
         cfg = self.config
         # admitted requests never wait for a connection; a few spare for /v1/models
-        connections = cfg.max_concurrency + 8
+        connections = cfg.share(cfg.max_concurrency) + 8
         if cfg.upstream_transport == "promptslim" and self._chat_url.scheme == "http":
             return Http11Transport(
                 max_connections=connections,
@@ -240,7 +245,7 @@ class Proxy:
         if own:
             self._transport = self.make_transport()
             self._client = self.make_client(self._transport)
-        log.info(json.dumps({"event": "start", "config": self.config.as_dict()}))
+        log.info(json.dumps({"event": "start", "pid": self.pid, "config": self.config.as_dict()}))
         if self.pipeline is not None and self.config.warm_up:
             seconds = await asyncio.to_thread(self.pipeline.warm_up)
             # the models just loaded are millions of long-lived objects: left in the collected
@@ -248,9 +253,17 @@ class Proxy:
             # that stalled the event loop for seconds (measured: 504s at 500 streams)
             gc.freeze()
             log.info(json.dumps({"event": "warm_up", "s": round(seconds, 3)}))
+        sharing = None
+        if self.config.metrics_dir is not None:
+            sharing = asyncio.create_task(self._share_metrics(self.config.metrics_dir))
         try:
             yield
         finally:
+            if sharing is not None:
+                sharing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sharing
+                self._write_metrics(self.config.metrics_dir)  # the final counts stay
             if own and self._client is not None:
                 await self._client.aclose()  # closes the transport too
                 self._client = self._transport = None
@@ -286,8 +299,38 @@ class Proxy:
         )
 
     async def metrics_text(self, request: HTTPRequest) -> Response:
-        text = self.metrics.render(queued=self.admission.queued, in_flight=self.admission.active)
+        queued, in_flight = self.admission.queued, self.admission.active
+        if self.config.metrics_dir is None:
+            text = self.metrics.render(queued=queued, in_flight=in_flight)
+        else:  # every worker's figures, whichever worker the scrape reached
+            total, queued, in_flight, workers = merged(
+                self.config.metrics_dir, self.metrics, queued=queued, in_flight=in_flight
+            )
+            text = total.render(queued=queued, in_flight=in_flight, workers=workers)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+
+    # ---- several workers
+
+    #: seconds between a worker's snapshots: how stale the other workers' part of a scrape is
+    METRICS_SHARE_S = 1.0
+
+    async def _share_metrics(self, folder: str) -> None:
+        while True:
+            self._write_metrics(folder)
+            await asyncio.sleep(self.METRICS_SHARE_S)
+
+    def _write_metrics(self, folder: str | None) -> None:
+        if folder is None:
+            return
+        try:
+            write_snapshot(
+                folder,
+                metrics=self.metrics,
+                queued=self.admission.queued,
+                in_flight=self.admission.active,
+            )
+        except OSError as exc:  # a full disk must not take the proxy down; the scrape is short
+            log.warning(json.dumps({"event": "metrics_share_failed", "error": str(exc)}))
 
     # ---- chat completions
 
@@ -516,7 +559,7 @@ class Proxy:
         if ex.first_chunk_ms is not None:
             self.metrics.ttft.observe(ex.first_chunk_ms / 1e3)
         if log.isEnabledFor(logging.INFO):
-            log.info(ex.log_line())
+            log.info(ex.log_line(self.pid))
 
 
 def _downstream_headers(

@@ -49,6 +49,14 @@ class ServeConfig:
     #: (one socket send per request, body bytes relayed as they come; ``promptslim/http11.py``), or
     #: ``"httpx"``, httpx's default transport. ``https://`` upstreams always use httpx's.
     upstream_transport: str = "promptslim"
+    #: processes serving the port (``serve`` only; ``create_app`` serves in one). The pipeline
+    #: runs on one core per process, so this is how the proxy uses more than one. Each worker
+    #: admits its share of ``max_concurrency`` and ``max_queue`` (rounded up) and loads its own
+    #: models; ``/metrics`` adds up every worker's figures
+    workers: int = 1
+    #: where the workers leave their metrics for each other (``serve`` makes a temporary folder
+    #: when ``workers`` > 1; None: one process, nothing shared)
+    metrics_dir: str | None = None
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)
@@ -58,7 +66,7 @@ class ServeConfig:
             # a bare host means the OpenAI layout: the routes live under /v1
             object.__setattr__(self, "upstream", f"{parts.scheme}://{parts.netloc}/v1")
         object.__setattr__(self, "upstream", self.upstream.rstrip("/"))
-        for name in ("max_concurrency", "max_body_bytes", "port"):
+        for name in ("max_concurrency", "max_body_bytes", "port", "workers"):
             if getattr(self, name) < 1:
                 raise ConfigError("must be at least 1", field=name)
         for name in ("max_queue", "retry_after_s"):
@@ -69,6 +77,10 @@ class ServeConfig:
         for name in ("queue_timeout_s", "upstream_timeout_s", "connect_timeout_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError("must be positive", field=name)
+
+    def share(self, total: int) -> int:
+        """One worker's part of a limit that ``total`` sets for all of them (rounded up)."""
+        return -(-total // self.workers)
 
     def upstream_url(self, path: str) -> str:
         """The upstream URL for a route below ``/v1`` (``"/chat/completions"``)."""

@@ -1,12 +1,19 @@
 """Prometheus text-format metrics, kept by hand (no client library: a few counters and
-histograms updated on the event loop, rendered on ``GET /metrics``)."""
+histograms updated on the event loop, rendered on ``GET /metrics``).
+
+With several worker processes each keeps its own and leaves a ``snapshot`` (plain JSON) where
+the others can read it; the worker that answers ``/metrics`` adds them up (``absorb``)."""
 
 from __future__ import annotations
 
 import bisect
+import json
+import os
 from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["Histogram", "Metrics"]
+__all__ = ["Histogram", "Metrics", "merged", "write_snapshot"]
 
 #: seconds; fine at the low end, where proxy overhead and stage times live
 LATENCY_BUCKETS: tuple[float, ...] = (
@@ -27,6 +34,17 @@ class Histogram:
         self.counts[bisect.bisect_left(self.buckets, value)] += 1
         self.sum += value
         self.count += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"buckets": list(self.buckets), "counts": list(self.counts), "sum": self.sum}
+
+    def absorb(self, data: Mapping[str, Any]) -> None:
+        """Add another histogram's ``snapshot`` (same buckets) to this one."""
+        if tuple(data["buckets"]) != self.buckets:
+            raise ValueError("histograms with different buckets")
+        self.counts = [a + int(b) for a, b in zip(self.counts, data["counts"], strict=True)]
+        self.sum += float(data["sum"])
+        self.count = sum(self.counts)
 
     def lines(self, name: str, labels: str = "") -> list[str]:
         sep = "," if labels else ""
@@ -56,7 +74,33 @@ class Metrics:
     def count_request(self, route: str, status: int) -> None:
         self.requests[(route, status)] += 1
 
-    def render(self, *, queued: int, in_flight: int) -> str:
+    # ---- several workers
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything this process counted, as plain JSON data."""
+        return {
+            "requests": [[route, status, n] for (route, status), n in self.requests.items()],
+            "stage_seconds": {k: h.snapshot() for k, h in self.stage_seconds.items()},
+            "ttft": self.ttft.snapshot(),
+            "upstream_ttfb": self.upstream_ttfb.snapshot(),
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "pipeline_failures": self.pipeline_failures,
+        }
+
+    def absorb(self, data: Mapping[str, Any]) -> None:
+        """Add another process's ``snapshot`` to these figures."""
+        for route, status, n in data["requests"]:
+            self.requests[(str(route), int(status))] += int(n)
+        for stage, hist in data["stage_seconds"].items():
+            self.stage_seconds[stage].absorb(hist)
+        self.ttft.absorb(data["ttft"])
+        self.upstream_ttfb.absorb(data["upstream_ttfb"])
+        self.tokens_in += int(data["tokens_in"])
+        self.tokens_out += int(data["tokens_out"])
+        self.pipeline_failures += int(data["pipeline_failures"])
+
+    def render(self, *, queued: int, in_flight: int, workers: int = 1) -> str:
         lines = [
             "# HELP promptslim_requests_total Requests answered, by route and HTTP status.",
             "# TYPE promptslim_requests_total counter",
@@ -94,5 +138,63 @@ class Metrics:
             "# HELP promptslim_in_flight Requests admitted and not finished.",
             "# TYPE promptslim_in_flight gauge",
             f"promptslim_in_flight {in_flight}",
+            "# HELP promptslim_workers Worker processes whose figures these are.",
+            "# TYPE promptslim_workers gauge",
+            f"promptslim_workers {workers}",
         ]
         return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- shared between workers
+
+
+def write_snapshot(folder: str, *, metrics: Metrics, queued: int, in_flight: int) -> None:
+    """This process's figures as ``<folder>/<pid>.json``, replaced atomically (a reader never
+    sees half a file)."""
+    pid = os.getpid()
+    data = {"pid": pid, "queued": queued, "in_flight": in_flight, "metrics": metrics.snapshot()}
+    path = os.path.join(folder, f"{pid}.json")
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+def merged(
+    folder: str, own: Metrics, *, queued: int, in_flight: int
+) -> tuple[Metrics, int, int, int]:
+    """``own`` plus every other worker's last snapshot in ``folder``: ``(metrics, queued,
+    in_flight, workers)``. A worker that has exited keeps its counts (counters must not go
+    down when a worker is replaced) but not its gauges, and is not counted as a worker."""
+    total = Metrics()
+    total.absorb(own.snapshot())
+    workers = 1
+    me = os.getpid()
+    try:
+        names = os.listdir(folder)
+    except OSError:  # the folder goes when the server stops
+        names = []
+    for name in names:
+        if not name.endswith(".json") or name == f"{me}.json":
+            continue
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                data = json.load(f)
+            total.absorb(data["metrics"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # gone or not ours: a scrape must not fail on one worker's file
+        if _alive(int(data["pid"])):
+            workers += 1
+            queued += int(data["queued"])
+            in_flight += int(data["in_flight"])
+    return total, queued, in_flight, workers
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: nothing is sent, only whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

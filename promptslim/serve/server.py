@@ -1,39 +1,104 @@
-"""Running the proxy under uvicorn, with graceful shutdown."""
+"""Running the proxy under uvicorn, with graceful shutdown, in one process or several."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import os
+import shutil
 import sys
+import tempfile
+from typing import Any
 
 import uvicorn
+from starlette.applications import Starlette
 
+from ..errors import ConfigError
 from ..pipeline import Pipeline
 from .app import create_app
 from .config import ServeConfig
 
 __all__ = ["serve"]
 
+#: how the parent hands a worker its settings (a spawned worker starts from an import string)
+_WORKER_ENV = "PROMPTSLIM_SERVE_WORKER"
+#: the proxy's own API key, kept out of the settings above so it is never in a log or a dump
+_WORKER_KEY_ENV = "PROMPTSLIM_SERVE_WORKER_KEY"
+
 
 def serve(config: ServeConfig, *, pipeline: Pipeline | None, log_level: str = "info") -> None:
     """Serve until SIGINT/SIGTERM. On a signal uvicorn stops accepting, lets in-flight
     requests (streams included) finish for up to ``graceful_shutdown_s``, then the app's
-    lifespan closes the upstream client."""
+    lifespan closes the upstream client.
+
+    With ``config.workers`` > 1 the port is bound once and served by that many processes
+    (uvicorn's supervisor restarts one that dies). Each builds its own pipeline from
+    ``pipeline.to_config()``, so the pipeline must be one a config can describe (built-in
+    stages and options, as ``Pipeline.from_config`` makes them)."""
     _log_to_stderr(log_level)
-    app = create_app(config, pipeline=pipeline)
-    uv = uvicorn.Config(
-        app,
-        host=config.host,
-        port=config.port,
-        log_level=log_level,
-        access_log=False,  # our own JSON line per request replaces it
-        server_header=False,
+    options: dict[str, Any] = {
+        "host": config.host,
+        "port": config.port,
+        "log_level": log_level,
+        "access_log": False,  # our own JSON line per request replaces it
+        "server_header": False,
         # X-Forwarded-* rewriting of the client address: nothing here reads it, and it is
         # one more middleware on every request's way to the upstream
-        proxy_headers=False,
-        timeout_graceful_shutdown=max(1, round(config.graceful_shutdown_s)),
-        backlog=4096,  # bursts of clients queue in the kernel, not refused
+        "proxy_headers": False,
+        "timeout_graceful_shutdown": max(1, round(config.graceful_shutdown_s)),
+        "backlog": 4096,  # bursts of clients queue in the kernel, not refused
+    }
+    if config.workers == 1:
+        uvicorn.Server(uvicorn.Config(create_app(config, pipeline=pipeline), **options)).run()
+        return
+    pipeline_config = _describable(pipeline)
+    folder = tempfile.mkdtemp(prefix="promptslim-serve-metrics-")
+    settings = dataclasses.asdict(dataclasses.replace(config, api_key=None, metrics_dir=folder))
+    os.environ[_WORKER_ENV] = json.dumps(
+        {"config": settings, "pipeline": pipeline_config, "log_level": log_level}
     )
-    uvicorn.Server(uv).run()
+    if config.api_key:
+        os.environ[_WORKER_KEY_ENV] = config.api_key
+    try:
+        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=config.workers, **options)
+    finally:
+        for name in (_WORKER_ENV, _WORKER_KEY_ENV):
+            os.environ.pop(name, None)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def worker_app() -> Starlette:
+    """The app of one worker process (uvicorn calls this by its import string)."""
+    raw = os.environ.get(_WORKER_ENV)
+    if raw is None:
+        raise ConfigError("set by promptslim serve for its workers", field=_WORKER_ENV)
+    data = json.loads(raw)
+    config = ServeConfig(**{**data["config"], "api_key": os.environ.get(_WORKER_KEY_ENV)})
+    pipeline = None if data["pipeline"] is None else Pipeline.from_config(data["pipeline"])
+    _log_to_stderr(data["log_level"])  # a spawned process starts with no logging set up
+    return create_app(config, pipeline=pipeline)
+
+
+def _describable(pipeline: Pipeline | None) -> dict[str, Any] | None:
+    """``pipeline.to_config()``, checked to build the same pipeline again in a worker."""
+    if pipeline is None:
+        return None
+    described = pipeline.to_config()
+    try:
+        rebuilt = Pipeline.from_config(json.loads(json.dumps(described)))
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"workers > 1 rebuild the pipeline from its config, and this one has none: {exc}",
+            field="workers",
+        ) from exc
+    if rebuilt.to_config() != described:
+        raise ConfigError(
+            "workers > 1 rebuild the pipeline from its config, and this one does not survive "
+            "the round trip (a stage or option made outside the config?)",
+            field="workers",
+        )
+    return described
 
 
 def _log_to_stderr(level: str) -> None:
