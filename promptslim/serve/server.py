@@ -84,15 +84,15 @@ def _describable(pipeline: Pipeline | None) -> dict[str, Any] | None:
     """``pipeline.to_config()``, checked to build the same pipeline again in a worker."""
     if pipeline is None:
         return None
-    described = pipeline.to_config()
     try:
-        rebuilt = Pipeline.from_config(json.loads(json.dumps(described)))
+        described = json.loads(json.dumps(pipeline.to_config()))  # what reaches the workers
+        rebuilt = Pipeline.from_config(described)
     except (ConfigError, TypeError, ValueError) as exc:
         raise ConfigError(
             f"workers > 1 rebuild the pipeline from its config, and this one has none: {exc}",
             field="workers",
         ) from exc
-    if rebuilt.to_config() != described:
+    if json.loads(json.dumps(rebuilt.to_config())) != described:
         raise ConfigError(
             "workers > 1 rebuild the pipeline from its config, and this one does not survive "
             "the round trip (a stage or option made outside the config?)",
