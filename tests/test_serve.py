@@ -747,7 +747,10 @@ def test_worker_limits_are_shares_and_pipelines_must_survive_a_config_round_trip
         ServeConfig(upstream="http://127.0.0.1:1/v1", workers=0)
     assert err.value.field == "workers"
     assert _describable(None) is None
-    assert _describable(Pipeline.default()) == Pipeline.default().to_config()
+    # what the workers receive: the config in its JSON form
+    assert _describable(Pipeline.default()) == json.loads(
+        json.dumps(Pipeline.default().to_config())
+    )
 
     class Shout(BaseStage):  # a stage no config can name
         name = "shout"
