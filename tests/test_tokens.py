@@ -60,9 +60,17 @@ def test_message_count_includes_chat_overhead() -> None:
 def test_tool_calls_are_counted() -> None:
     plain = Message(role="assistant", content=None)
     call = Message.model_validate(
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": "1", "type": "function",
-                         "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]}
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        }
     )
     assert count_message(call) > count_message(plain)
 
@@ -77,7 +85,9 @@ def test_request_count_includes_documents_message() -> None:
     from promptslim.render import render_documents
 
     sent = get_counter().count(render_documents(with_docs.documents))
-    assert abs(sum(count_document(d) for d in with_docs.documents) - sent) <= 2 * len(with_docs.documents)
+    assert abs(sum(count_document(d) for d in with_docs.documents) - sent) <= 2 * len(
+        with_docs.documents
+    )
 
 
 def test_unknown_local_tokenizer_is_a_config_error_not_a_download(tmp_path) -> None:
@@ -160,6 +170,26 @@ def test_request_total_is_memoised_and_follows_in_place_edits() -> None:
     )
 
 
+def test_message_counts_are_each_messages_count_and_follow_in_place_edits() -> None:
+    from promptslim import message_counts
+
+    request = Request.from_openai({**chat_body(4), "documents": ["alpha beta"]})
+    counts = message_counts(request)
+    assert counts == tuple(count_message(m) for m in request.messages)
+    assert count_request(request) == REPLY_PRIMING + sum(counts) + count_documents(
+        request.documents
+    )
+    assert message_counts(request) is counts  # memoised
+    request.messages[2] = Message(role="assistant", content="an edit made in place " * 4)
+    edited = message_counts(request)
+    assert edited is not counts and edited[2] == count_message(request.messages[2])
+    words = WordCounter()  # the memo belongs to one tokenizer: another counts afresh
+    assert message_counts(request, words) == tuple(
+        MESSAGE_OVERHEAD + len(m.text.split()) for m in request.messages
+    )
+    assert message_counts(request) == edited
+
+
 def test_request_total_after_replace_and_per_tokenizer() -> None:
     request = Request.from_openai({**chat_body(2), "documents": ["alpha beta"]})
     total = count_request(request)
@@ -184,8 +214,13 @@ def test_message_count_fast_path_matches_the_general_one() -> None:
         Message(role="user", content="named", name="dana"),
         Message(role="assistant", content=None),
         Message.model_validate(
-            {"role": "user", "content": [{"type": "text", "text": "part one"},
-                                         {"type": "text", "text": "part two"}]}
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "part one"},
+                    {"type": "text", "text": "part two"},
+                ],
+            }
         ),
     ]
     expected = REPLY_PRIMING + sum(

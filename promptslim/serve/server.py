@@ -85,7 +85,7 @@ def _describable(pipeline: Pipeline | None) -> dict[str, Any] | None:
     if pipeline is None:
         return None
     try:
-        described = json.loads(json.dumps(pipeline.to_config()))  # what reaches the workers
+        described: dict[str, Any] = json.loads(json.dumps(pipeline.to_config()))  # as sent
         rebuilt = Pipeline.from_config(described)
     except (ConfigError, TypeError, ValueError) as exc:
         raise ConfigError(

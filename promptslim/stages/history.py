@@ -45,7 +45,7 @@ a conversation agree without the library remembering anything):
    a hash of the turns it covers (and the summariser's settings), so a fold costs one
    summariser call and everything else is a cache lookup.
 
-Fingerprints. The report's details carry ``message_hashes`` (one 16-hex-digit BLAKE2b hash per
+Fingerprints. The report's details carry ``message_hashes`` (one 16-hex-digit SHA-256 prefix per
 output message) and ``history_fingerprint`` (the same joined by ``"."``). Pass either back as
 ``run(..., previous=...)`` on the next request and the report states ``unchanged_messages`` and
 ``unchanged_tokens`` — the leading messages identical to the previous request's, counted at
@@ -72,7 +72,7 @@ from ..backends.summarisers import (
 )
 from ..budget import allocate, history_span
 from ..errors import BudgetInfeasible, ConfigError
-from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message
+from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message, message_counts
 from ..types import Budget, Message, Request, Result
 from .base import BaseStage, StageLog, run_with_fallback
 
@@ -133,9 +133,11 @@ def _calls_json(message: Message) -> str:
 
 
 def message_hash(message: Message) -> str:
-    """16 hex digits of BLAKE2b over what the message sends (``pinned`` is not sent)."""
+    """16 hex digits of SHA-256 over what the message sends (``pinned`` is not sent). SHA-256,
+    as for the prefix fingerprint: with the CPU's SHA instructions it hashed a 67 KB history
+    2.5x faster than BLAKE2b here."""
     data = _wire_text(message).encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(data, digest_size=8).hexdigest()
+    return hashlib.sha256(data).hexdigest()[:16]
 
 
 def message_hashes(messages: Sequence[Message]) -> list[str]:
@@ -331,6 +333,8 @@ class HistoryStage(BaseStage):
         messages = request.messages
         start, end = history_span(request)
         log.details["strategy"] = self.strategy
+        # each message's count, as the stage's tokens_in counted them (memoised on the request)
+        tokens_of = message_counts(request, counter)
         alloc = allocate(request, budget, counter)  # raises when the fixed part is over
         if end <= start:
             return request
@@ -338,7 +342,6 @@ class HistoryStage(BaseStage):
         if alloc.history is None or alloc.history_needed <= alloc.history and not pinned:
             log.details.update(history_cap=alloc.history, folded_units=0, summary_tokens=0)
             return request  # fits as it is: no need to look at units at all
-        tokens_of = [0] * start + [count_message(m, counter) for m in messages[start:end]]
         units = _units(messages, _atoms(messages, start, end), pinned, self.start_on, tokens_of)
         pinned_tokens = sum(u.pinned for u in units)
         droppable = sum(u.droppable for u in units)
@@ -433,11 +436,11 @@ class HistoryStage(BaseStage):
         spans = [s for s in spans if s]
         head = f"{self._summariser.cache_id()}|{counter.name}|{body_cap}"
         keys: list[str] = []
-        key = hashlib.blake2b(head.encode(), digest_size=16).hexdigest()
+        key = hashlib.sha256(head.encode()).hexdigest()[:32]
         for span in spans:
             # one hash over the chunk's bytes: cheaper than a hash per message
             data = "\x1e".join([key, *(_wire_text(messages[i]) for i in span)])
-            key = hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+            key = hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
             keys.append(key)
         # the newest cached step, then roll forward from it
         text: str | None = None
