@@ -736,6 +736,30 @@ def test_metrics_snapshots_add_up_to_one_process_that_saw_everything() -> None:
     )
 
 
+def test_merged_metrics_keep_a_gone_workers_counts_but_not_its_gauges(tmp_path: Any) -> None:
+    from promptslim.serve.metrics import STALE_S, Metrics, merged, write_snapshot
+
+    def worker(requests: int) -> Metrics:
+        m = Metrics()
+        for _ in range(requests):
+            m.count_request("chat", 200)
+        return m
+
+    folder = str(tmp_path)
+    own = worker(1)
+    write_snapshot(folder, metrics=own, queued=9, in_flight=9)  # our own file: not read twice
+    for name, requests, gauges in (("101", 2, 3), ("102", 4, 5)):
+        data = {"pid": int(name), "queued": gauges, "in_flight": gauges,
+                "metrics": worker(requests).snapshot()}  # fmt: skip
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    old = time.time() - STALE_S - 1
+    os.utime(tmp_path / "102.json", (old, old))  # a worker that has gone
+    (tmp_path / "103.json").write_text('{"pid": 103, "metr')  # not a snapshot: skipped
+    total, queued, in_flight, workers = merged(folder, own, queued=1, in_flight=0)
+    assert total.requests[("chat", 200)] == 1 + 2 + 4
+    assert (queued, in_flight, workers) == (1 + 3, 0 + 3, 2)
+
+
 def test_worker_limits_are_shares_and_pipelines_must_survive_a_config_round_trip() -> None:
     from promptslim.errors import ConfigError
     from promptslim.serve.server import _describable

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -160,41 +161,39 @@ def write_snapshot(folder: str, *, metrics: Metrics, queued: int, in_flight: int
     os.replace(tmp, path)
 
 
+#: a worker whose snapshot is older than this is taken for gone (each rewrites its own every
+#: second; the age, not the PID, decides, since a PID can be reused)
+STALE_S = 5.0
+
+
 def merged(
     folder: str, own: Metrics, *, queued: int, in_flight: int
 ) -> tuple[Metrics, int, int, int]:
     """``own`` plus every other worker's last snapshot in ``folder``: ``(metrics, queued,
-    in_flight, workers)``. A worker that has exited keeps its counts (counters must not go
-    down when a worker is replaced) but not its gauges, and is not counted as a worker."""
+    in_flight, workers)``. A worker that has gone keeps its counts (counters must not go down
+    when a worker is replaced) but not its gauges, and is not counted as a worker."""
     total = Metrics()
     total.absorb(own.snapshot())
     workers = 1
-    me = os.getpid()
+    mine = f"{os.getpid()}.json"
+    now = time.time()
     try:
         names = os.listdir(folder)
     except OSError:  # the folder goes when the server stops
         names = []
     for name in names:
-        if not name.endswith(".json") or name == f"{me}.json":
+        if not name.endswith(".json") or name == mine:
             continue
+        path = os.path.join(folder, name)
         try:
-            with open(os.path.join(folder, name), encoding="utf-8") as f:
+            age = now - os.stat(path).st_mtime
+            with open(path, encoding="utf-8") as f:
                 data = json.load(f)
             total.absorb(data["metrics"])
         except (OSError, ValueError, KeyError, TypeError):
             continue  # gone or not ours: a scrape must not fail on one worker's file
-        if _alive(int(data["pid"])):
+        if age < STALE_S:
             workers += 1
             queued += int(data["queued"])
             in_flight += int(data["in_flight"])
     return total, queued, in_flight, workers
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: nothing is sent, only whether the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
