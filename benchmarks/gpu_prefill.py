@@ -40,11 +40,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import SHARED_DATA, emit, machine, parser, with_vectors
+
+if TYPE_CHECKING:
+    from promptslim.loadsim.costmodel import CostModel
 
 LLAMA3_8B = {
     "hidden_size": 4096,
@@ -262,17 +265,14 @@ def cost_points(curve: list[dict[str, Any]]) -> list[list[float]]:
     ]
 
 
-def fit(points: list[list[float]]) -> dict[str, float] | None:
+def fit(points: list[list[float]]) -> CostModel | None:
+    """loadsim's cost model through the points (None where promptslim is not importable: the
+    GPU machine may have only torch and transformers)."""
     try:
-        from promptslim.loadsim.costmodel import fit_prefill
-    except ImportError:  # the GPU machine may have only torch and transformers
+        from promptslim.loadsim.costmodel import CostModel
+    except ImportError:
         return None
-    return fit_prefill([(p[0], p[1]) for p in points])
-
-
-def predict_s(coeffs: dict[str, float], sequences: int, each: int) -> float:
-    """loadsim's cost of one pass over ``sequences`` prompts of ``each`` tokens."""
-    return coeffs["a"] + sequences * (coeffs["b"] * each + coeffs["c"] * each * each)
+    return CostModel.from_dict({"points": points})
 
 
 def measure_configs(
@@ -323,7 +323,7 @@ class Session:
         self.result["pass_mode"] = "cuda_graph" if self.graph else "eager"
         if failed:
             self.result["graph_error"] = failed
-        self.coeffs: dict[str, float] | None = None
+        self.cost: CostModel | None = None
 
     def ids(self, batch: int, n: int, vocab: int | None = None) -> Any:
         """Random token ids (prefill time does not depend on which), ``vocab``: the model's."""
@@ -342,11 +342,11 @@ class Session:
                 entry["graph_ms"] = ms(time_pass(self.model, x, self.repeats, graph=True))
             curve.append(entry)
         points = cost_points(curve)
-        self.coeffs = fit(points)
+        self.cost = fit(points)
         self.result.update(
             curve=curve,
             cost_model={"points": points, "source": f"gpu_prefill.py on {self.result['gpu']}"},
-            fit=self.coeffs,
+            fit={k: getattr(self.cost, k) for k in "abc"} if self.cost else None,
         )
         self.lines.append(
             f"{'tokens':>8} {'eager ms p50':>13} {'graph ms p50':>13} {'min':>8} {'max':>8} "
@@ -374,8 +374,8 @@ class Session:
             x = self.ids(batch, each)
             entry: dict[str, Any] = {"sequences": batch, "tokens_each": each}
             entry["ms"] = ms(fastest_pass(self.model, x, self.repeats, self.graph))
-            if self.coeffs:
-                entry["predicted_ms"] = 1e3 * predict_s(self.coeffs, batch, each)
+            if self.cost:  # loadsim: one pass constant, then each sequence's chunk
+                entry["predicted_ms"] = 1e3 * (self.cost.a + batch * self.cost.chunk_s(0, each))
             packed.append(entry)
         self.result["packed"] = packed
         self.lines.append(f"packed steps of {STEP_TOKENS} tokens: " + ", ".join(
@@ -390,10 +390,8 @@ class Session:
             x, y = self.ids(1, prefix), self.ids(1, new)
             entry: dict[str, Any] = {"cached_tokens": prefix, "new_tokens": new}
             entry["ms"] = ms(time_cached(self.model, x, y, self.repeats))
-            if self.coeffs:  # loadsim: the pass constant and the chunk from ``prefix`` on
-                c, end = self.coeffs, prefix + new
-                chunk = c["b"] * new + c["c"] * (end * end - prefix * prefix)
-                entry["predicted_ms"] = 1e3 * (c["a"] + chunk)
+            if self.cost:  # loadsim: the pass constant and the chunk from ``prefix`` on
+                entry["predicted_ms"] = 1e3 * (self.cost.a + self.cost.chunk_s(prefix, new))
             cached.append(entry)
         self.result["cached"] = cached
         self.lines.append("new tokens after a cached prefix (eager): " + ", ".join(
