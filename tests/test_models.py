@@ -63,12 +63,12 @@ def test_cache_dir_follows_environment(monkeypatch, tmp_path) -> None:
     assert models.cache_dir() == tmp_path
 
 
-def test_int8_embedder_needs_torch_on_cpu() -> None:
+def test_int8_and_onnx_embedders_run_on_the_cpu_only() -> None:
     pytest.importorskip("sentence_transformers")
-    for kwargs in ({"device": "cuda"}, {"device": "cpu", "backend": "onnx"}):
+    for kwargs, field in (({"quantize": True}, "quantize"), ({"backend": "onnx"}, "device")):
         with pytest.raises(ConfigError) as err:
-            models.load_embedder(quantize=True, **kwargs)
-        assert err.value.field == "quantize"
+            models.load_embedder(device="cuda", **kwargs)
+        assert err.value.field == field
 
 
 @pytest.mark.slow

@@ -281,7 +281,7 @@ def test_empty_query_keeps_retriever_order_with_a_warning() -> None:
     ("option", "value"),
     [("max_k", 0), ("min_k", -1), ("cutoff", "median"), ("order", "random"), ("dedup", "minhash"),
      ("cutoff_fraction", 1.5), ("mmr_lambda", 2.0), ("dedup_threshold", 0.0), ("dense_weight", -0.1),
-     ("on_overflow", "ignore"), ("fusion", "max"), ("max_seq_length", 0)],
+     ("on_overflow", "ignore"), ("fusion", "max"), ("max_seq_length", 0), ("backend", "tensorflow")],
 )
 def test_bad_options_name_the_field(option: str, value: Any) -> None:
     with pytest.raises(ConfigError) as err:

@@ -201,26 +201,39 @@ def load_embedder(
     quantize: bool = False,
 ) -> Any:
     """A ``SentenceTransformer`` (default: the packaged all-MiniLM-L6-v2), loaded once.
-    ``backend="onnx"`` uses sentence-transformers' ONNX backend when onnxruntime is installed.
-    ``quantize=True`` gives a separate copy whose Linear layers are dynamically quantised to
-    int8 (torch backend on CPU only); the float model stays as it is for other callers."""
+    ``backend="onnx"`` gives an :class:`~promptslim.backends.onnx_encoder.OnnxSentenceEncoder`
+    instead: the same model exported once to ONNX and run by onnxruntime (CPU).
+    ``quantize=True`` gives a separate int8 copy (torch: Linear layers dynamically quantised;
+    onnx: the graph quantised); the float model stays as it is for other callers."""
     _require("sentence_transformers", "sentence-transformers", "retrieval")
     path = _embedder_path(name_or_path)
-    device = device or default_device()
-    if quantize and (backend != "torch" or device != "cpu"):
-        raise ConfigError("int8 quantisation needs the torch backend on CPU", field="quantize")
+    device = device or ("cpu" if backend == "onnx" else default_device())
+    if device != "cpu" and backend == "onnx":
+        raise ConfigError(f"the onnx backend runs on the CPU only, not {device!r}", field="device")
+    if device != "cpu" and quantize:
+        raise ConfigError(f"int8 quantisation runs on the CPU only, not {device!r}", field="quantize")
+    if backend == "onnx":
+        from .onnx_encoder import _require_onnxruntime
 
-    def load() -> Any:
+        _require_onnxruntime()
+
+    def sentence_transformer() -> Any:
         from sentence_transformers import SentenceTransformer
 
         try:
-            model = SentenceTransformer(
-                path, device=device, backend=backend, local_files_only=True  # type: ignore[arg-type]
-            )
+            return SentenceTransformer(path, device=device, local_files_only=True)
         except (OSError, ValueError) as exc:
             raise ConfigError(
                 f"cannot load embedding model {name_or_path!r} locally: {exc}", field="model"
             ) from exc
+
+    def load() -> Any:
+        if backend == "onnx":
+            from .onnx_encoder import OnnxSentenceEncoder
+
+            # the torch model is read for its graph, tokenizer and settings, then let go
+            return OnnxSentenceEncoder(sentence_transformer(), path, quantize=quantize)
+        model = sentence_transformer()
         if quantize:
             _quantize_linear_int8(model, what="int8 embeddings", extra="retrieval")
         return model

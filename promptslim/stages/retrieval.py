@@ -143,6 +143,8 @@ class RetrievalStage(BaseStage):
     ``dense``/``hybrid``, or the cross-encoder for ``cross_encoder``. ``max_seq_length``:
     word pieces of each passage the embedder reads (default 128, half of MiniLM's own 256: a
     passage's topic is in its head, and the encoder's cost grows with length).
+    ``backend``: ``torch``, ``onnx`` (the model exported once and run by onnxruntime on the
+    CPU; extra ``onnx``) or ``auto`` (ONNX when onnxruntime is installed and there is no GPU).
     ``quantize``: embed with the int8 copy of the model (CPU only; faster, vectors not
     interchangeable with a vector store's float ones). ``dense_candidates``: for ``hybrid``,
     embed only BM25's best this many documents (a cascade; None embeds all).
@@ -161,6 +163,7 @@ class RetrievalStage(BaseStage):
         scorer: str | Scorer = "hybrid",
         model: str | None = None,
         max_seq_length: int | None = 128,
+        backend: Literal["torch", "onnx", "auto"] = "torch",
         quantize: bool = False,
         fusion: Literal["weighted", "rrf"] = "weighted",
         dense_weight: float = 0.5,
@@ -193,6 +196,7 @@ class RetrievalStage(BaseStage):
             raise ConfigError("must be a positive number of word pieces", field="max_seq_length")
         if dense_candidates is not None and dense_candidates < 1:
             raise ConfigError("must be at least 1 (None: embed all)", field="dense_candidates")
+        _choice(backend, ("torch", "onnx", "auto"), "backend")
         _choice(fusion, ("weighted", "rrf"), "fusion")
         _choice(cutoff, ("gap", "fraction", "none"), "cutoff")
         _choice(dedup, ("auto", "embedding", "shingle", "none"), "dedup")
@@ -215,6 +219,7 @@ class RetrievalStage(BaseStage):
         self.scorer = scorer
         self.model = model
         self.max_seq_length = max_seq_length
+        self.backend = backend
         self.quantize = quantize
         self.fusion = fusion
         self.dense_weight = dense_weight
@@ -245,6 +250,7 @@ class RetrievalStage(BaseStage):
                 options = {
                     "model": self.model,
                     "max_seq_length": self.max_seq_length,
+                    "backend": self.backend,
                     "quantize": self.quantize,
                 }
             if self.scorer == "hybrid":
