@@ -27,8 +27,9 @@ Why each part is here:
   :func:`normalise` turns them into the same unit float32 rows so they can be used as they are.
 - **ONNX** (``backend="onnx"``, extra ``onnx``): the same model exported once to ONNX and run
   by onnxruntime on the CPU (:mod:`promptslim.backends.onnx_encoder`); float32 gives the torch
-  vectors (to 1e-6) in about the torch time for passages and a third of it for one query;
-  with ``quantize=True`` the int8 graph takes about half the torch time. ``BackendUnavailable``
+  vectors (to 1e-6) in about the torch time for passages and under half of it for one query;
+  with ``quantize=True`` the int8 graph is 1.4-1.6x faster than torch's float model on 20
+  passages (``bench_retrieval.py --cold-options``). ``BackendUnavailable``
   without onnxruntime; ``backend="auto"`` takes ONNX when onnxruntime is installed and the
   model runs on the CPU, torch otherwise.
 - **Batching**: texts not in the cache are encoded in batches of ``batch_size``, sorted by

@@ -207,6 +207,11 @@ def load_embedder(
     onnx: the graph quantised); the float model stays as it is for other callers."""
     _require("sentence_transformers", "sentence-transformers", "retrieval")
     path = _embedder_path(name_or_path)
+    if backend == "auto":  # as EmbeddingService decides it: ONNX when it can run it, on a CPU
+        has_onnx = importlib.util.find_spec("onnxruntime") is not None
+        backend = "onnx" if has_onnx and (device or default_device()) == "cpu" else "torch"
+    if backend not in ("torch", "onnx"):
+        raise ConfigError(f"expected torch, onnx or auto, got {backend!r}", field="backend")
     device = device or ("cpu" if backend == "onnx" else default_device())
     if device != "cpu" and backend == "onnx":
         raise ConfigError(f"the onnx backend runs on the CPU only, not {device!r}", field="device")
