@@ -218,9 +218,7 @@ def load_embedder(
     if device != "cpu" and quantize:
         raise ConfigError(f"int8 quantisation runs on the CPU only, not {device!r}", field="quantize")
     if backend == "onnx":
-        from .onnx_encoder import _require_onnxruntime
-
-        _require_onnxruntime()
+        _require("onnxruntime", "onnxruntime (the ONNX embedding backend)", "onnx")
 
     def sentence_transformer() -> Any:
         from sentence_transformers import SentenceTransformer

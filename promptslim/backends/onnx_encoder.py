@@ -68,10 +68,9 @@ def _usable_cpus() -> int:
 
 
 def _require_onnxruntime() -> None:
-    import importlib.util
+    from .models import _require
 
-    if importlib.util.find_spec("onnxruntime") is None:
-        raise BackendUnavailable("onnxruntime (the ONNX embedding backend)", extra="onnx")
+    _require("onnxruntime", "onnxruntime (the ONNX embedding backend)", "onnx")
 
 
 def onnx_model_dir(path: str) -> Path:
@@ -153,10 +152,9 @@ def _export(st: Any, names: Sequence[str], target: Path) -> None:
 
 
 def _quantize(source: Path, target: Path) -> None:
-    import importlib.util
+    from .models import _require
 
-    if importlib.util.find_spec("onnx") is None:
-        raise BackendUnavailable("onnx (the int8 ONNX export)", extra="onnx")
+    _require("onnx", "onnx (the int8 ONNX export)", "onnx")
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     def write(tmp: str) -> None:
