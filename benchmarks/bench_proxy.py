@@ -28,12 +28,20 @@ the worse of the two concurrencies. Also reported:
   costs each stream in waiting, when client, seam and proxy share the cores. When the added
   TTFT at 100 streams is of that order, it is CPU queueing, not relay delay.
 
+On a host with cores to spare, ``--workers N`` (proxy processes: ``serve --workers``),
+``--seam-workers N`` and ``--clients N`` (load-generating processes for the 100-stream level,
+each with its share of the streams, every round started together through a barrier) give each
+side its own cores: one process of each saturates a core at 100 of these short streams (~1,600
+requests a second). CPU figures then cover every process of a side. Results on a 16-core host:
+``results/bench_proxy_16core/``.
+
 Goals (issue 12): added_ttft_p50_ms <= 1, added_ttft_p99_ms <= 5, errors == 0.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import resource
@@ -54,12 +62,19 @@ ROOT = Path(__file__).resolve().parent.parent
 # ---------------------------------------------------------------- the seam upstream
 
 
-def run_seam(port: int, *, ttft_ms: float, chunks: int, itl_ms: float) -> None:
-    import uvicorn
+_SEAM_ENV = "BENCH_PROXY_SEAM"
+
+
+def seam_app() -> Any:
+    """The seam's Starlette app; its timings come from ``BENCH_PROXY_SEAM`` (a factory, so
+    uvicorn's worker processes can each build it from an import string)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
+
+    timing = json.loads(os.environ[_SEAM_ENV])
+    ttft_ms, chunks, itl_ms = timing["ttft_ms"], timing["chunks"], timing["itl_ms"]
 
     def sse(text: str) -> bytes:
         obj = {"id": "c", "object": "chat.completion.chunk", "model": "seam",
@@ -81,11 +96,31 @@ def run_seam(port: int, *, ttft_ms: float, chunks: int, itl_ms: float) -> None:
     async def models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": "seam"}]})
 
-    app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
-                            Route("/v1/models", models)])  # fmt: skip
-    uvicorn.run(
-        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, backlog=4096
-    )
+    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
+                             Route("/v1/models", models)])  # fmt: skip
+
+
+def run_seam(port: int, *, ttft_ms: float, chunks: int, itl_ms: float, workers: int) -> None:
+    import uvicorn
+
+    from promptslim.serve.server import run_workers
+
+    os.environ[_SEAM_ENV] = json.dumps({"ttft_ms": ttft_ms, "chunks": chunks, "itl_ms": itl_ms})
+    options: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": port,
+        "log_level": "warning",
+        "access_log": False,
+        "backlog": 4096,
+        # the proxy's loop (uvicorn's "auto" would take uvloop where installed; promptslim's
+        # serve extra does not install it)
+        "loop": "asyncio",
+    }
+    app = f"{Path(__file__).stem}:seam_app"
+    if workers == 1:
+        uvicorn.run(app, factory=True, **options)
+    else:  # as the proxy's workers: with TCP_NODELAY (see run_workers)
+        run_workers(app, workers, **options)
 
 
 # ---------------------------------------------------------------- load generation
@@ -107,6 +142,12 @@ class Samples:
     first_relay: list[float] = field(default_factory=list)
     requests: int = 0
     errors: int = 0
+
+    def merge(self, other: Samples) -> None:
+        for name in ("ttft", "relay", "forward", "first_relay"):
+            getattr(self, name).extend(getattr(other, name))
+        self.requests += other.requests
+        self.errors += other.errors
 
 
 async def one(client: Any, url: str, into: Samples) -> None:
@@ -167,14 +208,30 @@ async def closed_loop(client: Any, url: str, into: Samples, *, concurrency: int,
 # ---------------------------------------------------------------- CPU accounting
 
 
-def proc_cpu_ms(pid: int) -> float | None:
-    """User + system CPU of a process we started (Linux ``/proc``), or None elsewhere."""
+def _stat(pid: int) -> list[str] | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+            return f.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) * 1e3 / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_ms(pid: int) -> float | None:
+    """User + system CPU of a process we started and its live descendants (uvicorn's worker
+    processes) from Linux ``/proc``, or None elsewhere."""
+    if _stat(pid) is None:
+        return None
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0, [pid]
+    while todo:
+        this = todo.pop()
+        if (fields := _stat(this)) is not None:
+            total += int(fields[11]) + int(fields[12])
+            todo.extend(children.get(this, []))
+    return total * 1e3 / os.sysconf("SC_CLK_TCK")
 
 
 def self_cpu_ms() -> float:
@@ -194,20 +251,25 @@ def machine_busy() -> tuple[float, float] | None:
 
 
 class CpuMeter:
-    """CPU used by the client (this process), the seam and the proxy over one phase."""
+    """CPU used by the client (this process and its client processes), the seam and the
+    proxy (each with its worker processes) over one phase."""
 
     def __init__(self, seam: int, proxy: int) -> None:
         self.pids = {"seam": seam, "proxy": proxy}
         self.start = self._read()
 
     def _read(self) -> dict[str, Any]:
-        now: dict[str, Any] = {name: proc_cpu_ms(pid) for name, pid in self.pids.items()}
+        now: dict[str, Any] = {name: tree_cpu_ms(pid) for name, pid in self.pids.items()}
         now["client"] = self_cpu_ms()
         now["machine"] = machine_busy()
         return now
 
-    def report(self, *, requests: int, proxied: int, concurrency: int) -> dict[str, Any]:
+    def report(
+        self, *, requests: int, proxied: int, concurrency: int, client_processes_ms: float = 0.0
+    ) -> dict[str, Any]:
+        """``client_processes_ms``: what the client processes reported for their rounds."""
         end, start = self._read(), self.start
+        end["client"] += client_processes_ms
         per_request: dict[str, float | None] = {}
         for name, n in (("client", requests), ("seam", requests), ("proxy", proxied)):
             a, b = start[name], end[name]
@@ -259,39 +321,131 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
 
 
-async def measure(
-    urls: dict[str, str], per_round: dict[int, int], rounds: int, seam: int, proxy: int
-) -> tuple[dict[int, dict[str, Samples]], dict[int, dict[str, Any]]]:
-    """Both paths, interleaved, through one client."""
+def new_client(streams: int) -> Any:
+    """The load generator's client: the proxy's lean HTTP/1.1 transport. With httpx's client
+    layer and httpcore, one process used ~20 ms of CPU per request at 100 streams, a whole
+    core: the client, not the proxy, set the pace, and both paths queued behind it."""
     from promptslim.http11 import Http11Transport
 
-    conc_max = max(per_round)
+    connections = 2 * streams + 8
+    return Http11Transport(max_connections=connections, max_keepalive_connections=connections)
+
+
+async def run_rounds(
+    client: Any,
+    urls: dict[str, str],
+    got: dict[str, Samples],
+    *,
+    conc: int,
+    n: int,
+    rounds: int,
+    barrier: Any = None,
+) -> None:
+    """One concurrency level: ``rounds`` rounds alternating the paths. With ``barrier`` (one
+    of several client processes), every process starts each path's round together."""
+    for r in range(rounds):
+        if conc == 1:
+            for i in range(n):
+                order = list(urls) if (r + i) % 2 == 0 else list(reversed(urls))
+                for path in order:
+                    await one(client, urls[path], got[path])
+            continue
+        order = list(urls) if r % 2 == 0 else list(reversed(urls))
+        for path in order:
+            if barrier is not None:
+                await asyncio.to_thread(barrier.wait)
+            await closed_loop(client, urls[path], got[path], concurrency=conc, n=n)
+
+
+def client_process(
+    urls: dict[str, str], conc: int, n: int, rounds: int, barrier: Any, results: Any
+) -> None:
+    """One of ``--clients`` load-generating processes: its share of a level's streams, in
+    step with the others; puts its samples and the CPU its rounds used on ``results``."""
+
+    async def go() -> tuple[dict[str, Samples], float]:
+        client = new_client(conc)
+        try:
+            for url in urls.values():
+                await one(client, url, Samples())
+            got = {path: Samples() for path in urls}
+            before = self_cpu_ms()
+            await run_rounds(client, urls, got, conc=conc, n=n, rounds=rounds, barrier=barrier)
+            return got, self_cpu_ms() - before
+        finally:
+            await client.aclose()
+
+    got, cpu_ms = asyncio.run(go())
+    results.put(({path: dataclasses.asdict(x) for path, x in got.items()}, cpu_ms))
+
+
+def shares(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` near-equal whole shares."""
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
+def in_processes(
+    urls: dict[str, str], conc: int, n: int, rounds: int, processes: int
+) -> tuple[dict[str, Samples], float]:
+    """A concurrency level run by ``processes`` client processes (spawned: each has its own
+    interpreter and event loop); their samples merged, and the CPU they reported."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    procs = [
+        ctx.Process(target=client_process, args=(urls, c, m, rounds, barrier, results))
+        for c, m in zip(shares(conc, processes), shares(n, processes), strict=True)
+    ]
+    for proc in procs:
+        proc.start()
+    got = {path: Samples() for path in urls}
+    cpu_ms = 0.0
+    try:
+        for _ in procs:
+            part, used = results.get(timeout=600)
+            cpu_ms += used
+            for path, fields in part.items():
+                got[path].merge(Samples(**fields))
+    finally:
+        for proc in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+    return got, cpu_ms
+
+
+async def measure(
+    urls: dict[str, str],
+    per_round: dict[int, int],
+    rounds: int,
+    seam: int,
+    proxy: int,
+    clients: int = 1,
+) -> tuple[dict[int, dict[str, Samples]], dict[int, dict[str, Any]]]:
+    """Both paths, interleaved, through one client; levels above one stream through
+    ``clients`` processes when that is more than one."""
     data: dict[int, dict[str, Samples]] = {}
     cpu: dict[int, dict[str, Any]] = {}
-    # the load generator is the proxy's lean HTTP/1.1 transport: with httpx's client layer
-    # and httpcore, this process used ~20 ms of CPU per request at 100 streams, a whole core:
-    # the client, not the proxy, set the pace, and both paths queued behind it
-    connections = 2 * conc_max + 8
-    client = Http11Transport(max_connections=connections, max_keepalive_connections=connections)
+    client = new_client(max(per_round))
     try:
         for url in urls.values():  # warm each path's connection and code
             await one(client, url, Samples())
         for conc, n in per_round.items():
-            got = data[conc] = {path: Samples() for path in urls}
             meter = CpuMeter(seam, proxy)
-            for r in range(rounds):
-                if conc == 1:
-                    for i in range(n):
-                        order = list(urls) if (r + i) % 2 == 0 else list(reversed(urls))
-                        for path in order:
-                            await one(client, urls[path], got[path])
-                else:
-                    order = list(urls) if r % 2 == 0 else list(reversed(urls))
-                    for path in order:
-                        await closed_loop(client, urls[path], got[path], concurrency=conc, n=n)
+            used = 0.0
+            if conc > 1 and clients > 1:
+                got, used = await asyncio.to_thread(in_processes, urls, conc, n, rounds, clients)
+            else:
+                got = {path: Samples() for path in urls}
+                await run_rounds(client, urls, got, conc=conc, n=n, rounds=rounds)
+            data[conc] = got
             total = sum(s.requests for s in got.values())
             cpu[conc] = meter.report(
-                requests=total, proxied=got["proxy"].requests, concurrency=conc
+                requests=total,
+                proxied=got["proxy"].requests,
+                concurrency=conc,
+                client_processes_ms=used,
             )
     finally:
         await client.aclose()
@@ -305,9 +459,31 @@ def main() -> None:
     p.add_argument("--chunks", type=int, default=4)
     p.add_argument("--itl-ms", type=float, default=10.0)
     p.add_argument("--rounds", type=int, default=None, help="alternating direct/proxy rounds")
+    # on a host with cores to spare: one process of each kind saturates a core at 100 streams
+    # (~1 ms of CPU per request each, ~1,600 requests/s), and then it, not the proxy's relay,
+    # sets what the streams wait
+    p.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="proxy processes (serve --workers)"
+    )
+    p.add_argument(
+        "--seam-workers", type=int, default=1, metavar="N", help="seam upstream processes"
+    )
+    p.add_argument(
+        "--clients",
+        type=int,
+        default=1,
+        metavar="N",
+        help="load-generating processes for the 100-stream level",
+    )
     args = p.parse_args()
+    for name in ("workers", "seam_workers", "clients"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.seam:
-        run_seam(args.seam, ttft_ms=args.ttft_ms, chunks=args.chunks, itl_ms=args.itl_ms)
+        run_seam(
+            args.seam, ttft_ms=args.ttft_ms, chunks=args.chunks, itl_ms=args.itl_ms,
+            workers=args.seam_workers,
+        )  # fmt: skip
         return
     # short rounds, many of them: both paths see the same machine load (others' jobs too)
     rounds = args.rounds or (4 if args.quick else 8)
@@ -316,10 +492,14 @@ def main() -> None:
     seam_port, proxy_port = free_port(), free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     seam_cmd = [sys.executable, __file__, "--seam", str(seam_port), "--ttft-ms", str(args.ttft_ms),
-                "--chunks", str(args.chunks), "--itl-ms", str(args.itl_ms)]  # fmt: skip
+                "--chunks", str(args.chunks), "--itl-ms", str(args.itl_ms),
+                "--seam-workers", str(args.seam_workers)]  # fmt: skip
+    # admission limits far above the streams sent, in every worker (each admits its share)
+    limit = str(256 * args.workers)
     proxy_cmd = [sys.executable, "-m", "promptslim", "serve", "--no-pipeline",
                  "--upstream", f"http://127.0.0.1:{seam_port}/v1", "--port", str(proxy_port),
-                 "--max-concurrency", "256", "--max-queue", "256", "--log-level", "warning"]  # fmt: skip
+                 "--max-concurrency", limit, "--max-queue", limit, "--log-level", "warning",
+                 "--workers", str(args.workers)]  # fmt: skip
     seam = subprocess.Popen(seam_cmd, env=env, cwd=ROOT)
     proxy = subprocess.Popen(proxy_cmd, env=env, cwd=ROOT, stderr=subprocess.DEVNULL)
     started = time.monotonic()
@@ -330,7 +510,9 @@ def main() -> None:
             "direct": f"http://127.0.0.1:{seam_port}/v1/chat/completions",
             "proxy": f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
         }
-        data, cpu = asyncio.run(measure(urls, per_round, rounds, seam.pid, proxy.pid))
+        data, cpu = asyncio.run(
+            measure(urls, per_round, rounds, seam.pid, proxy.pid, clients=args.clients)
+        )
     finally:
         stop(proxy)
         stop(seam)
@@ -363,6 +545,7 @@ def main() -> None:
         "goals": {"added_ttft_p50_ms": 1.0, "added_ttft_p99_ms": 5.0, "errors": 0},
         "by_concurrency": by_conc,
         "seam": {"ttft_ms": args.ttft_ms, "chunks": args.chunks, "itl_ms": args.itl_ms},
+        "processes": {"proxy": args.workers, "seam": args.seam_workers, "clients": args.clients},
         "rounds": rounds,
         "requests_per_round": per_round,
         "interleaving": {"1": "request by request", "100": "round by round"},

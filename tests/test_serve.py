@@ -831,6 +831,21 @@ def test_cli_serve_with_two_workers(seam: tuple[Seam, str], tmp_path: Any) -> No
         assert 'promptslim_requests_total{route="chat",status="200"} 30' in text
         assert 'promptslim_requests_total{route="chat",status="401"} 1' in text
         assert 'promptslim_stage_seconds_count{stage="prefix"} 30' in text
+        # streams on one kept-alive connection, chunks 20 ms apart: each chunk must leave the
+        # worker at once. Without TCP_NODELAY on the workers' sockets the second chunk waited
+        # for the client's delayed ACK of the first: 20 ms late from the third request on.
+        late: list[float] = []
+        with httpx.Client(timeout=10, headers={**key, "x-seam-gap": "0.02"}) as client:
+            for _ in range(8):
+                stream = {**body, "stream": True}
+                with client.stream("POST", base + "/v1/chat/completions", json=stream) as resp:
+                    raw = b"".join(resp.iter_raw())
+                    arrived = time.monotonic_ns()  # the second chunk ends the stream's content
+                sent = [
+                    e["sent_ns"] for e in _events(raw) if isinstance(e, dict) and "sent_ns" in e
+                ]
+                late.append((arrived - sent[1]) / 1e6)
+        assert statistics.median(late) < 10, late
     finally:
         proc.terminate()  # SIGTERM to the parent, by our PID only; it stops its workers
         try:

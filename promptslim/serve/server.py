@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from typing import Any
@@ -61,11 +63,40 @@ def serve(config: ServeConfig, *, pipeline: Pipeline | None, log_level: str = "i
     if config.api_key:
         os.environ[_WORKER_KEY_ENV] = config.api_key
     try:
-        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=config.workers, **options)
+        run_workers(f"{__name__}:worker_app", config.workers, **options)
     finally:
         for name in (_WORKER_ENV, _WORKER_KEY_ENV):
             os.environ.pop(name, None)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_workers(app: str, workers: int, **options: Any) -> None:
+    """``uvicorn.run(app, factory=True, workers=workers, **options)``, with TCP_NODELAY on
+    the listening socket.
+
+    uvicorn binds that socket as ``socket.socket(family)``, whose protocol number reads 0, and
+    asyncio sets TCP_NODELAY only on sockets whose protocol reads IPPROTO_TCP; so every
+    connection a worker accepted ran Nagle's algorithm, and a chunk written while the previous
+    one was still unacknowledged waited for the client's delayed ACK (up to 40 ms on Linux).
+    Measured: chunks 20 ms apart reached the client 20 ms late, on every request after a
+    connection's first few. Linux and the BSDs copy the option to the sockets a listening socket
+    accepts. (One process binds through asyncio, which sets it itself.)"""
+    from uvicorn.supervisors import Multiprocess
+
+    config = uvicorn.Config(app, factory=True, workers=workers, **options)
+    sock = config.bind_socket()
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        supervisor: Any = Multiprocess  # its signature changed across uvicorn versions
+        if "target" in inspect.signature(supervisor).parameters:  # older uvicorn
+            supervisor(config, target=uvicorn.Server(config).run, sockets=[sock]).run()
+        else:
+            supervisor(config, sockets=[sock]).run()
+    except KeyboardInterrupt:  # as uvicorn.run: Ctrl-C ends the supervisor quietly
+        pass
+    finally:
+        sock.close()
 
 
 def worker_app() -> Starlette:
