@@ -11,6 +11,7 @@ from .backends.scorers import Scorer as Scorer
 from .backends.summarisers import SUMMARISERS as SUMMARISERS
 from .backends.summarisers import Summariser as Summariser
 from .backends.summarisers import SummaryCache as SummaryCache
+from .backends.summary_store import SqliteSummaryCache as SqliteSummaryCache
 from .budget import Allocation as Allocation
 from .budget import allocate as allocate
 from .errors import BackendError as BackendError
@@ -83,6 +84,7 @@ __all__ = [
     "Result",
     "RetrievalStage",
     "Scorer",
+    "SqliteSummaryCache",
     "Stage",
     "StageLog",
     "StageReport",

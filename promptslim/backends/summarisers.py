@@ -14,8 +14,9 @@ into text of at most ``max_tokens`` tokens in the request's counter::
     text = SUMMARISERS.get("extractive")().summarise(messages, max_tokens=200, counter=counter)
 
 Summaries are cached by the history stage through ``SummaryCache`` (``get``/``set`` of strings
-by key): ``LRUSummaryCache`` in memory by default; anything with the same two methods (a Redis
-client wrapper, say) can be shared by processes.
+by key): ``LRUSummaryCache`` in memory by default; ``SqliteSummaryCache`` (``summary_store``)
+shares one file between the processes of a host; anything with the same two methods (a Redis
+client wrapper, say) can be shared further.
 """
 
 from __future__ import annotations

@@ -70,6 +70,7 @@ from ..backends.summarisers import (
     SummaryCache,
     clip_to_tokens,
 )
+from ..backends.summary_store import summary_cache_from_spec
 from ..budget import allocate, history_span
 from ..errors import BudgetInfeasible, ConfigError
 from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message, message_counts
@@ -236,9 +237,12 @@ class HistoryStage(BaseStage):
 
     ``summariser`` is a name in ``SUMMARISERS`` (``extractive``, ``lm``, ``openai``) built with
     ``summariser_options``, or a ``Summariser`` instance. ``summary_cache`` is any
-    ``SummaryCache`` (default: a process-wide in-memory LRU). A summariser that is missing,
-    fails or exceeds ``time_limit_ms`` (per summariser call) is replaced by the extractive one
-    for that request, with a warning; ``strict=True`` raises instead.
+    ``SummaryCache`` (default: a process-wide in-memory LRU), or its name in a config:
+    ``"memory"`` (that default) or ``"sqlite:PATH"`` (``SqliteSummaryCache``: one file shared
+    by every process on the host, such as the workers of ``promptslim serve --workers``). A
+    summariser that is missing, fails or exceeds ``time_limit_ms`` (per summariser call) is
+    replaced by the extractive one for that request, with a warning; ``strict=True`` raises
+    instead.
     """
 
     name = "history"
@@ -255,7 +259,7 @@ class HistoryStage(BaseStage):
         pin_first_user: bool = False,
         start_on: Literal["user", "any"] = "user",
         summary_role: Literal["system", "user", "assistant"] = "system",
-        summary_cache: SummaryCache | None = None,
+        summary_cache: SummaryCache | str | None = None,
         strict: bool = False,
         time_limit_ms: float | None = None,
     ) -> None:
@@ -271,7 +275,11 @@ class HistoryStage(BaseStage):
             raise ConfigError("must be 'user' or 'any'", field="start_on")
         if summary_role not in ("system", "user", "assistant"):
             raise ConfigError("must be 'system', 'user' or 'assistant'", field="summary_role")
-        if summary_cache is not None and not isinstance(summary_cache, SummaryCache):
+        if isinstance(summary_cache, str):  # a config's name for one: "memory", "sqlite:PATH"
+            cache = summary_cache_from_spec(summary_cache)
+        elif summary_cache is None or isinstance(summary_cache, SummaryCache):
+            cache = summary_cache
+        else:
             raise ConfigError("must have get(key) and set(key, value)", field="summary_cache")
         if time_limit_ms is not None and not (
             isinstance(time_limit_ms, (int, float)) and time_limit_ms > 0
@@ -286,7 +294,8 @@ class HistoryStage(BaseStage):
         self.pin_first_user = pin_first_user
         self.start_on = start_on
         self.summary_role = summary_role
-        self.summary_cache = summary_cache
+        self.summary_cache = summary_cache  # as given: a config string stays one
+        self._cache = cache if cache is not None else DEFAULT_SUMMARY_CACHE
         self.strict = strict
         self.time_limit_ms = time_limit_ms
         self._summariser = _build_summariser(summariser, summariser_options)
@@ -431,7 +440,7 @@ class HistoryStage(BaseStage):
         counter: TokenCounter,
         log: StageLog,
     ) -> Message | None:
-        cache = self.summary_cache if self.summary_cache is not None else DEFAULT_SUMMARY_CACHE
+        cache = self._cache
         spans = [_unpinned(units, a, b) for a, b in chunks]
         spans = [s for s in spans if s]
         head = f"{self._summariser.cache_id()}|{counter.name}|{body_cap}"
