@@ -43,7 +43,9 @@ class SqliteSummaryCache:
 
     One connection per thread and process (SQLite connections must not cross either), in WAL
     mode so that readers never wait for a writer. ``timeout_ms`` bounds how long a write waits
-    for another process's write lock before it is skipped: this sits on a request's path."""
+    for another process's write lock before it is skipped: this sits on a request's path. A
+    key is a hash of the summarised turns and the summariser's settings, so its value never
+    changes: the memory in front cannot go stale."""
 
     def __init__(
         self,
@@ -83,9 +85,13 @@ class SqliteSummaryCache:
         pid = os.getpid()
         if getattr(local, "pid", None) != pid:  # a new thread, or a fork of this process
             conn = sqlite3.connect(self.path, timeout=self.timeout_ms / 1e3, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # a lost summary is only recomputed
-            conn.execute(_SCHEMA)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")  # a lost summary is only recomputed
+                conn.execute(_SCHEMA)
+            except sqlite3.Error:
+                conn.close()
+                raise
             local.conn, local.pid = conn, pid
         conn_: sqlite3.Connection = local.conn
         return conn_
