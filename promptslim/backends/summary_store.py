@@ -32,7 +32,7 @@ from .summarisers import LRUSummaryCache, SummaryCache
 
 __all__ = ["SqliteSummaryCache", "summary_cache_from_spec"]
 
-_log = logging.getLogger("promptslim")
+_log = logging.getLogger(__name__)
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS summaries (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
