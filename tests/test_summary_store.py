@@ -109,7 +109,9 @@ def test_bad_paths_and_options(tmp_path: Path) -> None:
 
 
 def test_threads_share_one_cache(tmp_path: Path) -> None:
-    cache = SqliteSummaryCache(tmp_path / "t.db", memory=0)
+    # what this checks is correctness across threads, so no write may be skipped for time:
+    # a loaded CI host once kept one waiting past the 50 ms default (the next test covers that)
+    cache = SqliteSummaryCache(tmp_path / "t.db", memory=0, timeout_ms=10_000)
     errors: list[BaseException] = []
 
     def work(t: int) -> None:

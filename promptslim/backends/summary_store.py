@@ -42,8 +42,9 @@ class SqliteSummaryCache:
     in-memory LRU of ``memory`` entries (0: none).
 
     One connection per thread and process (SQLite connections must not cross either), in WAL
-    mode so that readers never wait for a writer. ``timeout_ms`` bounds how long a write waits
-    for another process's write lock before it is skipped: this sits on a request's path. A
+    mode so that readers never wait for a writer. ``timeout_ms`` bounds each of a write's two
+    waits, for this process's other writers and then for another process's write lock, before
+    the write is skipped: this sits on a request's path. A
     key is a hash of the summarised turns and the summariser's settings, so its value never
     changes: the memory in front cannot go stale."""
 
@@ -70,6 +71,11 @@ class SqliteSummaryCache:
         self.timeout_ms = float(timeout_ms)
         self._memory = LRUSummaryCache(maxsize=memory) if memory else None
         self._local = threading.local()
+        # Threads of one process take turns on a lock of their own, not in SQLite's busy
+        # handler: that one polls with growing sleeps, so under load a waiter can sleep through
+        # every moment the file was free and give up (seen in CI: 8 threads, a skipped write).
+        # One lock per process id: a fork must not inherit a lock another thread held.
+        self._write_locks: dict[int, threading.Lock] = {}
         self._warned = False
         if not self.path.parent.is_dir():
             raise ConfigError(f"no such directory: {self.path.parent}", field="summary_cache")
@@ -96,7 +102,7 @@ class SqliteSummaryCache:
         conn_: sqlite3.Connection = local.conn
         return conn_
 
-    def _failed(self, action: str, exc: sqlite3.Error) -> None:
+    def _failed(self, action: str, exc: sqlite3.Error | str) -> None:
         if not self._warned:
             self._warned = True
             _log.warning(
@@ -128,6 +134,10 @@ class SqliteSummaryCache:
     def set(self, key: str, value: str) -> None:
         if self._memory is not None:
             self._memory.set(key, value)
+        lock = self._write_locks.setdefault(os.getpid(), threading.Lock())
+        if not lock.acquire(timeout=self.timeout_ms / 1e3):
+            self._failed("a write", f"other threads held the write turn for {self.timeout_ms} ms")
+            return
         try:
             conn = self._connection()
             # a replaced row gets a new, highest rowid: rowid order is write order
@@ -138,6 +148,8 @@ class SqliteSummaryCache:
                 conn.execute("DELETE FROM summaries WHERE rowid <= ?", (rowid - self.maxsize,))
         except sqlite3.Error as exc:
             self._failed("a write", exc)
+        finally:
+            lock.release()
 
     def __len__(self) -> int:
         """Rows in the file (every process's)."""
