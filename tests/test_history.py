@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from promptslim.backends.summarisers import (
 from promptslim.stages.history import (
     SUMMARY_HEADER,
     HistoryStage,
+    _calls_json,
     fingerprint,
     message_hashes,
 )
@@ -159,6 +161,38 @@ def test_properties_hold_on_generated_conversations(
 
 
 # ---------------------------------------------------------------- behaviour
+
+
+_names = st.none() | st.text(max_size=12)
+
+
+@given(
+    _names,
+    _names,
+    st.none() | st.lists(st.tuples(st.text(max_size=8), st.text(max_size=30),
+                                   st.text(max_size=8), st.booleans()), max_size=3),
+)  # fmt: skip
+def test_tool_wire_text_is_the_documented_json(
+    name: str | None,
+    call_id: str | None,
+    calls: list[tuple[str, str, str, bool]] | None,
+) -> None:
+    # summary keys and message hashes are made of these bytes, and a shared summary store keeps
+    # them across processes and versions: the hand-written form must stay json.dumps's, for
+    # any text (quotes, control characters, non-ASCII)
+    tool_calls = None
+    if calls is not None:
+        tool_calls = [
+            ToolCall.model_validate(
+                {"id": i, "function": {"name": f, "arguments": a}}
+                | ({"extra_field": 1} if extra else {})
+            )
+            for i, a, f, extra in calls
+        ]
+    m = Message(role="assistant" if calls else "tool", content="x", name=name,
+                tool_call_id=call_id, tool_calls=tool_calls)  # fmt: skip
+    dumped = [c.model_dump() for c in m.tool_calls or ()]
+    assert _calls_json(m) == json.dumps([name, call_id, dumped], sort_keys=True)
 
 
 def test_fits_budget_untouched() -> None:

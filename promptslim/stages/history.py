@@ -117,20 +117,23 @@ def _calls_json(message: Message) -> str:
     """``json.dumps([name, tool_call_id, [call.model_dump(), ...]], sort_keys=True)``, written
     out directly when no call carries extra fields (json.dumps costs more than the rest of a
     request's hashing); the bytes are the same."""
-    calls = message.tool_calls or ()
-    if any(c.__pydantic_extra__ or c.function.__pydantic_extra__ for c in calls):
-        dumped = [c.model_dump() for c in calls]
-        return json.dumps([message.name, message.tool_call_id, dumped], sort_keys=True)
+    calls = message.tool_calls
     name, call_id = message.name, message.tool_call_id
+    if calls and any(c.__pydantic_extra__ or c.function.__pydantic_extra__ for c in calls):
+        dumped = [c.model_dump() for c in calls]
+        return json.dumps([name, call_id, dumped], sort_keys=True)
+    head = (
+        f"[{'null' if name is None else _json_str(name)}, "
+        f"{'null' if call_id is None else _json_str(call_id)}, "
+    )
+    if not calls:  # a tool result (a fifth of a tool-using history): no join to set up
+        return head + "[]]"
     parts = ", ".join(
         f'{{"function": {{"arguments": {_json_str(c.function.arguments)}, "name": '
         f'{_json_str(c.function.name)}}}, "id": {_json_str(c.id)}, "type": {_json_str(c.type)}}}'
         for c in calls
     )
-    return (
-        f"[{'null' if name is None else _json_str(name)}, "
-        f"{'null' if call_id is None else _json_str(call_id)}, [{parts}]]"
-    )
+    return f"{head}[{parts}]]"
 
 
 def message_hash(message: Message) -> str:
