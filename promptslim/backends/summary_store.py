@@ -44,9 +44,9 @@ class SqliteSummaryCache:
     One connection per thread and process (SQLite connections must not cross either), in WAL
     mode so that readers never wait for a writer. ``timeout_ms`` bounds each of a write's two
     waits, for this process's other writers and then for another process's write lock, before
-    the write is skipped: this sits on a request's path. A
-    key is a hash of the summarised turns and the summariser's settings, so its value never
-    changes: the memory in front cannot go stale."""
+    the write is skipped: this sits on a request's path. A key is a hash of the summarised
+    turns and the summariser's settings, so its value never changes: the memory in front
+    cannot go stale."""
 
     def __init__(
         self,
