@@ -157,3 +157,33 @@ def test_a_locked_file_never_fails_a_request(
     assert cache.get("during") is None
     cache.set("after", "stored")  # the lock is gone: writes go through again
     assert SqliteSummaryCache(path, memory=0).get("after") == "stored"
+
+
+def test_writers_queued_behind_a_locked_file_each_give_up_in_time(tmp_path: Path) -> None:
+    # four threads write while another connection holds the file: each write waits at most
+    # timeout_ms for its turn among this process's writers and timeout_ms for the file, so
+    # none holds its request longer than that, whatever order the threads run in
+    path = tmp_path / "q.db"
+    cache = SqliteSummaryCache(path, memory=0, timeout_ms=300)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    took: list[float] = []
+
+    def write(i: int) -> None:
+        start = time.perf_counter()
+        cache.set(f"k{i}", "v")
+        took.append(time.perf_counter() - start)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=10)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    # at most 2 x 0.3 s each; without the turn's own timeout the fourth would wait out the
+    # three before it (1.2 s)
+    assert len(took) == 4 and max(took) < 0.9
+    assert all(cache.get(f"k{i}") is None for i in range(4))
