@@ -250,14 +250,14 @@ class EmbeddingService:
         if self._st is None:
             with self._load_lock:
                 if self._st is None:
-                    from .models import default_device, load_embedder
+                    from .models import load_embedder
 
-                    backend = self._resolved_backend
-                    if backend == "auto":  # onnxruntime is there: ONNX unless a GPU would run it
-                        cpu = (self.device or default_device()) == "cpu"
-                        backend = "onnx" if cpu else "torch"
+                    # "auto" is decided by the loader (ONNX when it can run it, on a CPU)
                     st = load_embedder(
-                        self.model, device=self.device, backend=backend, quantize=self.quantize
+                        self.model,
+                        device=self.device,
+                        backend=self._resolved_backend,
+                        quantize=self.quantize,
                     )
                     with _services_lock:
                         _model_locks.setdefault(id(st), threading.Lock())
