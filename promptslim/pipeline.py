@@ -231,7 +231,7 @@ def _read_config(path: str | Path) -> Any:
             try:
                 import tomllib
             except ImportError:  # Python 3.10
-                import tomli as tomllib  # type: ignore[no-redef]
+                import tomli as tomllib  # type: ignore[no-redef,unused-ignore]
             return tomllib.loads(text)
         if path.suffix in (".yaml", ".yml"):
             try:
@@ -254,9 +254,7 @@ def _build_stage(spec: StageSpec, i: int) -> Stage:
     import inspect
 
     accepted = {
-        p
-        for p, s in inspect.signature(cls.__init__).parameters.items()
-        if p != "self" and s.kind is not s.VAR_KEYWORD
+        p for p, s in inspect.signature(cls).parameters.items() if s.kind is not s.VAR_KEYWORD
     }
     for key in options:
         if key not in accepted:

@@ -54,6 +54,9 @@ class TokenCounter(Protocol):
 
     def count(self, text: str) -> int: ...
 
+    # counters key memo caches (``_document_tokens``), so they must hash (by identity is fine)
+    def __hash__(self) -> int: ...
+
 
 class _CachedCounter:
     """Shared caching for counters: an LRU (``functools.lru_cache``: C-implemented, thread-safe)

@@ -116,7 +116,7 @@ class _CountCache:
         if type(other) is not type(self):
             return NotImplemented
         return bool(
-            self.__dict__ == other.__dict__  # type: ignore[attr-defined]
+            self.__dict__ == other.__dict__
             and self.__pydantic_extra__ == other.__pydantic_extra__  # type: ignore[attr-defined]
         )
 
@@ -170,7 +170,8 @@ class Message(_CountCache, _Model):
             content: str | list[ContentPart] = [ContentPart(type="text", text=text), *parts]
         else:
             content = text
-        return self.model_copy(update={"content": content})
+        copied: Message = self.model_copy(update={"content": content})
+        return copied
 
     def to_openai(self) -> dict[str, Any]:
         return self.model_dump(exclude_unset=True, exclude={"pinned"})

@@ -58,7 +58,7 @@ def _once(key: tuple[str, ...], load: Callable[[], T]) -> T:
         if found is None:
             found = load()
             _loaded[key] = found
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def cache_dir() -> Path:

@@ -225,7 +225,7 @@ class BaseStage(ABC):
         }
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.get_params() == other.get_params()  # type: ignore[attr-defined]
+        return type(self) is type(other) and self.get_params() == other.get_params()
 
     __hash__ = None  # type: ignore[assignment]
 
