@@ -400,10 +400,8 @@ def _is_abbreviation(text: str, start: int, cut: int) -> bool:
     before = text[start : cut - 1]
     word = "" if not before or before[-1].isspace() else before.rsplit(None, 1)[-1]
     word = word.lower().strip("(\"'")
-    if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
-        return True
     # "3. " inside a numbered list is a boundary; "1.5" never reaches here (no whitespace)
-    return False
+    return word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())
 
 
 # ---------------------------------------------------------------- lexical analysis
