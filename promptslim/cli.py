@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
-from .errors import BudgetInfeasible, InvalidRequest, PromptSlimError
+from .errors import BudgetInfeasible, ConfigError, InvalidRequest, PromptSlimError
 
 __all__ = ["main"]
 
@@ -75,7 +75,12 @@ def cmd_compress(args: argparse.Namespace) -> int:
         raise InvalidRequest("give an input file, '-' for stdin, or --example", field="IN")
     config = args.config or (example_path("config.json") if args.example else None)
     pipeline = Pipeline.from_config(config) if config else Pipeline.default()
-    result = pipeline.run(Request.from_openai(read_json(source)))
+    budget = pipeline.budget
+    if args.budget is not None:  # the total only: the config's shares and caps still apply
+        if args.budget < 1:
+            raise ConfigError("must be a positive number of tokens", field="--budget")
+        budget = budget.model_copy(update={"total": args.budget})
+    result = pipeline.run(Request.from_openai(read_json(source)), budget)
     body = json.dumps(result.to_openai(), ensure_ascii=False, indent=2) + "\n"
     out = args.output or "-"
     write_text(out, body)
@@ -322,6 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", nargs="?", metavar="IN", help="request body JSON ('-' for stdin)")
     p.add_argument("-o", "--output", metavar="OUT", help="where to write the body (default stdout)")
     p.add_argument("--config", metavar="FILE", help="pipeline config (JSON, TOML or YAML)")
+    p.add_argument(
+        "--budget", type=int, metavar="TOKENS", help="the prompt's total token budget (overrides"
+        " the config's total; its caps and shares still apply)",
+    )
     p.add_argument("--report", choices=("table", "json", "none"), default="table")
     p.add_argument(
         "--example", action="store_true", help="use the bundled example request and config"

@@ -63,3 +63,31 @@ def test_infeasible_budget_exits_3(tmp_path) -> None:
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"budget": {"total": 5}, "stages": [{"name": "passthrough"}]}))
     assert main(["compress", str(request), "--config", str(config), "-o", str(tmp_path / "o.json")]) == 3
+
+
+def test_budget_flag_sets_the_total_and_keeps_the_config_caps(tmp_path, capsys) -> None:
+    request = tmp_path / "r.json"
+    request.write_text(json.dumps(chat_body(40)))
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"budget": {"total": 100_000, "history": 90},
+                                  "stages": [{"name": "history", "strategy": "last"}]}))
+    args = ["compress", str(request), "--config", str(config), "--report", "json"]
+
+    def run(*extra: str) -> tuple[int, dict]:
+        code = main([*args, *extra, "-o", str(tmp_path / "out.json")])
+        report = json.loads(capsys.readouterr().out) if code == 0 else {}
+        return code, report
+
+    _, as_configured = run()
+    # a loose total: the config's history cap (90) still binds, so nothing changes
+    assert run("--budget", "5000")[1]["tokens_out"] == as_configured["tokens_out"]
+    # a tight total binds instead
+    _, tight = run("--budget", "60")
+    assert tight["tokens_out"] <= 60 < as_configured["tokens_out"]
+    body = json.loads((tmp_path / "out.json").read_text())
+    assert body["messages"][-1] == chat_body(40)["messages"][-1]
+    # infeasible and invalid budgets: exit 3 and exit 2 (one line naming the flag)
+    assert run("--budget", "5")[0] == 3
+    capsys.readouterr()
+    assert run("--budget", "0")[0] == 2
+    assert "--budget" in capsys.readouterr().err
