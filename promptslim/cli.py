@@ -13,9 +13,12 @@ import sys
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .errors import BudgetInfeasible, ConfigError, InvalidRequest, PromptSlimError
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline
 
 __all__ = ["main"]
 
@@ -62,11 +65,23 @@ def example_path(name: str) -> str:
     return str(resources.files("promptslim") / "examples" / name)
 
 
+def load_pipeline(config: str | None, budget: int | None) -> Pipeline:
+    """The config's pipeline (the default one without a config); ``budget`` (``--budget``)
+    replaces its total only, so the config's caps and shares still apply."""
+    from .pipeline import Pipeline
+
+    pipeline = Pipeline.from_config(config) if config else Pipeline.default()
+    if budget is not None:
+        if budget < 1:
+            raise ConfigError("must be a positive number of tokens", field="--budget")
+        pipeline.budget = pipeline.budget.model_copy(update={"total": budget})
+    return pipeline
+
+
 # ---------------------------------------------------------------- commands
 
 
 def cmd_compress(args: argparse.Namespace) -> int:
-    from .pipeline import Pipeline
     from .reporting import format_report_table
     from .types import Request
 
@@ -74,13 +89,8 @@ def cmd_compress(args: argparse.Namespace) -> int:
     if source is None:
         raise InvalidRequest("give an input file, '-' for stdin, or --example", field="IN")
     config = args.config or (example_path("config.json") if args.example else None)
-    pipeline = Pipeline.from_config(config) if config else Pipeline.default()
-    budget = pipeline.budget
-    if args.budget is not None:  # the total only: the config's shares and caps still apply
-        if args.budget < 1:
-            raise ConfigError("must be a positive number of tokens", field="--budget")
-        budget = budget.model_copy(update={"total": args.budget})
-    result = pipeline.run(Request.from_openai(read_json(source)), budget)
+    pipeline = load_pipeline(config, args.budget)
+    result = pipeline.run(Request.from_openai(read_json(source)))
     body = json.dumps(result.to_openai(), ensure_ascii=False, indent=2) + "\n"
     out = args.output or "-"
     write_text(out, body)
@@ -289,7 +299,6 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .pipeline import Pipeline
     from .serve import ServeConfig, serve
 
     api_key = None
@@ -299,9 +308,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not api_key:
             raise InvalidRequest("environment variable is not set or empty", field=args.api_key_env)
     if args.no_pipeline:
+        if args.budget is not None or args.config:
+            flag = "--budget" if args.budget is not None else "--config"
+            raise ConfigError("has no effect with --no-pipeline", field=flag)
         pipeline = None
     else:
-        pipeline = Pipeline.from_config(args.config) if args.config else Pipeline.default()
+        pipeline = load_pipeline(args.config, args.budget)
     config = ServeConfig(
         upstream=args.upstream, host=args.host, port=args.port,
         max_concurrency=args.max_concurrency, max_queue=args.max_queue,
@@ -409,6 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="OpenAI-compatible streaming proxy that slims every request")
     p.add_argument("--upstream", required=True, metavar="URL", help="the OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--config", metavar="FILE", help="pipeline config (JSON, TOML or YAML); default: the default pipeline")
+    p.add_argument("--budget", type=int, metavar="TOKENS", help="every prompt's total token budget (overrides the config's total; its caps and shares still apply)")
     p.add_argument("--no-pipeline", dest="no_pipeline", action="store_true", help="forward bodies unchanged (a transparent proxy)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8787)

@@ -91,3 +91,32 @@ def test_budget_flag_sets_the_total_and_keeps_the_config_caps(tmp_path, capsys) 
     capsys.readouterr()
     assert run("--budget", "0")[0] == 2
     assert "--budget" in capsys.readouterr().err
+
+
+def test_serve_budget_flag_reaches_the_pipeline_and_its_workers(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    import promptslim.serve as serve_module
+    from promptslim.serve.server import _describable
+
+    handed: list = []  # what cmd_serve hands to the server, instead of serving
+
+    def keep(config, *, pipeline, log_level) -> None:
+        handed.append(pipeline)
+
+    monkeypatch.setattr(serve_module, "serve", keep)
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"budget": {"total": 9000, "history": 90},
+                                  "stages": [{"name": "history"}]}))
+    base = ["serve", "--upstream", "http://127.0.0.1:9/v1", "--config", str(config)]
+    assert main([*base, "--budget", "700"]) == 0
+    assert main(base) == 0
+    flagged, as_configured = handed
+    assert (flagged.budget.total, flagged.budget.history) == (700, 90)
+    assert as_configured.budget.total == 9000
+    # workers rebuild the pipeline from its config: the flag's total goes with it
+    assert _describable(flagged)["budget"] == {"total": 700, "history": 90}
+    for bad in (["--budget", "0"], ["--no-pipeline", "--budget", "700"]):
+        assert main([*base, *bad]) == 2
+        assert "--budget" in capsys.readouterr().err
+    assert len(handed) == 2
