@@ -253,12 +253,38 @@ def test_pipeline_freezes_prefix_and_stage_is_idempotent() -> None:
         ({"templates": ["no placeholder"]}, "templates"),
         ({"block_size": 0}, "block_size"),
         ({"cache_hints": ["gemini"]}, "cache_hints"),
+        # a bare string would be taken character by character
+        ({"variables": "Alice"}, "variables"),
+        ({"cache_hints": "openai"}, "cache_hints"),
+        ({"volatile_kinds": "date"}, "volatile_kinds"),
+        ({"templates": "User: {name}"}, "templates"),
+        ({"variables": 5}, "variables"),
     ],
 )
 def test_bad_options_name_the_field(kwargs: dict, field: str) -> None:
     with pytest.raises(ConfigError) as err:
         PrefixStage(**kwargs)
     assert err.value.field == field
+
+
+def test_lone_surrogates_in_the_prefix_are_fingerprinted_not_fatal() -> None:
+    # "\\ud800" is valid JSON; canonicalising the system prompt's JSON writes it raw
+    system = 'Reply as JSON like {"e": "\\ud800"}'
+    tool = {"type": "function", "function": {"name": "f", "description": "\ud800"}}
+    data = {**body(system), "tools": [tool]}
+    first = run(PrefixStage(), data).report.prefix_fingerprint
+    assert first and first == run(PrefixStage(), data).report.prefix_fingerprint
+
+
+def test_fingerprint_covers_what_the_prefix_sends_beyond_its_text() -> None:
+    def fingerprint(**extra: object) -> str | None:
+        data = body("Be brief.")
+        data["messages"][0].update(extra)
+        return run(PrefixStage(), data).report.prefix_fingerprint
+
+    plain = fingerprint()
+    named = {fingerprint(name="a"), fingerprint(name="b"), fingerprint(x_vendor=1)}
+    assert len(named) == 3 and plain not in named
 
 
 # ---------------------------------------------------------------- cost-aware moves (min_gain)

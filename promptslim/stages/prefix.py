@@ -254,6 +254,17 @@ class PrefixStage(BaseStage):
             raise ConfigError(
                 f"expected 'message' or 'first_user', got {placement!r}", field="placement"
             )
+        for field_name, value in (
+            ("volatile_kinds", volatile_kinds),
+            ("variables", variables),
+            ("templates", templates),
+            ("cache_hints", cache_hints),
+        ):
+            # a bare string is a sequence too: its characters would each be taken as an entry
+            if isinstance(value, str) or not isinstance(value, (list, tuple)):
+                raise ConfigError(
+                    f"expected a list of strings, got {value!r}", field=field_name
+                )
         unknown = [k for k in volatile_kinds if k not in PATTERNS]
         if unknown:
             raise ConfigError(
@@ -659,7 +670,7 @@ class PrefixStage(BaseStage):
             return None, 0
         # the texts are usually the same str objects as last time (memoised), so hashing the
         # key is a cached lookup; sha256 over the prefix is not
-        key = (tools_json, counter.name, *((m.role, m.text) for m in prefix))
+        key = (tools_json, counter.name, *((m.role, _sent_text(m)) for m in prefix))
         found = self._fingerprint_memo.get(key)
         if found is None:
             found = (
@@ -676,11 +687,31 @@ class PrefixStage(BaseStage):
     def _fingerprint(self, prefix: Sequence[Message], tools_json: str) -> str:
         digest = hashlib.sha256()
         if self.tenant_salt:
-            digest.update(b"salt\x00" + self.tenant_salt.encode() + b"\x1e")
-        digest.update(b"tools\x00" + tools_json.encode() + b"\x1e")
+            digest.update(b"salt\x00" + _utf8(self.tenant_salt) + b"\x1e")
+        digest.update(b"tools\x00" + _utf8(tools_json) + b"\x1e")
         for m in prefix:
-            digest.update(m.role.encode() + b"\x00" + m.text.encode() + b"\x1e")
+            digest.update(m.role.encode() + b"\x00" + _utf8(_sent_text(m)) + b"\x1e")
         return digest.hexdigest()
+
+
+def _utf8(text: str) -> bytes:
+    # JSON input may carry lone surrogates ("\\ud800" is valid JSON); they hash as themselves
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _sent_text(message: Message) -> str:
+    """What the fingerprint covers of a prefix message: its text when that is all it sends
+    (the usual system prompt, so fingerprints stay as they were), else its whole wire form,
+    so two prompts that differ only in a name, an image or a vendor field differ."""
+    if (
+        isinstance(message.content, str)
+        and not message.name
+        and not message.tool_calls
+        and not message.tool_call_id
+        and not message.__pydantic_extra__
+    ):
+        return message.text
+    return json.dumps(message.to_openai(), sort_keys=True, ensure_ascii=False)
 
 
 # ---------------------------------------------------------------- helpers
