@@ -60,6 +60,11 @@ def allocate(request: Request, budget: Budget, counter: TokenCounter | None = No
     if budget.total is None:
         return Allocation(fixed, budget.history, budget.documents, need_h, need_d)
     flexible = budget.total - fixed
+    if flexible < 0 and request.compress_last_user:
+        # this request lets the compress stage shrink its last user message (counted as fixed
+        # here): every other segment gets nothing, and the pipeline's final check says whether
+        # that was enough
+        return Allocation(fixed, 0, 0, need_h, need_d)
     if flexible < 0:
         raise BudgetInfeasible(
             "the stable prefix and the last user message alone exceed the budget",

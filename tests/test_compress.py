@@ -414,3 +414,52 @@ def test_llmlingua_options_validated() -> None:
     assert _recover(["a b c. d e", "x y z", "p q"], "a c e\n\np q") == ["a c e", "", "p q"]
     # a piece matching no document (decoding noise) loses only itself, not what follows
     assert _recover(["a b c", "x y z", "p q"], "a c\n\n\ufffd?\n\ny z\n\nq") == ["a c", "y z", "q"]
+
+
+# ---------------------------------------------------------------- compress_last_user (opt-in)
+
+_QUESTION_CHAT = {
+    "messages": [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Hi!"},
+        {"role": "assistant", "content": "Hello, how can I help?"},
+        {
+            "role": "user",
+            "content": "My invoice INV-2291 was charged twice on March 3. "
+            "Please explain why and refund the duplicate charge.",
+        },
+    ]
+}
+
+
+@given(total=st.integers(min_value=1, max_value=80))
+def test_last_user_opt_in_shrinks_only_as_far_as_the_budget_needs(total: int) -> None:
+    from promptslim.errors import BudgetInfeasible
+    from promptslim.pipeline import Pipeline
+
+    question = _QUESTION_CHAT["messages"][-1]["content"]
+    whole = count_request(Request.from_openai(_QUESTION_CHAT))
+    pipeline = Pipeline.default(budget=Budget(total=total))
+    try:
+        out = pipeline.run(Request.from_openai(_QUESTION_CHAT, compress_last_user=True))
+    except BudgetInfeasible:
+        # the question alone (with the system prompt) is what cannot fit; never an empty one
+        assert total < whole
+        return
+    text = out.request.messages[-1].text
+    assert out.report.tokens_out <= total
+    assert text.strip(), "the question was emptied"
+    assert text in question  # extractive: whole sentences of it, in order
+    if total >= whole:  # a loose budget: the question is not touched at all
+        assert text == question
+
+
+def test_last_user_opt_in_fits_where_only_the_question_can_shrink() -> None:
+    from promptslim.pipeline import Pipeline
+
+    # fixed part (system prompt + question) over the total: before, allocate refused this
+    out = Pipeline.default(budget=Budget(total=30)).run(
+        Request.from_openai(_QUESTION_CHAT, compress_last_user=True)
+    )
+    assert out.report.tokens_out <= 30
+    assert out.request.messages[-1].text.startswith("My invoice INV-2291")

@@ -18,10 +18,10 @@ from typing import Any
 
 from ..backends.compress import COMPRESSORS, Compressor, Item
 from ..backends.compress.extractive import ExtractiveCompressor
-from ..budget import allocate, history_span
+from ..budget import Allocation, allocate, history_span
 from ..errors import ConfigError
 from ..text import find_protected_spans
-from ..tokens import TokenCounter, count_document, count_message
+from ..tokens import TokenCounter, count_document, count_message, count_request, message_counts
 from ..types import Budget, Document, Message, Request
 from .base import BaseStage, StageLog, run_with_fallback
 
@@ -106,8 +106,7 @@ class CompressStage(BaseStage):
             cap = allocation.documents if allocation else None
             out = out.replace(documents=self._documents(request, cap, counter, log))
         if self.compress_history or request.compress_last_user:
-            cap = allocation.history if allocation else None
-            out = out.replace(messages=self._messages(request, cap, counter, log))
+            out = out.replace(messages=self._messages(out, budget, allocation, counter, log))
         return out
 
     # ---- documents
@@ -203,7 +202,12 @@ class CompressStage(BaseStage):
     # ---- history
 
     def _messages(
-        self, request: Request, cap: int | None, counter: TokenCounter, log: StageLog
+        self,
+        request: Request,
+        budget: Budget,
+        allocation: Allocation | None,
+        counter: TokenCounter,
+        log: StageLog,
     ) -> list[Message]:
         messages = list(request.messages)
         start, end = history_span(request)
@@ -222,7 +226,7 @@ class CompressStage(BaseStage):
         if not chosen:
             return messages
         need = sum(count_message(messages[i], counter) for i in chosen)
-        target = self._target(need, cap)
+        target = self._target(need, _room(request, budget, allocation, need, counter))
         log.details["history_target"] = target
         if target is None or target >= need:
             return messages
@@ -242,11 +246,36 @@ class CompressStage(BaseStage):
 
         texts = self._fit(items, request.effective_query, target, counter, cost, log)
         for i, text in zip(chosen, texts):
+            if i == last and not text.strip():
+                # an empty question is never the answer: the budget check after the stages
+                # says the budget is infeasible instead
+                log.warning("the last user message cannot shrink to the budget; kept whole")
+                continue
             if text != messages[i].text:
                 old = count_message(messages[i], counter)
                 messages[i] = messages[i].with_text(text)
                 log.change("compressed", f"messages[{i}]", tokens=old - count_message(messages[i], counter), reason=self.compressor)
         return messages
+
+
+def _room(
+    request: Request,
+    budget: Budget,
+    allocation: Allocation | None,
+    need: int,
+    counter: TokenCounter,
+) -> int | None:
+    """What the chosen messages (``need`` tokens now) may use: ``need`` less what the history
+    span is over its cap and what the request is over its total (documents already fitted).
+    The cap is on the whole span, and the last user message is not in it: so neither the cap
+    alone nor ``need`` alone is the chosen messages' target. None when nothing caps them."""
+    overs: list[int] = []
+    if allocation is not None and allocation.history is not None:
+        start, end = history_span(request)
+        overs.append(sum(message_counts(request, counter)[start:end]) - allocation.history)
+    if budget.total is not None:
+        overs.append(count_request(request, counter) - budget.total)
+    return max(0, need - max(0, *overs)) if overs else None
 
 
 def _docs_cost(docs: Sequence[Document], counter: TokenCounter) -> Any:

@@ -362,7 +362,9 @@ class HistoryStage(BaseStage):
         if cap is None or pinned_tokens + droppable <= cap:
             log.details.update(folded_units=0, summary_tokens=0)
             return request
-        self._check_feasible(alloc.fixed, pinned_tokens, budget)
+        # a last user message the compress stage may shrink is not a fixed cost
+        fixed = 0 if request.compress_last_user else alloc.fixed
+        self._check_feasible(fixed, pinned_tokens, budget)
         # pinned messages stay even when the history share is smaller than they are: the
         # total still fits (checked above) once documents take less
         avail = max(cap, pinned_tokens) - pinned_tokens
