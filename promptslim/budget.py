@@ -29,6 +29,10 @@ class Allocation:
 
     ``history`` caps the sum of ``count_message`` over the history messages; ``documents`` caps
     the sum of ``count_document`` over the documents. ``fixed`` is what neither may touch.
+    ``history_basis`` is the history cap this request would get if its last user message (and
+    anything after it) took no tokens: a figure that stays put while a conversation grows and
+    its questions vary in length, for plans that must not move with them (the cache-aware
+    fold grid). None when history is uncapped.
     """
 
     fixed: int
@@ -36,6 +40,7 @@ class Allocation:
     documents: int | None
     history_needed: int
     documents_needed: int
+    history_basis: int | None = None
 
 
 def history_span(request: Request) -> tuple[int, int]:
@@ -58,13 +63,15 @@ def allocate(request: Request, budget: Budget, counter: TokenCounter | None = No
     need_h = sum(message_tokens[start:end])
     need_d = sum(count_document(d, counter) for d in request.documents)
     if budget.total is None:
-        return Allocation(fixed, budget.history, budget.documents, need_h, need_d)
+        return Allocation(
+            fixed, budget.history, budget.documents, need_h, need_d, budget.history
+        )
     flexible = budget.total - fixed
     if flexible < 0 and request.compress_last_user:
         # this request lets the compress stage shrink its last user message (counted as fixed
         # here): every other segment gets nothing, and the pipeline's final check says whether
         # that was enough
-        return Allocation(fixed, 0, 0, need_h, need_d)
+        return Allocation(fixed, 0, 0, need_h, need_d, 0)
     if flexible < 0:
         raise BudgetInfeasible(
             "the stable prefix and the last user message alone exceed the budget",
@@ -73,14 +80,25 @@ def allocate(request: Request, budget: Budget, counter: TokenCounter | None = No
         )
     want_h = need_h if budget.history is None else min(need_h, budget.history)
     want_d = need_d if budget.documents is None else min(need_d, budget.documents)
-    if want_h + want_d <= flexible:
-        history, documents = want_h, flexible - want_h
-    else:
-        # both compete: history gets its share, or more when documents need less than theirs
-        history = min(want_h, max(int(flexible * budget.history_share), flexible - want_d))
-        documents = flexible - history
+    history = _history_share(flexible, want_h, want_d, budget.history_share)
+    # pinned history messages stay whatever the share (the history stage keeps them), so the
+    # documents get what is left after them, not after the share
+    pinned = sum(n for n, m in zip(message_tokens[start:end], request.messages[start:end]) if m.pinned)
+    history = max(history, min(pinned, want_h))
+    documents = flexible - history
+    tail = sum(message_tokens[end:])
+    basis = _history_share(flexible + tail, flexible + tail, want_d, budget.history_share)
     if budget.history is not None:
         history = min(history, budget.history)
+        basis = min(basis, budget.history)
     if budget.documents is not None:
         documents = min(documents, budget.documents)
-    return Allocation(fixed, history, documents, need_h, need_d)
+    return Allocation(fixed, history, documents, need_h, need_d, basis)
+
+
+def _history_share(flexible: int, want_h: int, want_d: int, share: float) -> int:
+    """History's part of ``flexible`` tokens: all it wants when both fit, else its share, or
+    more when the documents need less than theirs."""
+    if want_h + want_d <= flexible:
+        return want_h
+    return min(want_h, max(int(flexible * share), flexible - want_d))

@@ -2,6 +2,7 @@ import pytest
 
 from promptslim import Budget, BudgetInfeasible, Request, allocate
 from promptslim.budget import history_span
+from promptslim.tokens import count_request
 
 from .conftest import chat_body
 
@@ -54,3 +55,52 @@ def test_infeasible_fixed_part_raises_with_minimum() -> None:
 def test_history_span_is_between_prefix_and_last_user() -> None:
     r = _request(turns=3)
     assert history_span(r) == (1, len(r.messages) - 1)
+
+
+POLICY = (
+    "Annual plans can be refunded within 30 days of purchase. After that a pro-rated refund "
+    "applies. Contact support to request it."
+)
+
+
+def test_pinned_history_over_its_share_leaves_the_documents_what_is_left() -> None:
+    from promptslim import HistoryStage, Pipeline, RetrievalStage
+
+    body = {
+        "messages": [
+            {"role": "user", "content": "Keep these: " + "alpha beta gamma " * 8, "pinned": True},
+            {"role": "assistant", "content": "Noted, I will remember them."},
+            {"role": "user", "content": "What is the refund window?"},
+        ],
+        "documents": [POLICY],
+    }
+
+    def fits(total: int) -> bool:
+        stages = [HistoryStage(), RetrievalStage(scorer="bm25")]
+        pipeline = Pipeline(stages, budget=Budget(total=total))
+        try:
+            out = pipeline.run(Request.from_openai(body))
+        except BudgetInfeasible:
+            return False
+        assert out.report.tokens_out <= total and out.request.messages[0].pinned
+        return True
+
+    # dropping the one unpinned message must be enough: the pinned message is not squeezed
+    # into history's share while the document takes the rest (before, this needed 100 tokens)
+    without = {**body, "messages": [body["messages"][0], body["messages"][2]]}
+    enough = count_request(Request.from_openai(without))
+    feasible = [t for t in range(30, 130) if fits(t)]
+    assert feasible and feasible[0] <= enough
+    assert feasible == list(range(feasible[0], 130))  # and every larger total fits too
+
+
+def test_history_basis_does_not_see_the_question() -> None:
+    body = chat_body(6)
+    basis = set()
+    for words in (1, 40, 200):
+        body["messages"][-1]["content"] = "why " * words
+        a = allocate(Request.from_openai(body), Budget(total=400))
+        assert a.history is not None and a.history_basis is not None
+        assert a.history <= a.history_basis
+        basis.add(a.history_basis)
+    assert len(basis) == 1

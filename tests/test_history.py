@@ -227,6 +227,27 @@ def test_cache_aware_folds_in_steps_and_keeps_summary_byte_identical() -> None:
             assert unchanged[i - 1] > 0.8 * res.report.tokens_out
 
 
+def test_cache_aware_plan_does_not_move_with_the_questions_length() -> None:
+    # the same conversation growing turn by turn, its questions from 3 to ~120 words: the grid
+    # and the summary's size are laid on the budget without the question, so the summary
+    # changes only when the fold point moves, and that happens in steps
+    st_ = stage()
+    system = "You are a careful assistant. " * 60
+    folds, summaries = [], []
+    for n in range(10, 60):
+        question = "Please check this. " + "And one more detail here. " * ((n * 37) % 24)
+        res = st_.run(request(chat(n, system=system), last=question), Budget(total=1500))
+        assert res.report.tokens_out <= 1500
+        folds.append(res.report.stages[0].details["folded_units"])
+        summaries.append(
+            next((m.text for m in res.request.messages if m.text.startswith(SUMMARY_HEADER)), None)
+        )
+    moved = [i for i in range(1, len(folds)) if folds[i] != folds[i - 1]]
+    changed = [i for i in range(1, len(summaries)) if summaries[i] != summaries[i - 1]]
+    assert set(changed) <= set(moved)
+    assert 2 <= len(moved) <= len(folds) // 3
+
+
 def test_sliding_summarize_changes_every_request() -> None:
     st_ = stage(strategy="summarize")
     folds = [st_.run(request(chat(n)), Budget(total=900)).report.stages[0].details["folded_units"]

@@ -27,15 +27,18 @@ Strategies.
 The cache-aware fold rule (stateless: decided from the request alone, so request N and N+1 of
 a conversation agree without the library remembering anything):
 
-1. ``avail`` = the history cap from ``allocate`` minus the pinned messages' tokens. It is
-   rounded *down* to a coarse grid (8 steps per power of two: 2,460 becomes 2,304) so that the
-   few tokens by which the last user message differs between requests do not change the plan.
-2. ``room`` = that rounded value minus the summary message's reserve (``summary_tokens``, at
-   most a quarter of it, plus the header and message overhead).
+1. ``avail`` = the history cap from ``allocate`` minus the pinned messages' tokens: what this
+   request's history may use. The grid is laid on a steadier figure, ``basis``: the cap the
+   request would get if its last user message took no tokens (``Allocation.history_basis``,
+   less the pinned tokens), rounded *down* to a coarse grid (8 steps per power of two: 2,460
+   becomes 2,304). Questions differ in length from request to request; ``basis`` does not
+   see them, so consecutive requests agree on the grid and on the summary's size.
+2. ``room`` = ``avail`` minus the summary message's reserve (``summary_tokens``, at most a
+   quarter of ``basis`` and half of ``avail``, plus the header and message overhead).
 3. Grid: walk the units from the start of the span, summing their (unpinned) tokens; a *fold
    boundary* sits at every unit where that running sum crosses a multiple of ``G`` tokens,
-   ``G = fold_tokens`` or ``fold_fraction * room``. Earlier units never change as the
-   conversation grows, so the boundaries never move.
+   ``G = fold_tokens`` or ``fold_fraction`` of ``basis`` less the reserve. Earlier units
+   never change as the conversation grows, so the boundaries never move.
 4. The fold point is the first boundary whose suffix (everything from it to the end of the
    span) fits ``room``. With ``fold_fraction=0.5``, each time the kept part overflows the fold
    point jumps by about half of ``room`` at once; between jumps it stays put. Only when the
@@ -368,10 +371,13 @@ class HistoryStage(BaseStage):
         # pinned messages stay even when the history share is smaller than they are: the
         # total still fits (checked above) once documents take less
         avail = max(cap, pinned_tokens) - pinned_tokens
+        # the same without this request's question: what the cache-aware grid is laid on
+        basis = alloc.history_basis
+        stable = avail if basis is None else max(avail, basis - pinned_tokens)
         suffix = [0] * (len(units) + 1)
         for i in range(len(units) - 1, -1, -1):
             suffix[i] = suffix[i + 1] + units[i].droppable
-        fold, chunks, body_cap, reserve = self._plan(units, suffix, avail, counter)
+        fold, chunks, body_cap, reserve = self._plan(units, suffix, avail, stable, counter)
         log.details.update(folded_units=fold)
         summary = None
         if fold and body_cap:
@@ -379,24 +385,35 @@ class HistoryStage(BaseStage):
         return self._assemble(request, start, end, units, fold, summary, tokens_of, log)
 
     def _plan(
-        self, units: list[_Unit], suffix: list[int], avail: int, counter: TokenCounter
+        self,
+        units: list[_Unit],
+        suffix: list[int],
+        avail: int,
+        stable: int,
+        counter: TokenCounter,
     ) -> tuple[int, list[tuple[int, int]], int, int]:
-        """``(fold point in units, summary chunks as unit ranges, summary body cap, reserve)``."""
+        """``(fold point in units, summary chunks as unit ranges, summary body cap, reserve)``.
+
+        ``avail`` is what this request's unpinned history may use; ``stable`` the same as if
+        its question took no tokens. The cache-aware grid and summary size come from
+        ``stable``, rounded: consecutive requests whose questions differ in length then agree
+        on both, and only the fold point answers to this request's ``avail``."""
         n = len(units)
         if self.strategy == "last":
             return _first_fit(suffix, avail), [], 0, 0
-        basis = _quantize(avail) if self.strategy == "cache_aware" else avail
-        body_cap = min(self.summary_tokens, basis // 4)
+        basis = _quantize(stable) if self.strategy == "cache_aware" else avail
+        # half of the room stays for recent turns, however long the question
+        body_cap = min(self.summary_tokens, basis // 4, avail // 2)
         reserve = 0
         if body_cap >= _MIN_SUMMARY_TOKENS:
             reserve = MESSAGE_OVERHEAD + counter.count(SUMMARY_HEADER + "\n") + body_cap + 1
         else:
             body_cap = 0
-        room = basis - reserve
+        room = avail - reserve
         if self.strategy == "summarize":
             fold = _first_fit(suffix, room)
             return fold, [(0, fold)], body_cap, reserve
-        step = self.fold_tokens or max(1, int(self.fold_fraction * room))
+        step = self.fold_tokens or max(1, int(self.fold_fraction * (basis - reserve)))
         boundaries = [0]
         running = 0
         for i in range(n):
