@@ -248,6 +248,55 @@ def test_cache_aware_plan_does_not_move_with_the_questions_length() -> None:
     assert 2 <= len(moved) <= len(folds) // 3
 
 
+def _call(*ids: str) -> dict:
+    calls = [{"id": i, "type": "function", "function": {"name": "get", "arguments": "{}"}}
+             for i in ids]  # fmt: skip
+    return {"role": "assistant", "content": None, "tool_calls": calls}
+
+
+_ROUND_SHAPES = {
+    # parallel calls answered around an assistant note
+    "interleaved": [
+        {"role": "user", "content": "q1 " * 30}, _call("a", "b"),
+        {"role": "tool", "tool_call_id": "a", "content": "ra " * 20},
+        {"role": "assistant", "content": "partial answer " * 5},
+        {"role": "tool", "tool_call_id": "b", "content": "rb " * 20},
+        {"role": "assistant", "content": "final"}, {"role": "user", "content": "next"},
+    ],
+    # the legacy form: function_call and a role "function" result
+    "legacy": [
+        {"role": "user", "content": "long question " * 30},
+        {"role": "assistant", "content": None,
+         "function_call": {"name": "weather", "arguments": '{"city": "Lisbon"}'}},
+        {"role": "function", "name": "weather", "content": "sunny, 25 degrees " * 3},
+        {"role": "assistant", "content": "It is sunny."}, {"role": "user", "content": "and tomorrow?"},
+    ],
+    # the call before the last user message, its result after it
+    "split": [
+        {"role": "user", "content": "first question " * 20}, _call("c1"),
+        {"role": "user", "content": "hurry up"}, {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", sorted(_ROUND_SHAPES))
+@pytest.mark.parametrize("start_on", ["user", "any"])
+@pytest.mark.parametrize("strategy", ["last", "cache_aware"])
+def test_tool_rounds_stay_whole_in_every_shape(shape: str, start_on: str, strategy: str) -> None:
+    req = Request.from_openai({"messages": _ROUND_SHAPES[shape]})
+    for total in range(10, 130, 4):
+        try:
+            out = stage(strategy=strategy, start_on=start_on).run(req, Budget(total=total))
+        except BudgetInfeasible:
+            continue
+        kept = out.request.messages
+        for k, m in enumerate(kept):
+            if m.role == "tool":
+                assert any(m.tool_call_id in {c.id for c in p.tool_calls or ()} for p in kept[:k])
+            if m.role == "function":
+                assert k > 0 and (kept[k - 1].model_extra or {}).get("function_call")
+
+
 def test_sliding_summarize_changes_every_request() -> None:
     st_ = stage(strategy="summarize")
     folds = [st_.run(request(chat(n)), Budget(total=900)).report.stages[0].details["folded_units"]

@@ -186,15 +186,24 @@ class _Unit:
 
 
 def _atoms(messages: Sequence[Message], start: int, end: int) -> list[list[int]]:
-    """Message indices grouped so that an assistant's tool calls and the tool results after
-    them are one atom. A tool result always joins the atom before it (an orphan one too), so a
-    tool result can never lead the kept history."""
+    """Message indices grouped so that an assistant's tool calls and their results are one
+    atom. A result joins the atom of the call it answers, with everything between (parallel
+    calls answered around an assistant note); a result with no known call (an orphan, or a
+    legacy ``function`` message) joins the atom before it. So a tool result can never lead the
+    kept history, nor outlive its call."""
     atoms: list[list[int]] = []
+    call_atom: dict[str, int] = {}  # tool call id -> index of the atom that made the call
     for i in range(start, end):
-        if messages[i].role == "tool" and atoms:
+        m = messages[i]
+        if m.role in ("tool", "function") and atoms:
+            home = call_atom.get(m.tool_call_id or "", len(atoms) - 1)
+            if home < len(atoms) - 1:  # answered after other messages: they join the round
+                atoms[home:] = [[j for atom in atoms[home:] for j in atom]]
             atoms[-1].append(i)
         else:
             atoms.append([i])
+        for call in m.tool_calls or ():
+            call_atom[call.id] = len(atoms) - 1
     return atoms
 
 
@@ -429,6 +438,14 @@ class HistoryStage(BaseStage):
 
     def _pinned(self, messages: Sequence[Message], start: int, end: int) -> set[int]:
         pinned = {i for i in range(start, end) if messages[i].pinned}
+        # a call whose result comes after the last user message (kept whole) must stay too
+        answered = {m.tool_call_id for m in messages[end:] if m.tool_call_id}
+        if answered:
+            pinned.update(
+                i
+                for i in range(start, end)
+                if any(c.id in answered for c in messages[i].tool_calls or ())
+            )
         if self.pin_first_user:
             first = next((i for i, m in enumerate(messages) if m.role == "user"), None)
             if first is not None and start <= first < end:
