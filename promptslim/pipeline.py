@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import BudgetInfeasible, ConfigError, PromptSlimError
+from .errors import BudgetInfeasible, ConfigError, InvalidRequest, PromptSlimError
 from .registry import STAGES
 from .stages.base import BaseStage, Stage, prefix_figures
 from .tokens import count_request, get_counter
@@ -67,7 +67,7 @@ class Pipeline:
         on_infeasible: OnInfeasible = "raise",
     ) -> None:
         self.stages = list(stages)
-        self.budget = budget or Budget()
+        self.budget = _check_budget(budget) or Budget()
         self.on_infeasible = on_infeasible
 
     # ---- construction
@@ -105,7 +105,13 @@ class Pipeline:
     # ---- running
 
     def run(self, request: Request, budget: Budget | None = None) -> Result:
-        budget = budget or self.budget
+        if not isinstance(request, Request):
+            raise InvalidRequest(
+                f"expected a Request, got {type(request).__name__}; "
+                "build one with Request.from_openai(body)",
+                field="request",
+            )
+        budget = _check_budget(budget) or self.budget
         start = time.perf_counter()
         original = request
         reports: list[StageReport] = []
@@ -187,6 +193,16 @@ class Pipeline:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _check_budget(budget: Budget | None) -> Budget | None:
+    # a Stage takes a Budget, never a dict: say so here rather than fail deep in a stage
+    if budget is not None and not isinstance(budget, Budget):
+        raise ConfigError(
+            f"expected a Budget, got {type(budget).__name__}; build one with Budget(**options)",
+            field="budget",
+        )
+    return budget
 
 
 def _warm_up_request() -> Request:

@@ -13,9 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
-from .errors import InvalidRequest
+from .errors import ConfigError, InvalidRequest
 
 __all__ = [
     "Budget",
@@ -52,8 +61,13 @@ def invalid_from_validation(exc: ValidationError, *, root: str = "") -> InvalidR
     err = exc.errors()[0]
     # pydantic puts the union member tried ("str", "list[ContentPart]") in loc; drop those.
     loc = [p for p in err["loc"] if isinstance(p, int) or not _is_type_tag(p)]
+    msg = err["msg"]
+    inner = err.get("ctx", {}).get("error")
+    if isinstance(inner, InvalidRequest):  # ours, raised inside validation (a nested Budget)
+        msg = inner.reason
+        loc += [inner.field] if inner.field else []
     more = len(exc.errors()) - 1
-    msg = err["msg"] + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
+    msg += f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
     return InvalidRequest(msg, field=_field_path(loc, root) or root or None)
 
 
@@ -164,17 +178,30 @@ class Message(_CountCache, _Model):
         return "\n".join(p.text for p in self.content if p.text is not None)
 
     def with_text(self, text: str) -> Message:
-        """A copy with its text replaced; a multi-part message keeps its non-text parts."""
-        if isinstance(self.content, list) and any(p.text is None for p in self.content):
-            parts = [p for p in self.content if p.text is None]
-            content: str | list[ContentPart] = [ContentPart(type="text", text=text), *parts]
-        else:
-            content = text
+        """A copy with its text replaced. A multi-part message keeps its parts in order, each
+        with its extra keys (``cache_control``...): the first text part takes the new text, and
+        later text parts fold into it, their extra keys carried over (the part's own win)."""
+        content: str | list[ContentPart] = text
+        if isinstance(self.content, list) and self.content:
+            same = text == self.text  # parts kept as they are, several text parts included
+            content = self.content if same else _with_text_parts(self.content, text)
         copied: Message = self.model_copy(update={"content": content})
         return copied
 
     def to_openai(self) -> dict[str, Any]:
         return self.model_dump(exclude_unset=True, exclude={"pinned"})
+
+
+def _with_text_parts(parts: list[ContentPart], text: str) -> list[ContentPart]:
+    first = next((i for i, p in enumerate(parts) if p.text is not None), None)
+    if first is None:
+        return [ContentPart(type="text", text=text), *parts]
+    extras = dict(parts[first].model_extra or {})
+    for part in parts[first + 1 :]:
+        if part.text is not None:
+            extras = {**(part.model_extra or {}), **extras}
+    new = parts[first].model_copy(update={**extras, "text": text})
+    return [*parts[:first], new, *(p for p in parts[first + 1 :] if p.text is None)]
 
 
 # ---------------------------------------------------------------- documents
@@ -218,6 +245,14 @@ class Budget(BaseModel):
     documents: int | None = Field(default=None, ge=0)
     history_share: float = Field(default=0.5, ge=0.0, le=1.0)
 
+    def __init__(self, /, **data: Any) -> None:
+        """Raises ``ConfigError`` naming the field (a ``ValueError``, as pydantic's error is)."""
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            err = invalid_from_validation(exc)
+            raise ConfigError(err.reason, field=err.field) from exc
+
 
 # ---------------------------------------------------------------- request
 
@@ -260,6 +295,26 @@ class Request(BaseModel):
     #: when the copy's messages and documents are unchanged.
     _token_total: tuple[str, list[Message], list[Document], int] | None = PrivateAttr(default=None)
 
+    @field_validator("frozen_prefix")
+    @classmethod
+    def _frozen_prefix_fits(cls, n: int, info: ValidationInfo) -> int:
+        messages: list[Message] | None = info.data.get("messages")
+        if not n or messages is None:
+            return n
+        if n > len(messages):
+            raise PydanticCustomError(
+                "frozen_prefix", f"{n} is more than the number of messages ({len(messages)})"
+            )
+        users = [i for i, m in enumerate(messages) if m.role == "user"]
+        last = users[-1] if users else None
+        if last is not None and n > last:
+            raise PydanticCustomError(
+                "frozen_prefix",
+                f"{n} would freeze the last user message (messages[{last}]), which stages must "
+                f"not rewrite; at most {last}",
+            )
+        return n
+
     # ---- construction
 
     @classmethod
@@ -272,6 +327,11 @@ class Request(BaseModel):
         """
         if not isinstance(body, Mapping):
             raise InvalidRequest(f"expected a JSON object, got {type(body).__name__}", field="body")
+        unknown = options.keys() - cls.__pydantic_fields__.keys()
+        if unknown:
+            raise InvalidRequest(
+                f"unknown option; known: {', '.join(_OPTIONS)}", field=min(unknown)
+            )
         if "messages" not in body:
             raise InvalidRequest("is required", field="messages")
         raw_messages = body["messages"]
@@ -372,6 +432,10 @@ class Request(BaseModel):
 
 
 _BODY_FIELDS = ("messages", "model", "tools", "documents")
+#: the Request fields ``from_openai`` takes as options (the others come from the body)
+_OPTIONS = tuple(
+    k for k in Request.__pydantic_fields__ if k not in {*_BODY_FIELDS, "extra", "warnings"}
+)
 
 
 def _parse_message(raw: Any, i: int) -> Message:
@@ -397,14 +461,43 @@ def _parse_documents(raw: Any) -> tuple[list[Document], list[str]]:
         if not isinstance(item, dict):
             warnings.append(f"documents[{i}]: skipped, expected an object or a string")
             continue
-        item = {"id": f"doc-{i}", **item}
-        if isinstance(item["id"], int):
-            item["id"] = str(item["id"])
+        fields = _document_fields(item, i, warnings)
+        if fields is None:
+            continue
         try:
-            documents.append(Document.model_validate(item))
+            documents.append(Document.model_validate(fields))
         except ValidationError as exc:
             warnings.append(f"skipped: {invalid_from_validation(exc, root=f'documents[{i}]')}")
     return documents, warnings
+
+
+_DOCUMENT_FIELDS = frozenset(Document.__pydantic_fields__)
+
+
+def _document_fields(item: dict[Any, Any], i: int, warnings: list[str]) -> dict[Any, Any] | None:
+    """A document object's fields for ``Document``: a missing or null id becomes ``doc-<i>``,
+    an integer id a string; keys Document does not have (``title``, ``url``...) go into
+    ``metadata``. None (and a warning) when the id is of another type."""
+    doc_id = item.get("id")
+    if doc_id is None:
+        doc_id = f"doc-{i}"
+    elif isinstance(doc_id, int) and not isinstance(doc_id, bool):
+        doc_id = str(doc_id)
+    elif not isinstance(doc_id, str):
+        problem = f"expected a string or an integer, got {type(doc_id).__name__}"
+        warnings.append(f"skipped: {InvalidRequest(problem, field=f'documents[{i}].id')}")
+        return None
+    fields = {k: v for k, v in item.items() if k in _DOCUMENT_FIELDS}
+    fields["id"] = doc_id
+    if "metadata" in fields and fields["metadata"] is None:
+        del fields["metadata"]  # null metadata: none, as a missing one
+    unknown = {k: v for k, v in item.items() if k not in _DOCUMENT_FIELDS}
+    metadata = fields.get("metadata", {})
+    if unknown and isinstance(metadata, dict):
+        for key in (k for k in unknown if k in metadata):  # in the body's order: deterministic
+            warnings.append(f"documents[{i}].{key}: also in metadata; the metadata's value kept")
+        fields["metadata"] = {**metadata, **{k: v for k, v in unknown.items() if k not in metadata}}
+    return fields
 
 
 # ---------------------------------------------------------------- reports
