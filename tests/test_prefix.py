@@ -81,6 +81,22 @@ def test_json_blocks_become_canonical_and_stay_equal_as_data(value: dict) -> Non
     assert canonicalise_text(out) == out
 
 
+@pytest.mark.parametrize(
+    "block",
+    [
+        '{"x": 1E400}',  # a float would make it Infinity: not JSON any more
+        '{"a": 0.10000000000000000555}',  # a float would make it 0.1
+        '{\n  "\\uf900": null\n}',  # NFC maps U+F900 to U+8C48: written raw, a rerun changes it
+    ],
+)
+def test_json_canonicalisation_never_changes_the_data(block: str) -> None:
+    text = f"Schema: {block} End."
+    out = canonicalise_text(text)
+    assert canonicalise_text(out) == out
+    inner = out[len("Schema: ") : -len(" End.")]
+    assert json.loads(inner, parse_float=str) == json.loads(block, parse_float=str)
+
+
 def test_canonicalisation_details() -> None:
     text = "a  \r\nb\t\r\n\r\n\r\n\r\nc\u0065\u0301\n"
     assert canonicalise_text(text) == "a\nb\n\nc\u00e9"
@@ -325,3 +341,11 @@ def test_min_gain_moves_when_the_prefix_after_the_value_is_long() -> None:
 def test_min_gain_is_checked(bad: object) -> None:
     with pytest.raises(ConfigError, match="min_gain"):
         PrefixStage(min_gain=bad)  # type: ignore[arg-type]
+
+
+def test_a_prefix_frozen_by_the_caller_keeps_its_bytes_in_the_default_pipeline() -> None:
+    data = body()
+    out = Pipeline.default().run(Request.from_openai(data, frozen_prefix=1))
+    assert out.request.messages[0].text == SYSTEM  # not canonicalised, nothing moved
+    assert out.report.prefix_fingerprint  # still fingerprinted
+    assert out.request.messages[-1].text == data["messages"][-1]["content"]

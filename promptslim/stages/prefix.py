@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import threading
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Literal
 
 from ..errors import ConfigError
@@ -117,6 +119,16 @@ def canonicalise_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _exact_float(literal: str) -> float:
+    """A JSON number as a float, only when the float is that number exactly (``1.50``, ``1e5``):
+    re-serialising ``1E400`` (infinity) or ``0.10000000000000000555`` (0.1) would change it,
+    so the block is left as written."""
+    value = float(literal)
+    if not math.isfinite(value) or Decimal(repr(value)) != Decimal(literal):
+        raise ValueError(f"{literal} is not exactly a float")
+    return value
+
+
 def _canonical_json_blocks(text: str) -> str:
     if "{" not in text:
         return text
@@ -127,12 +139,16 @@ def _canonical_json_blocks(text: str) -> str:
         if not raw.lstrip("[").startswith("{"):
             continue  # "[1, 2]" in prose is a citation more often than data: leave it
         try:
-            value = json.loads(raw, object_pairs_hook=_reject_duplicates)
+            value = json.loads(raw, object_pairs_hook=_reject_duplicates, parse_float=_exact_float)
             new = canonicalise_json(value)
             if json.loads(new) != value:  # e.g. NaN: not equal to itself, keep the original
                 continue
         except ValueError:
             continue
+        if not unicodedata.is_normalized("NFC", new):
+            # a character NFC would change (written as an escape in the prompt): kept escaped,
+            # or the next canonicalisation would normalise it and change the data
+            new = json.dumps(value, sort_keys=True, separators=(",", ":"))
         out.append(text[pos : span.start])
         out.append(new)
         pos = span.end
@@ -331,7 +347,9 @@ class PrefixStage(BaseStage):
         moved: list[tuple[str, str]] = []  # (reference, value) in order
         volatile: list[dict[str, Any]] = []
         first_change = len(log.changes)
-        for i in range(end):
+        # a prefix frozen already (by the caller, or by an earlier run) keeps its bytes: it is
+        # only fingerprinted and counted
+        for i in range(0 if request.frozen_prefix else end):
             messages[i] = self._stabilise(messages[i], i, moved, volatile, log)
         tools, tools_json = self._tools(request.tools, log)
         log.details["volatile"] = volatile
