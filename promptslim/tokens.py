@@ -266,7 +266,15 @@ def count_documents(documents: Sequence[Document], counter: TokenCounter | None 
         if n is None:
             n = cache[name] = _document_tokens(counter, d.title, d.text)
         total += n
+    if len(documents) >= 1000:  # count_document counts a two-digit number; [1000] may be more
+        total += sum(_number_extra(counter, i) for i in range(1000, len(documents) + 1))
     return total
+
+
+@functools.lru_cache(maxsize=4096)
+def _number_extra(counter: TokenCounter, number: int) -> int:
+    """Tokens document ``number``'s line takes beyond what ``count_document`` counts."""
+    return max(0, counter.count(f"Document [{number}]") - counter.count("Document [10]"))
 
 
 def count_request(request: Request, counter: TokenCounter | None = None) -> int:

@@ -250,3 +250,15 @@ def test_min_count_counts_words_only_where_sound() -> None:
     # anything but single spaces between words: no claim
     for text in ("a  b", " a b", "a b ", "a\tb", "a\nb", "a\u00a0b", "a\u3000b", ""):
         assert bound(text) == 0, repr(text)
+
+
+@pytest.mark.parametrize("n", [9, 999, 1000, 1100])
+def test_documents_count_is_never_under_what_is_sent(n: int) -> None:
+    from promptslim.tokens import count_messages
+    from promptslim.types import Message, Report, Result
+
+    body = {"messages": [{"role": "user", "content": "q"}], "documents": [f"fact {i}" for i in range(n)]}
+    request = Request.from_openai(body)
+    sent = Result(request=request, report=Report()).to_openai()["messages"]
+    # the documents' lines are counted with their newline, the last one's too: at most 1 over
+    assert 0 <= count_request(request) - count_messages([Message(**m) for m in sent]) <= 1
