@@ -463,3 +463,12 @@ def test_last_user_opt_in_fits_where_only_the_question_can_shrink() -> None:
     )
     assert out.report.tokens_out <= 30
     assert out.request.messages[-1].text.startswith("My invoice INV-2291")
+
+
+@pytest.mark.parametrize("compressor", ["extractive", "lm", "llmlingua"])
+def test_unknown_compressor_options_fail_at_construction(compressor: str) -> None:
+    # before, only the first request that needed compressing found out (and `serve` fell
+    # back to forwarding every request unslimmed)
+    with pytest.raises(ConfigError) as err:
+        CompressStage(compressor=compressor, options={"bogus": 1})
+    assert err.value.field == "options.bogus"

@@ -13,6 +13,7 @@ Documents keep their id, metadata and score; a document compressed to nothing is
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,6 +75,7 @@ class CompressStage(BaseStage):
             isinstance(time_limit_ms, (int, float)) and time_limit_ms > 0
         ):
             raise ConfigError(f"must be a positive number, got {time_limit_ms!r}", field="time_limit_ms")
+        _check_options(compressor, options)
         self.compressor = compressor
         self.options = options
         self.rate = rate
@@ -256,6 +258,20 @@ class CompressStage(BaseStage):
                 messages[i] = messages[i].with_text(text)
                 log.change("compressed", f"messages[{i}]", tokens=old - count_message(messages[i], counter), reason=self.compressor)
         return messages
+
+
+def _check_options(compressor: str, options: dict[str, Any] | None) -> None:
+    """Option names the compressor does not take are a ConfigError now, not on the first
+    request that needs compressing (the compressor, and its model, are built only then)."""
+    if not options:
+        return
+    params = inspect.signature(COMPRESSORS.get(compressor, field="compressor")).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    for key in options:
+        if key not in params:
+            known = ", ".join(p for p in params if p != "self") or "none"
+            raise ConfigError(f"unknown option; known: {known}", field=f"options.{key}")
 
 
 def _room(
