@@ -18,7 +18,7 @@ from .tokens import (
     get_counter,
     message_counts,
 )
-from .types import Budget, Request
+from .types import PREFIX_ROLES, Budget, Request
 
 __all__ = ["Allocation", "allocate", "history_span"]
 
@@ -44,8 +44,15 @@ class Allocation:
 
 
 def history_span(request: Request) -> tuple[int, int]:
-    """``(start, end)``: the messages between the stable prefix and the last user message."""
+    """``(start, end)``: the messages between the stable prefix and the last user message.
+
+    Pinned system or developer messages right after the prefix (the prefix stage's block of
+    values moved out of the system prompt) belong with it: instructions, not history, so they
+    are fixed, not charged to the history budget."""
     start = request.prefix_end()
+    messages = request.messages
+    while start < len(messages) and messages[start].pinned and messages[start].role in PREFIX_ROLES:
+        start += 1
     last = request.last_user_index()
     end = last if last is not None and last >= start else len(request.messages)
     return start, end

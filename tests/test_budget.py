@@ -104,3 +104,16 @@ def test_history_basis_does_not_see_the_question() -> None:
         assert a.history <= a.history_basis
         basis.add(a.history_basis)
     assert len(basis) == 1
+
+
+def test_the_prefix_stages_context_block_is_not_charged_to_history() -> None:
+    from promptslim import HistoryStage, Pipeline, PrefixStage
+
+    body = chat_body(3)
+    body["messages"][0]["content"] = "You are a helpful assistant. Today is 2024-01-02."
+    out = Pipeline([PrefixStage(), HistoryStage()], budget=Budget(history=0)).run(
+        Request.from_openai(body)
+    )
+    # the moved date stays with the instructions; the history itself is gone, as asked
+    assert [m.role for m in out.request.messages] == ["system", "system", "user"]
+    assert "2024-01-02" in out.request.messages[1].text
