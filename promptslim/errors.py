@@ -76,7 +76,10 @@ class DatasetError(InvalidRequest):
 
 
 class BudgetInfeasible(PromptSlimError):
-    """The budget is smaller than what must be kept. ``minimum`` is the smallest feasible total."""
+    """The budget is smaller than what must be kept. ``minimum``: no smaller total can fit. A
+    lower bound, as far as the raising stage can see: a later stage may still need more (the
+    retrieval stage keeps at least one document unless told otherwise), so a retry at
+    ``minimum`` can fail again with a larger one."""
 
     def __init__(self, message: str, *, minimum: int, budget: int | None = None) -> None:
         self.minimum = minimum

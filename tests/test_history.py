@@ -580,3 +580,14 @@ def test_extractive_analysis_cache_keeps_role_and_output() -> None:
     _message_lines.cache_clear()
     cold = s.summarise(msgs, max_tokens=120, counter=counter)
     assert cold and s.summarise(msgs, max_tokens=120, counter=counter) == cold
+
+
+def test_infeasible_minimum_counts_the_pinned_messages_and_a_retry_there_fits() -> None:
+    msgs = chat(6)
+    msgs[1] = msgs[1].model_copy(update={"pinned": True})
+    req = request(msgs)
+    with pytest.raises(BudgetInfeasible) as err:
+        stage().run(req, Budget(total=10))
+    out = stage().run(req, Budget(total=err.value.minimum))  # before: raised again, higher
+    assert out.report.tokens_out <= err.value.minimum
+    assert out.request.messages[1].pinned

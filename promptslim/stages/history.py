@@ -359,7 +359,18 @@ class HistoryStage(BaseStage):
         log.details["strategy"] = self.strategy
         # each message's count, as the stage's tokens_in counted them (memoised on the request)
         tokens_of = message_counts(request, counter)
-        alloc = allocate(request, budget, counter)  # raises when the fixed part is over
+        try:
+            alloc = allocate(request, budget, counter)
+        except BudgetInfeasible as exc:  # the fixed part alone is over: pinned messages add
+            pinned_tokens = sum(tokens_of[i] for i in self._pinned(messages, start, end))
+            if not pinned_tokens:
+                raise
+            raise BudgetInfeasible(
+                "the stable prefix, the last user message and the pinned messages alone "
+                "exceed the budget",
+                minimum=exc.minimum + pinned_tokens,
+                budget=exc.budget,
+            ) from exc
         if end <= start:
             return request
         pinned = self._pinned(messages, start, end)
