@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -150,6 +151,13 @@ PATTERNS: dict[str, re.Pattern[str]] = {
 }
 
 _JSON_START = re.compile(r"[\[{]")
+#: the deepest nesting read as a JSON span (serde_json's default limit): the decoder recurses
+#: once per level, so deeper text (``[[[[...``) would raise RecursionError, not fail to parse
+_JSON_MAX_DEPTH = 128
+# a JSON value's text, as far as nesting goes: strings, brackets, and the characters that
+# cannot appear outside a string (a lone ``"`` is an unterminated string); whitespace, numbers,
+# commas, colons and the letters of true, false, null, NaN and Infinity are skipped over
+_JSON_TOKEN = re.compile(r'"(?:[^"\\\x00-\x1f]|\\.)*"|[\[\]{}]|[^ \t\n\r,:0-9.eE+\-trufalsnNIiy]')
 
 # What each pattern cannot match without: one of these substrings of the text it runs on, or
 # (flag True) an ASCII digit (the patterns' \d is ASCII). ``find_protected_spans`` skips a
@@ -209,16 +217,28 @@ def merge_spans(spans: Iterable[Span]) -> list[Span]:
 
 
 def _json_spans(text: str) -> list[Span]:
-    """Balanced ``{...}`` / ``[...]`` regions that parse as JSON (brackets in strings respected)."""
+    """Balanced ``{...}`` / ``[...]`` regions that parse as JSON (brackets in strings respected),
+    nested no deeper than ``_JSON_MAX_DEPTH``."""
     import json
 
     spans: list[Span] = []
     pos = 0
     decoder = json.JSONDecoder()
+    # whether the decoder may read from an opener (see _nesting_verdicts); None: the text has
+    # too few brackets to nest deeper than the limit, so it always may
+    verdicts: dict[int, bool] | None = None
+    if text.count("[") + text.count("{") > _JSON_MAX_DEPTH:
+        verdicts = {}
     while True:
         m = _JSON_START.search(text, pos)
         if m is None:
             return spans
+        if verdicts is not None:
+            if m.start() not in verdicts:
+                verdicts.update(_nesting_verdicts(text, m.start()))
+            if not verdicts[m.start()]:
+                pos = m.start() + 1
+                continue
         try:
             _, end = decoder.raw_decode(text, m.start())
         except ValueError:
@@ -227,6 +247,35 @@ def _json_spans(text: str) -> list[Span]:
         if end - m.start() > 2:  # "{}" and "[]" alone are not worth protecting
             spans.append(Span(m.start(), end, "json"))
         pos = end
+
+
+def _nesting_verdicts(text: str, start: int) -> dict[int, bool]:
+    """For the opener at ``start`` and each opener inside the value it starts (outside its
+    strings): whether the decoder may read a JSON value from there. False when the value nests
+    deeper than ``_JSON_MAX_DEPTH``, or never closes before its text stops being JSON (the
+    decoder would fail on it anyway). One pass for all of them: each opener's value is read
+    the same whether the decoder starts at it or at an opener around it, so ``[[[[...`` costs
+    one scan, not one per bracket. Lenient (it does not check the grammar): True only means
+    "no deeper than the limit", and the decoder decides."""
+    verdicts: dict[int, bool] = {}
+    opened: list[int] = []  # positions of the openers not closed yet, outermost first
+    below: list[int] = []  # for each, the deepest nesting closed inside it so far
+    for m in _JSON_TOKEN.finditer(text, start):
+        at = m.start()
+        char = text[at]
+        if char in "[{":
+            opened.append(at)
+            below.append(0)
+        elif char in "]}":
+            depth = below.pop() + 1
+            verdicts[opened.pop()] = depth <= _JSON_MAX_DEPTH
+            if not opened:
+                return verdicts
+            below[-1] = max(below[-1], depth)
+        elif m.end() - at == 1:  # not a string: no JSON value goes on past here
+            break
+    verdicts.update((at, False) for at in opened)  # never closed
+    return verdicts
 
 
 def find_protected_spans(
@@ -361,6 +410,7 @@ def sentence_bounds(text: str) -> list[tuple[int, int]]:
     if not text:
         return []
     guard = find_protected_spans(text, kinds=("code_block", "url", "email", "uuid", "quoted"))
+    guard_starts = [s.start for s in guard]
     bounds: list[tuple[int, int]] = []
     start = 0
     plain = text.isascii() or not _NEEDS_FULL_BOUNDARY.search(text)
@@ -372,7 +422,11 @@ def sentence_bounds(text: str) -> list[tuple[int, int]]:
             gap = gap[1:]
         closers = len(gap) - len(gap.lstrip(_CLOSERS))
         cut = at + closers
-        if cut <= start or (guard and _inside(guard, at)) or _is_abbreviation(text, start, at):
+        if (
+            cut <= start
+            or (guard and _inside(guard, guard_starts, at))
+            or _is_abbreviation(text, start, at)
+        ):
             continue
         _append(bounds, text, start, cut)
         start = m.end()
@@ -389,8 +443,13 @@ def _append(bounds: list[tuple[int, int]], text: str, start: int, end: int) -> N
         bounds.append((start, start + len(stripped.rstrip())))
 
 
-def _inside(spans: Sequence[Span], pos: int) -> bool:
-    return any(s.start < pos < s.end for s in spans)
+def _inside(spans: Sequence[Span], starts: Sequence[int], pos: int) -> bool:
+    """Whether ``pos`` is strictly inside one of ``spans``, merged and sorted as
+    ``merge_spans`` returns them (``starts``: their starts). Only the last span to start
+    before ``pos`` can hold it: a bisection, not a scan (a scan per sentence end was
+    quadratic in a long document)."""
+    i = bisect_left(starts, pos) - 1
+    return i >= 0 and pos < spans[i].end
 
 
 def _is_abbreviation(text: str, start: int, cut: int) -> bool:

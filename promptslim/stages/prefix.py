@@ -119,6 +119,26 @@ def canonicalise_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _load_exact(raw: str) -> Any:
+    """``json.loads`` for re-serialising: ValueError when writing the value back would change
+    it (duplicate keys, a number a float cannot hold, ``-0``) or it nests too deep to read."""
+    try:
+        return json.loads(
+            raw,
+            object_pairs_hook=_reject_duplicates,
+            parse_float=_exact_float,
+            parse_int=_exact_int,
+        )
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _exact_int(literal: str) -> int:
+    if literal == "-0":  # read as 0, written back as 0: a different number in JavaScript
+        raise ValueError("-0")
+    return int(literal)
+
+
 def _exact_float(literal: str) -> float:
     """A JSON number as a float, only when the float is that number exactly (``1.50``, ``1e5``):
     re-serialising ``1E400`` (infinity) or ``0.10000000000000000555`` (0.1) would change it,
@@ -139,7 +159,7 @@ def _canonical_json_blocks(text: str) -> str:
         if not raw.lstrip("[").startswith("{"):
             continue  # "[1, 2]" in prose is a citation more often than data: leave it
         try:
-            value = json.loads(raw, object_pairs_hook=_reject_duplicates, parse_float=_exact_float)
+            value = _load_exact(raw)
             new = canonicalise_json(value)
             if json.loads(new) != value:  # e.g. NaN: not equal to itself, keep the original
                 continue
@@ -195,7 +215,7 @@ def canonicalise_tools(
             canonicalise_json(tool)  # raises on values JSON cannot hold
             params = tool.get("function", {}).get("parameters")
             if isinstance(params, str):
-                parsed = json.loads(params)
+                parsed = _load_exact(params)
                 tool = {
                     **tool,
                     "function": {**tool["function"], "parameters": canonicalise_json(parsed)},
