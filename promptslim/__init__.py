@@ -38,6 +38,7 @@ from .stages.retrieval import RetrievalStage as RetrievalStage
 from .tokens import TokenCounter as TokenCounter
 from .tokens import count_messages as count_messages
 from .tokens import count_request as count_request
+from .tokens import count_tools as count_tools
 from .tokens import get_counter as get_counter
 from .tokens import message_counts as message_counts
 from .types import Budget as Budget
@@ -97,6 +98,7 @@ __all__ = [
     "allocate",
     "count_messages",
     "count_request",
+    "count_tools",
     "get_counter",
     "message_counts",
     "render_documents",

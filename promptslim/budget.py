@@ -15,6 +15,7 @@ from .tokens import (
     REPLY_PRIMING,
     TokenCounter,
     count_document,
+    count_tools,
     get_counter,
     message_counts,
 )
@@ -65,6 +66,7 @@ def allocate(request: Request, budget: Budget, counter: TokenCounter | None = No
     # memoised on the request: the stage's tokens_in counted them already
     message_tokens = message_counts(request, counter)
     fixed = REPLY_PRIMING + sum(message_tokens[:start]) + sum(message_tokens[end:])
+    fixed += count_tools(request.tools, counter)
     if request.documents:
         fixed += MESSAGE_OVERHEAD
     need_h = sum(message_tokens[start:end])
@@ -81,7 +83,10 @@ def allocate(request: Request, budget: Budget, counter: TokenCounter | None = No
         return Allocation(fixed, 0, 0, need_h, need_d, 0)
     if flexible < 0:
         raise BudgetInfeasible(
-            "the stable prefix and the last user message alone exceed the budget",
+            "the stable prefix, the tool schemas and the last user message alone exceed the "
+            "budget"
+            if request.tools
+            else "the stable prefix and the last user message alone exceed the budget",
             minimum=fixed,
             budget=budget.total,
         )

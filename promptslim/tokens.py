@@ -15,6 +15,7 @@ message, 1 more for a ``name``, 3 to prime the reply.
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -34,6 +35,7 @@ __all__ = [
     "count_message",
     "count_messages",
     "count_request",
+    "count_tools",
     "get_counter",
     "message_counts",
 ]
@@ -278,14 +280,15 @@ def _number_extra(counter: TokenCounter, number: int) -> int:
 
 
 def count_request(request: Request, counter: TokenCounter | None = None) -> int:
-    """Prompt tokens of the request as it will be sent (messages plus the documents message).
+    """Prompt tokens of the request as it will be sent: messages, the documents message and
+    the tool schemas (``count_tools``).
 
-    Memoised on the request while its messages and documents are the objects counted.
+    Memoised on the request while its messages, documents and tools are the objects counted.
     """
     counter = counter or get_counter(request.tokenizer)
-    messages, documents = request.messages, request.documents
+    messages, documents, tools = request.messages, request.documents, request.tools
     private: dict[str, Any] = request.__pydantic_private__  # type: ignore[assignment]
-    memo: tuple[str, list[Message], list[Document], int] | None = private.get("_token_total")
+    memo: tuple[str, list[Message], list[Document], Any, int] | None = private.get("_token_total")
     # the lists are compared item by item, identity first: a few hundred ns for a long chat.
     # Frozen models cannot be reassigned, but a list field can be edited in place; a memo
     # kept only by request identity would then go stale.
@@ -294,10 +297,25 @@ def count_request(request: Request, counter: TokenCounter | None = None) -> int:
         and memo[0] == counter.name
         and memo[1] == messages
         and memo[2] == documents
+        and memo[3] is tools
     ):
-        return memo[3]
+        return memo[4]
     total = (
-        REPLY_PRIMING + sum(message_counts(request, counter)) + count_documents(documents, counter)
+        REPLY_PRIMING
+        + sum(message_counts(request, counter))
+        + count_documents(documents, counter)
+        + count_tools(tools, counter)
     )
-    private["_token_total"] = (counter.name, messages[:], documents[:], total)
+    private["_token_total"] = (counter.name, messages[:], documents[:], tools, total)
     return total
+
+
+def count_tools(tools: Sequence[dict[str, Any]] | None, counter: TokenCounter | None = None) -> int:
+    """Tokens of the tool schemas: a chat template writes them into the prompt, so they are
+    prefill like the messages. Counted as their compact JSON, which is what most templates
+    write (the exact wrapping differs by model; the JSON is nearly all of it)."""
+    if not tools:
+        return 0
+    counter = counter or get_counter()
+    text = json.dumps(tools, separators=(",", ":"), ensure_ascii=False)
+    return counter.count(text)

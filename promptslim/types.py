@@ -289,11 +289,13 @@ class Request(BaseModel):
     #: problems found in the input that were skipped rather than fatal
     warnings: list[str] = Field(default_factory=list)
 
-    #: ``count_request``'s memo: (counter name, messages, documents, total). It keeps the lists'
-    #: items as they were counted, so it is only reused while they are the same objects (or
-    #: equal ones); a copy from ``replace`` carries it over, and it holds for the copy exactly
-    #: when the copy's messages and documents are unchanged.
-    _token_total: tuple[str, list[Message], list[Document], int] | None = PrivateAttr(default=None)
+    #: ``count_request``'s memo: (counter name, messages, documents, tools, total). It keeps the
+    #: lists' items as they were counted, so it is only reused while they are the same objects
+    #: (or equal ones; the tools: the same list); a copy from ``replace`` carries it over, and
+    #: it holds for the copy exactly when the copy's messages, documents and tools are unchanged.
+    _token_total: tuple[str, list[Message], list[Document], Any, int] | None = PrivateAttr(
+        default=None
+    )
 
     @field_validator("frozen_prefix")
     @classmethod

@@ -6,6 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from promptslim import (
+    Budget,
+    BudgetInfeasible,
     ConfigError,
     Document,
     Message,
@@ -154,7 +156,7 @@ def test_request_total_is_memoised_and_follows_in_place_edits() -> None:
     body = {**chat_body(3), "documents": ["alpha beta", "gamma delta epsilon"]}
     request = Request.from_openai(body)
     first = count_request(request)
-    assert request._token_total is not None and request._token_total[3] == first
+    assert request._token_total is not None and request._token_total[-1] == first
     assert count_request(request) == first
     # frozen models cannot be reassigned, but their lists can be edited in place
     request.messages.append(Message(role="user", content="one more question about storage"))
@@ -262,3 +264,23 @@ def test_documents_count_is_never_under_what_is_sent(n: int) -> None:
     sent = Result(request=request, report=Report()).to_openai()["messages"]
     # the documents' lines are counted with their newline, the last one's too: at most 1 over
     assert 0 <= count_request(request) - count_messages([Message(**m) for m in sent]) <= 1
+
+
+def test_tool_schemas_are_counted_as_prompt_tokens() -> None:
+    from promptslim import Pipeline, count_tools
+
+    tools = [
+        {"type": "function", "function": {"name": f"tool_{i}", "description": "Looks up. " * 20,
+                                          "parameters": {"type": "object"}}}
+        for i in range(5)
+    ]  # fmt: skip
+    body = {"messages": [{"role": "user", "content": "hi"}], "tools": tools}
+    request = Request.from_openai(body)
+    assert count_tools(tools) > 200
+    assert count_request(request) == count_request(Request.from_openai({**body, "tools": None})) + (
+        count_tools(tools)
+    )
+    # before, a budget far below the tool schemas passed with tokens_out 7
+    with pytest.raises(BudgetInfeasible) as err:
+        Pipeline.default(budget=Budget(total=50)).run(request)
+    assert err.value.minimum > count_tools(tools)
