@@ -10,7 +10,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -51,14 +52,59 @@ def read_json(path: str) -> Any:
         raise InvalidRequest(
             f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", field=path
         ) from exc
+    except RecursionError as exc:
+        raise InvalidRequest("invalid JSON: nested too deeply", field=path) from exc
 
 
-def write_text(path: str, text: str) -> None:
+def json_text(data: Any, *, indent: int | None = None) -> str:
+    """``data`` as JSON text that UTF-8 can encode: raw non-ASCII, unless it holds lone
+    surrogates (valid JSON escapes that UTF-8 cannot encode raw); then ``\\u`` escapes, which
+    read back the same."""
+    text = json.dumps(data, ensure_ascii=False, indent=indent)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data, indent=indent)
+    return text
+
+
+@contextmanager
+def writing(path: str | Path, *, flag: str) -> Iterator[None]:
+    """Map an unwritable output (a folder, a missing parent folder...) to a one-line error
+    naming ``flag`` and ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        raise InvalidRequest(f"cannot write {path}: {exc.strerror or exc}", field=flag) from exc
+
+
+def check_output_file(path: str, *, flag: str) -> None:
+    """Fail before the work, not after it, when ``path`` cannot be a new or replaced file."""
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidRequest(f"{path} is a folder; expected a file name", field=flag)
+    if not target.parent.is_dir():
+        raise InvalidRequest(f"folder {target.parent} does not exist", field=flag)
+
+
+def check_output_folder(path: str, *, flag: str) -> None:
+    """Fail before the work when ``path`` cannot become a folder (it, or the nearest part of
+    it that exists, is a file); the command creates it when it writes."""
+    target = Path(path).absolute()
+    if target.exists() and not target.is_dir():
+        raise InvalidRequest(f"{path} exists and is not a folder", field=flag)
+    existing = next((p for p in target.parents if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise InvalidRequest(f"{existing} is not a folder", field=flag)
+
+
+def write_text(path: str, text: str, *, flag: str = "-o") -> None:
     if path == "-":
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        Path(path).write_text(text, encoding="utf-8")
+        with writing(path, flag=flag):
+            Path(path).write_text(text, encoding="utf-8")
 
 
 def example_path(name: str) -> str:
@@ -85,14 +131,18 @@ def cmd_compress(args: argparse.Namespace) -> int:
     from .reporting import format_report_table
     from .types import Request
 
+    if args.example and args.input is not None:
+        raise InvalidRequest("give an input file or --example, not both", field="--example")
     source = example_path("request.json") if args.example else args.input
     if source is None:
         raise InvalidRequest("give an input file, '-' for stdin, or --example", field="IN")
     config = args.config or (example_path("config.json") if args.example else None)
     pipeline = load_pipeline(config, args.budget)
-    result = pipeline.run(Request.from_openai(read_json(source)))
-    body = json.dumps(result.to_openai(), ensure_ascii=False, indent=2) + "\n"
     out = args.output or "-"
+    if out != "-":
+        check_output_file(out, flag="-o")
+    result = pipeline.run(Request.from_openai(read_json(source)))
+    body = json_text(result.to_openai(), indent=2) + "\n"
     write_text(out, body)
     if args.report != "none":
         report = (
@@ -116,23 +166,41 @@ def cmd_lint(args: argparse.Namespace) -> int:
     from .tokens import get_counter
     from .types import Request
 
+    def parse(text: str, *, path: str, line: int) -> Any:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            where = exc.lineno + line - 1
+            message = f"invalid JSON at column {exc.colno}: {exc.msg}"
+            raise DatasetError(message, path=path, line=where) from exc
+        except RecursionError as exc:
+            raise DatasetError("invalid JSON: nested too deeply", path=path, line=line) from exc
+
     def bodies(path: str) -> list[tuple[int, Any]]:
         text = read_text(path)
+        whole, whole_error = None, None
         try:
-            whole = json.loads(text)
-        except json.JSONDecodeError:
-            whole = None
+            whole = parse(text, path=path, line=1)
+        except DatasetError as exc:
+            whole_error = exc
         if isinstance(whole, dict):
             return [(1, whole)]
         if isinstance(whole, list):
             return [(i + 1, b) for i, b in enumerate(whole)]
+        # JSONL: records end at "\n" only; U+2028, U+2029 and U+0085 may stand raw in a JSON
+        # string, and str.splitlines() would split the record there
+        lines = [line.removesuffix("\r") for line in text.split("\n")]
         out = []
-        for n, line in enumerate(text.splitlines(), 1):
+        for n, line in enumerate(lines, 1):
             if line.strip():
                 try:
-                    out.append((n, json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise DatasetError(f"invalid JSON: {exc.msg}", path=path, line=n) from exc
+                    out.append((n, parse(line, path=path, line=n)))
+                except DatasetError:
+                    if not out and whole_error is not None:
+                        # the first record is not JSON on its own line: one (pretty-printed)
+                        # document, whose parser knows where the error is
+                        raise whole_error from None
+                    raise
         return out
 
     flagger = PrefixStage(policy="flag")
@@ -203,8 +271,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     # --quick sets the defaults; flags given explicitly still win
     base = QUICK if args.quick else BenchOptions()
     given = {k: v for k, v in vars(args).items() if v is not None and k in BenchOptions.__dataclass_fields__}
+    for name in ("limit", "repeats", "max_new_tokens"):
+        if given.get(name, 1) < 1:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"expected an integer >= 1, got {given[name]}", field=flag)
     options = replace(base, **given)
     out = args.out or ("bench-quick" if args.quick else "bench-out")
+    check_output_folder(out, flag="--out")
     run = bench(options, out=out, resume=args.resume)
     if args.json:
         print(json.dumps(run.summary, default=str))
@@ -236,6 +309,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
 
     server, cost = _server_and_cost(args)
+    for path, flag in ((args.out, "--out"), (args.plot, "--plot")):
+        if path:
+            check_output_file(path, flag=flag)
     if args.concurrency is None and args.rate is None:
         args.concurrency = 1
     options = SimulateOptions(
@@ -243,26 +319,41 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         requests=args.requests, concurrency=args.concurrency, rate=args.rate,
         burstiness=args.burstiness, output_tokens=args.output_tokens, seed=args.seed,
     )  # fmt: skip
-    sweep = [int(c) for c in args.sweep.split(",")] if args.sweep else (DEFAULT_SWEEP if args.plot else [])
+    sweep = parse_sweep(args.sweep) if args.sweep else (DEFAULT_SWEEP if args.plot else [])
     result = run_simulate(options, cost=cost, server=server, sweep=sweep)
     if args.plot:
-        plot_sweep(result, args.plot)
+        with writing(args.plot, flag="--plot"):
+            plot_sweep(result, args.plot)
     if args.out:
-        write_text(args.out, json.dumps(result, indent=2) + "\n")
+        write_text(args.out, json.dumps(result, indent=2) + "\n", flag="--out")
     print(json.dumps(result["configs"]) if args.json else format_table(result), end="\n" if args.json else "")
     return EXIT_OK
+
+
+def parse_sweep(text: str) -> list[int]:
+    """``--sweep 1,10,100``: concurrencies, each a positive integer."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    try:
+        values = [int(part) for part in parts]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise ConfigError(f"expected comma-separated integers >= 1, got {text!r}", field="--sweep")
+    return values
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from .loadsim import dataset_profile, plan_budget, write_config
 
     server, cost = _server_and_cost(args)
+    check_output_file(args.output, flag="-o")
     prompts, segments = dataset_profile(args.dataset, requests=args.requests, seed=args.seed)
     plan = plan_budget(
         prompts, cost=cost, slo_p99_s=args.ttft_p99, concurrency=args.concurrency,
         segments=segments, server=server, output_tokens=args.output_tokens,
     )  # fmt: skip
-    write_config(plan.config(), args.output)
+    with writing(args.output, flag="-o"):
+        write_config(plan.config(), args.output)
     if args.json:
         print(json.dumps(plan.as_dict()))
     else:
@@ -284,8 +375,10 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
         timeout_s=args.timeout, time_limit_s=args.time_limit, slo_ttft_ms=args.slo_ttft,
         max_tokens=args.max_tokens, model=args.model, seed=args.seed,
     )  # fmt: skip
+    check_output_folder(args.out, flag="--out")
     result = run_loadtest(options)
-    paths = write_report(result, args.out)
+    with writing(args.out, flag="--out"):
+        paths = write_report(result, args.out)
     summaries = {label: run["summary"] for label, run in result["configs"].items()}
     if args.json:
         print(json.dumps(summaries, default=str))
@@ -451,6 +544,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     debug = bool(os.environ.get("PROMPTSLIM_DEBUG"))
     try:
+        if getattr(args, "seed", None) is not None and args.seed < 0:  # numpy's generators
+            raise ConfigError(f"expected an integer >= 0, got {args.seed}", field="--seed")
         code: int = args.func(args)
         return code
     except InvalidRequest as exc:

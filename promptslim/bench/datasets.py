@@ -144,7 +144,8 @@ def read_records(
                 return
             lineno += 1
             try:
-                line = raw.decode("utf-8")
+                # utf-8-sig on the first line: a BOM (Windows editors write one) is not content
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as exc:
                 on_error(
                     DatasetError(f"not UTF-8 (byte {exc.start})", path=str(path), line=lineno)
@@ -156,6 +157,11 @@ def read_records(
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 on_error(DatasetError(f"invalid JSON: {exc.msg}", path=str(path), line=lineno))
+                continue
+            except RecursionError:
+                on_error(
+                    DatasetError("invalid JSON: nested too deeply", path=str(path), line=lineno)
+                )
                 continue
             if not isinstance(record, dict):
                 on_error(

@@ -178,7 +178,12 @@ def read_rows(path: str | Path) -> list[ItemResult]:
 
     A process killed mid-write leaves a cut last line: it is dropped (that row is run again);
     a bad line anywhere else is an error naming it."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    # "\n" only: row_line writes non-ASCII raw, and U+2028, U+2029 or U+0085 in an answer
+    # would make str.splitlines() cut that row in two
+    text = Path(path).read_text(encoding="utf-8")
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    if lines and not lines[-1]:
+        lines.pop()  # the newline that ends the last row
     names = {f.name for f in fields(ItemResult)}
     rows = []
     for number, line in enumerate(lines, 1):

@@ -45,7 +45,7 @@ def parse_llama_perf(text: str) -> list[ServerTiming]:
     previous one logs no prompt eval and is skipped, as is a block cut off mid-write."""
     out: list[ServerTiming] = []
     prompt: tuple[float, int] | None = None
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): U+2028/U+0085 in a log line are not ends
         m = _PROMPT.search(line)
         if m:
             prompt = (float(m.group(1)) / 1000, int(m.group(2)))

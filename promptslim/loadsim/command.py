@@ -123,5 +123,6 @@ def plot_sweep(result: Mapping[str, Any], path: str) -> None:
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    # format given: written at ``path`` as named (without it, a name with no suffix gets ".png")
+    fig.savefig(path, dpi=120, format="png")
     plt.close(fig)

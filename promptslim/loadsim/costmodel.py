@@ -24,6 +24,7 @@ or measurements to fit (least squares, ``c >= 0``)::
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,8 +47,7 @@ class CostModel:
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
-            if not isinstance(value, (int, float)) or value < 0:
-                raise ConfigError(f"expected a number >= 0, got {value!r}", field=name)
+            _number(value, field=name)
 
     # ---- costs
 
@@ -76,35 +76,63 @@ class CostModel:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"unknown key(s) {', '.join(unknown)}", field="cost_model")
-        coeffs = {k: float(data[k]) for k in ("a", "b", "c") if k in data}
+        coeffs = {k: _number(data[k], field=k) for k in ("a", "b", "c") if k in data}
         if "points" in data:
             if coeffs:
                 raise ConfigError("give either a/b/c or points, not both", field="cost_model")
             coeffs = fit_prefill(_points(data["points"]))
-        decode = {k: float(data[k]) for k in ("decode_step_s", "decode_per_seq_s") if k in data}
+        if not any(coeffs.values()):
+            # an all-zero prefill curve makes every TTFT 0: a typo, never a server
+            raise ConfigError(
+                "no prefill cost: give a, b or c (> 0), or points [[tokens, seconds], ...]",
+                field="cost_model",
+            )
+        decode = {
+            k: _number(data[k], field=k) for k in ("decode_step_s", "decode_per_seq_s") if k in data
+        }
         return cls(**coeffs, **decode)
 
     @classmethod
     def load(cls, path: str | Path) -> CostModel:
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            # utf-8-sig: a BOM that an editor left is not an error
+            data = json.loads(Path(path).read_bytes().decode("utf-8-sig"))
         except OSError as exc:
             raise ConfigError(f"cannot read: {exc.strerror}", field=str(path)) from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"not UTF-8 text (byte {exc.start})", field=str(path)) from exc
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"invalid JSON at line {exc.lineno}: {exc.msg}", field=str(path)
             ) from exc
+        except RecursionError as exc:
+            raise ConfigError("JSON nested too deeply", field=str(path)) from exc
         return cls.from_dict(data)
 
 
-def _points(raw: Any) -> list[tuple[float, float]]:
-    out: list[tuple[float, float]] = []
+def _number(value: Any, *, field: str, positive: bool = False) -> float:
+    """``value`` as a float when it is a finite JSON number >= 0 (> 0 if ``positive``): NaN
+    or Infinity would stall the simulated clock, and a string or bool is a typo."""
+    bound = "> 0" if positive else ">= 0"
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+        or (positive and value == 0)
+    ):
+        raise ConfigError(f"expected a finite number {bound}, got {value!r}", field=field)
+    return float(value)
+
+
+def _points(raw: Any) -> list[tuple[Any, Any]]:
+    out: list[tuple[Any, Any]] = []
     for i, p in enumerate(raw if isinstance(raw, list) else []):
         try:
             n, s = (p["tokens"], p["seconds"]) if isinstance(p, Mapping) else p
-            out.append((float(n), float(s)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"point {i} is not [tokens, seconds]", field="points") from exc
+        out.append((n, s))
     if not out:
         raise ConfigError("expected a non-empty list of [tokens, seconds]", field="points")
     return out
@@ -114,8 +142,13 @@ def fit_prefill(points: Sequence[tuple[float, float]]) -> dict[str, float]:
     """Least-squares ``a, b, c`` (all >= 0) of ``t(n) = a + b n + c n^2`` through the points.
 
     Drops terms whose fit comes out negative (noise on a near-linear curve would otherwise give
-    a negative ``c`` that makes long prompts cheaper than they are), then refits."""
+    a negative ``c`` that makes long prompts cheaper than they are), then refits. Every point
+    needs finite ``tokens > 0`` and ``seconds >= 0`` (``ConfigError`` naming the point)."""
     import numpy as np
+
+    for i, (tokens, seconds) in enumerate(points):
+        _number(tokens, field=f"points[{i}]", positive=True)
+        _number(seconds, field=f"points[{i}]")
 
     n = np.array([p[0] for p in points], dtype=float)
     t = np.array([p[1] for p in points], dtype=float)

@@ -19,6 +19,7 @@ per request, from ``workload.arrival_times``). Same inputs, same output: nothing
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -233,6 +234,8 @@ def simulate_server(
         dt = cost.decode_s(len(decodes))
         if chunks:
             dt += cost.a + sum(cost.chunk_s(st.pos, k) for st, k in chunks)
+        if not math.isfinite(dt):  # huge coefficients overflow; NaN would stall the clock
+            raise ConfigError(f"a step costs {dt} s: coefficients too large", field="cost_model")
         now += dt
         busy += dt
         ended: list[_State] = []

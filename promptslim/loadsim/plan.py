@@ -91,7 +91,7 @@ def plan_budget(
     ``documents``, ``query``, as ``promptslim.bench.runner.segment_tokens`` counts them).
     Raises ``BudgetInfeasible`` when even the fixed part alone misses the SLO.
     """
-    if not slo_p99_s > 0:
+    if not 0 < slo_p99_s < float("inf"):
         raise ConfigError(f"expected a TTFT SLO > 0 s, got {slo_p99_s!r}", field="ttft_p99")
     if not prompts:
         raise ConfigError("no prompts to plan with", field="dataset")

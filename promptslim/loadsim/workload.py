@@ -8,8 +8,9 @@ below 1 burstier, above 1 more regular).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from ..errors import ConfigError
 
@@ -57,6 +58,7 @@ def load_prompts(
     requests: int,
     seed: int = 0,
     max_items: int = 200,
+    stream: TextIO | None = None,
 ) -> dict[str, list[npt.NDArray[np.uint64]]]:
     """``requests`` prompts per config label, from the dataset named by ``dataset`` (a
     ``promptslim.bench`` spec), each item slimmed by the config (``bench`` config specs:
@@ -67,13 +69,18 @@ def load_prompts(
     with the dataset's other prompts and is new after it. Repeating whole prompts would let the
     simulated prefix cache skip their prefill: it flattered every config, and ``plan`` gave
     budgets that a server seeing new users' content would not meet.
+
+    Dataset records that cannot be read are skipped, each said on ``stream`` (stderr by
+    default), as ``promptslim bench`` says them.
     """
     from ..bench.datasets import load_dataset
     from ..bench.runner import parse_configs
 
     if requests < 1:
         raise ConfigError(f"expected requests >= 1, got {requests!r}", field="requests")
-    items = load_dataset(dataset, limit=min(requests, max_items), seed=seed).items
+    loaded = load_dataset(dataset, limit=min(requests, max_items), seed=seed)
+    report_skipped(loaded.errors, stream=stream)
+    items = loaded.items
     if not items:
         raise ConfigError(f"no readable items in {dataset!r}", field="dataset")
     out: dict[str, list[npt.NDArray[np.uint64]]] = {}
@@ -81,6 +88,12 @@ def load_prompts(
         prompts = [prompt_tokens(config.pipeline.run(item.request).request) for item in items]
         out[config.label] = extend_stream(prompts, requests, seed=seed)
     return out
+
+
+def report_skipped(errors: Sequence[Exception], *, stream: TextIO | None = None) -> None:
+    """One line per unreadable dataset record on ``stream`` (stderr by default)."""
+    for error in errors:
+        print(f"promptslim: skipped {error}", file=stream if stream is not None else sys.stderr)
 
 
 def extend_stream(

@@ -347,6 +347,10 @@ class Proxy:
             return error_response(
                 400, f"malformed JSON body: {exc}", param="body", code="invalid_json"
             )
+        except RecursionError:
+            return error_response(
+                400, "malformed JSON body: nested too deeply", param="body", code="invalid_json"
+            )
         if not isinstance(body, dict):
             return error_response(400, "expected a JSON object", param="body")
         ex.stream = body.get("stream") is True
@@ -380,7 +384,7 @@ class Proxy:
                 except InvalidRequest as exc:
                     return error_response(400, f"{exc.field}: {exc.reason}", param=exc.field)
                 if result is not None:
-                    payload = json.dumps(result, ensure_ascii=False).encode()
+                    payload = _json_bytes(result)
             response = await self._upstream_chat(request, ex, payload, body)
             handed_over = isinstance(response, _Relay)
             return response
@@ -572,6 +576,15 @@ def _downstream_headers(
     ]
 
 
+def _json_bytes(data: Any) -> bytes:
+    """``data`` as UTF-8 JSON; with ``\\u`` escapes when it holds lone surrogates (valid JSON
+    escapes that UTF-8 cannot encode raw), so the body goes on unchanged instead of failing."""
+    try:
+        return json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(data).encode()
+
+
 def _too_large(limit: int) -> Response:
     return error_response(
         413, f"request body over {limit} bytes", param="body", code="body_too_large"
@@ -581,8 +594,8 @@ def _too_large(limit: int) -> Response:
 def _with_report(content: bytes, ex: Exchange) -> bytes:
     try:
         data = json.loads(content)
-    except ValueError:
-        return content  # not JSON: leave the upstream's bytes alone
+    except (ValueError, RecursionError):
+        return content  # not JSON (or nested too deeply): leave the upstream's bytes alone
     if not isinstance(data, dict):
         return content
     data["promptslim"] = ex.report()

@@ -62,6 +62,12 @@ class ServeConfig:
         parts = urlsplit(self.upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError("expected an http(s) URL with a host", field="upstream")
+        try:
+            upstream_port = parts.port  # ValueError when not a number in 0..65535
+        except ValueError as exc:
+            raise ConfigError(f"invalid port: {exc}", field="upstream") from exc
+        if upstream_port == 0:
+            raise ConfigError("invalid port: expected 1..65535", field="upstream")
         if not parts.path.strip("/"):
             # a bare host means the OpenAI layout: the routes live under /v1
             object.__setattr__(self, "upstream", f"{parts.scheme}://{parts.netloc}/v1")
@@ -69,6 +75,8 @@ class ServeConfig:
         for name in ("max_concurrency", "max_body_bytes", "port", "workers"):
             if getattr(self, name) < 1:
                 raise ConfigError("must be at least 1", field=name)
+        if self.port > 65535:
+            raise ConfigError("must be a TCP port, 1..65535", field="port")
         for name in ("max_queue", "retry_after_s"):
             if getattr(self, name) < 0:
                 raise ConfigError("must not be negative", field=name)

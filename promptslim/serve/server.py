@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import json
@@ -11,12 +12,13 @@ import shutil
 import socket
 import sys
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 
-from ..errors import ConfigError
+from ..errors import BackendError, ConfigError
 from ..pipeline import Pipeline
 from .app import create_app
 from .config import ServeConfig
@@ -39,6 +41,7 @@ def serve(config: ServeConfig, *, pipeline: Pipeline | None, log_level: str = "i
     ``pipeline.to_config()``, so the pipeline must be one a config can describe (built-in
     stages and options, as ``Pipeline.from_config`` makes them)."""
     _log_to_stderr(log_level)
+    _check_bindable(config.host, config.port)
     options: dict[str, Any] = {
         "host": config.host,
         "port": config.port,
@@ -52,7 +55,9 @@ def serve(config: ServeConfig, *, pipeline: Pipeline | None, log_level: str = "i
         "backlog": 4096,  # bursts of clients queue in the kernel, not refused
     }
     if config.workers == 1:
-        uvicorn.Server(uvicorn.Config(create_app(config, pipeline=pipeline), **options)).run()
+        app = create_app(config, pipeline=pipeline)
+        with _startup_failure():
+            uvicorn.Server(uvicorn.Config(app, **options)).run()
         return
     pipeline_config = _describable(pipeline)
     folder = tempfile.mkdtemp(prefix="promptslim-serve-metrics-")
@@ -63,11 +68,50 @@ def serve(config: ServeConfig, *, pipeline: Pipeline | None, log_level: str = "i
     if config.api_key:
         os.environ[_WORKER_KEY_ENV] = config.api_key
     try:
-        run_workers(f"{__name__}:worker_app", config.workers, **options)
+        with _startup_failure():
+            run_workers(f"{__name__}:worker_app", config.workers, **options)
     finally:
         for name in (_WORKER_ENV, _WORKER_KEY_ENV):
             os.environ.pop(name, None)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _check_bindable(host: str, port: int) -> None:
+    """Bind ``host:port`` once, as uvicorn will, so that a port in use or an address this
+    machine does not have is a ``ConfigError`` naming it, not uvicorn's exit status 3 (which
+    promptslim's CLI reserves for an infeasible budget)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise ConfigError(f"cannot resolve {host!r}: {exc.strerror or exc}", field="host") from exc
+    for family, kind, proto, _, address in infos:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                # as asyncio binds: a port left in TIME_WAIT by a previous run is free
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}", field="port"
+            ) from exc
+
+
+@contextlib.contextmanager
+def _startup_failure() -> Iterator[None]:
+    """uvicorn's ``sys.exit(3)`` when it cannot start (the lifespan failed, or the port was
+    taken after ``_check_bindable``) as a ``BackendError``: exit status 3 means an infeasible
+    budget to promptslim's callers."""
+    try:
+        yield
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            raise
+        raise BackendError(
+            f"the server did not start (exit status {exc.code}; see the log above)",
+            backend="serve",
+        ) from exc
 
 
 def run_workers(app: str, workers: int, **options: Any) -> None:
