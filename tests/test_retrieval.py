@@ -481,3 +481,19 @@ def test_stage_passes_quantize_and_cascade_to_the_scorer() -> None:
     with pytest.raises(ConfigError) as err:
         RetrievalStage(dense_candidates=0)
     assert err.value.field == "dense_candidates"
+
+
+def test_keep_best_over_budget_leaves_a_namesakes_drop_reported() -> None:
+    # document ids need not be unique: keeping the best one must not erase the other's record
+    body = {
+        "messages": [{"role": "user", "content": "refund policy annual plan"}],
+        "documents": [
+            {"id": "a", "text": "refund policy annual plan " * 40},
+            {"id": "a", "text": "something else entirely " * 40},
+        ],
+    }
+    stage = RetrievalStage(scorer="bm25", cutoff="none", dedup="none")
+    result = stage.run(Request.from_openai(body), Budget(documents=20))
+    assert len(result.request.documents) == 1
+    drops = [c for c in result.report.stages[0].changes if c.kind == "dropped"]
+    assert len(drops) == 1 and drops[0].target == "document:a"

@@ -534,6 +534,7 @@ class RetrievalStage(BaseStage):
             return selected
         kept: list[int] = []
         used = 0
+        first_drop = len(log.changes)  # where selected[0]'s record goes if it does not fit
         for i in selected:
             if used + tokens[i] <= cap:
                 kept.append(i)
@@ -557,7 +558,8 @@ class RetrievalStage(BaseStage):
             log.warning(f"no document fits the documents budget of {cap} tokens; none kept")
             return kept
         # keep_best: a document that must be shrunk beats no context at all; say so loudly
-        log.changes = [c for c in log.changes if c.target != f"document:{documents[best].id}"]
+        # its own record only: ids need not be unique, and a namesake's drop stays reported
+        del log.changes[first_drop]
         log.warning(
             f"document:{documents[best].id} ({tokens[best]} tokens) exceeds the documents budget "
             f"of {cap} tokens; kept for a later stage to compress"
