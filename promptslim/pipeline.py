@@ -261,7 +261,17 @@ def _read_config(path: str | Path) -> Any:
     except ConfigError:
         raise
     except Exception as exc:  # each parser has its own error type; all mean "unreadable"
-        raise ConfigError(f"cannot parse config: {exc}", field=str(path)) from exc
+        raise ConfigError(f"cannot parse config: {_one_line(exc)}", field=str(path)) from exc
+
+
+def _one_line(exc: Exception) -> str:
+    """A parser's error as one line (PyYAML's quote the offending lines, with a caret)."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+    if mark is not None and problem:
+        context = getattr(exc, "context", None)
+        what = f"{context}, {problem}" if context else problem
+        return f"{what} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(exc).split())
 
 
 def _build_stage(spec: StageSpec, i: int) -> Stage:

@@ -156,6 +156,16 @@ def test_an_interrupted_run_resumes_from_its_rows(tmp_path: Path) -> None:
     assert ours["tokens_out"] == theirs["tokens_out"] and ours["n"] == theirs["n"] == 4
 
 
+def test_a_last_row_cut_inside_a_character_is_dropped(tmp_path: Path) -> None:
+    dataset = load_dataset("builtin:rag", limit=2, seed=2)
+    rows = run_bench(dataset, EchoBackend(), parse_configs("baseline"), warm_up=False).rows
+    whole = row_line(rows[0]).encode()
+    cut = row_line(rows[1]).replace('"item_id"', '"note": "日本", "item_id"', 1).encode()
+    path = tmp_path / "progress.jsonl"
+    path.write_bytes(whole + cut[: cut.index("日".encode()) + 1])  # one byte of three
+    assert [r.as_dict() for r in read_rows(path)] == [rows[0].as_dict()]
+
+
 def test_a_bad_row_in_the_middle_is_named(tmp_path: Path) -> None:
     path = tmp_path / "progress.jsonl"
     path.write_text('{"config": "baseline", "item_id": "a"}\nnot json\n{"config": "x", "item_id": "b"}\n')

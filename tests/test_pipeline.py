@@ -233,3 +233,15 @@ def test_warm_up_gives_every_stage_work_and_loads_what_stages_load() -> None:
     assert any("年度" in d.text for d in request.documents)  # Chinese: the segmenter loads
     assert later.requests[0][0] == request
     assert "tokenizer" in text._jieba_state  # jieba's dictionary is loaded (the zh extra is installed)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("budget: [\nstages: []\n", "expected ',' or ']'"), ("---\na: 1\n---\nb: 2\n", "single document")],
+)
+def test_an_unreadable_yaml_config_is_one_line_with_its_place(tmp_path, text: str, says: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        Pipeline.from_config(path)
+    assert "\n" not in str(err.value) and says in str(err.value) and "line 3" in str(err.value)

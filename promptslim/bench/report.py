@@ -178,18 +178,19 @@ def read_rows(path: str | Path) -> list[ItemResult]:
 
     A process killed mid-write leaves a cut last line: it is dropped (that row is run again);
     a bad line anywhere else is an error naming it."""
-    # "\n" only: row_line writes non-ASCII raw, and U+2028, U+2029 or U+0085 in an answer
-    # would make str.splitlines() cut that row in two
-    text = Path(path).read_text(encoding="utf-8")
-    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    # b"\n" only: row_line writes non-ASCII raw, and U+2028, U+2029 or U+0085 in an answer
+    # would make str.splitlines() cut that row in two. Split as bytes, decoded line by line:
+    # a kill can cut the last line inside a multi-byte character
+    lines = Path(path).read_bytes().split(b"\n")
     if lines and not lines[-1]:
         lines.pop()  # the newline that ends the last row
     names = {f.name for f in fields(ItemResult)}
     rows = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for number, raw in enumerate(lines, 1):
         try:
+            line = raw.decode("utf-8").removesuffix("\r")
+            if not line.strip():
+                continue
             data = json.loads(line)
             if not isinstance(data, dict) or not names >= data.keys():
                 raise ValueError("not a result row of this version")
