@@ -297,8 +297,54 @@ def _build_stage(spec: StageSpec, i: int) -> Stage:
         err = invalid_from_validation(exc, root=f"stages[{i}]")
         raise ConfigError(err.reason, field=err.field) from exc
     except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc), field=f"stages[{i}]") from exc
+        key, reason = _mistyped_option(cls, options) or ("", str(exc))
+        raise ConfigError(reason, field=f"stages[{i}]" + (f".{key}" if key else "")) from exc
     return stage
+
+
+def _mistyped_option(cls: type, options: dict[str, Any]) -> tuple[str, str] | None:
+    """After a constructor failed on a Python-level error ("'<' not supported between str and
+    int"): the first option whose value is not of its annotated type, and why, so the error
+    names the key. None when none is found (the message is then the constructor's own)."""
+    import inspect
+    import sys
+
+    params = inspect.signature(cls).parameters
+    namespace = vars(sys.modules[cls.__module__])
+    for key, value in options.items():
+        reason = _type_mismatch(params[key].annotation, value, namespace)
+        if reason:
+            return key, reason
+    return None
+
+
+def _type_mismatch(annotation: Any, value: Any, namespace: dict[str, Any]) -> str | None:
+    """Why ``value`` is not of the (string) ``annotation``; None when it is, or when the
+    annotation does not resolve (a name imported for type checking only) or is a type
+    pydantic cannot check."""
+    import typing
+
+    from pydantic import ConfigDict, TypeAdapter
+
+    def probe() -> None: ...
+
+    probe.__annotations__ = {"value": annotation}  # resolved alone: others may not resolve
+    try:
+        hint = typing.get_type_hints(probe, globalns=namespace)["value"]
+        adapter: TypeAdapter[Any] = TypeAdapter(
+            hint, config=ConfigDict(arbitrary_types_allowed=True)
+        )
+    except (NameError, TypeError, SyntaxError, AttributeError):
+        return None
+    try:
+        adapter.validate_python(value, strict=True)
+    except ValidationError:
+        return f"expected {_type_name(hint)}, got {value!r}"
+    return None
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
 def _check_prefix_kept(before: Request, after: Request, stage: str) -> None:

@@ -245,3 +245,14 @@ def test_an_unreadable_yaml_config_is_one_line_with_its_place(tmp_path, text: st
     with pytest.raises(ConfigError) as err:
         Pipeline.from_config(path)
     assert "\n" not in str(err.value) and says in str(err.value) and "line 3" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("stage", "key"),
+    [("retrieval", "max_k"), ("retrieval", "min_k"), ("retrieval", "dense_weight")],
+)
+def test_a_mistyped_stage_option_is_named(stage: str, key: str) -> None:
+    # before: "stages[0]: '<' not supported between instances of 'str' and 'int'"
+    with pytest.raises(ConfigError) as err:
+        Pipeline.from_config({"stages": [{"name": stage, key: "abc"}]})
+    assert err.value.field == f"stages[0].{key}" and "'abc'" in err.value.reason
