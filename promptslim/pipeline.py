@@ -154,6 +154,8 @@ class Pipeline:
                 )
             degraded = f"over budget by {tokens_out - budget.total} tokens (best_effort)"
             warnings.append(degraded)
+        if budget.history is not None or budget.documents is not None:
+            warnings.extend(_over_caps(request, budget))
         report = trusted(
             Report,
             stages=reports,
@@ -193,6 +195,28 @@ class Pipeline:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _over_caps(request: Request, budget: Budget) -> list[str]:
+    """A warning per segment cap the output is over: the stage that enforces it (history,
+    retrieval, compress) is not in the pipeline, or could not meet it."""
+    from .budget import history_span
+    from .tokens import count_document, message_counts
+
+    counter = get_counter(request.tokenizer)
+    out = []
+    if budget.history is not None:
+        start, end = history_span(request)
+        used = sum(message_counts(request, counter)[start:end])
+        if used > budget.history:
+            out.append(f"history uses {used} tokens, over budget.history ({budget.history})")
+    if budget.documents is not None:
+        used = sum(count_document(d, counter) for d in request.documents)
+        if used > budget.documents:
+            out.append(
+                f"documents use {used} tokens, over budget.documents ({budget.documents})"
+            )
+    return out
 
 
 def _check_budget(budget: Budget | None) -> Budget | None:

@@ -256,3 +256,14 @@ def test_a_mistyped_stage_option_is_named(stage: str, key: str) -> None:
     with pytest.raises(ConfigError) as err:
         Pipeline.from_config({"stages": [{"name": stage, key: "abc"}]})
     assert err.value.field == f"stages[0].{key}" and "'abc'" in err.value.reason
+
+
+def test_a_segment_cap_no_stage_enforces_is_a_warning() -> None:
+    from promptslim import PrefixStage
+
+    body = {"messages": [{"role": "user", "content": "q"}], "documents": ["word " * 150]}
+    out = Pipeline([PrefixStage()], budget=Budget(documents=50)).run(Request.from_openai(body))
+    assert any("over budget.documents (50)" in w for w in out.report.warnings)
+    # within its cap: no warning
+    out = Pipeline([PrefixStage()], budget=Budget(documents=500)).run(Request.from_openai(body))
+    assert not any("budget.documents" in w for w in out.report.warnings)
