@@ -240,9 +240,10 @@ class Budget(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    total: int | None = Field(default=None, ge=1)
-    history: int | None = Field(default=None, ge=0)
-    documents: int | None = Field(default=None, ge=0)
+    # strict: a config's `true` or "500" is a mistake to name, not 1 or 500 tokens
+    total: int | None = Field(default=None, ge=1, strict=True)
+    history: int | None = Field(default=None, ge=0, strict=True)
+    documents: int | None = Field(default=None, ge=0, strict=True)
     history_share: float = Field(default=0.5, ge=0.0, le=1.0)
 
     def __init__(self, /, **data: Any) -> None:

@@ -205,6 +205,9 @@ def test_with_text_changes_only_the_text(parts: list[dict[str, Any]], new: str) 
         ({"history_share": 2.0}, "history_share"),
         ({"total": "many"}, "total"),
         ({"totl": 5}, "totl"),
+        # a config's true or "500" is not 1 or 500 tokens
+        ({"total": True}, "total"),
+        ({"documents": "500"}, "documents"),
     ],
 )
 def test_bad_budget_raises_config_error_naming_the_field(options: dict, field: str) -> None:
