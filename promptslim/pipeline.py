@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import inspect
 import json
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -301,8 +303,6 @@ def _one_line(exc: Exception) -> str:
 def _build_stage(spec: StageSpec, i: int) -> Stage:
     cls = STAGES.get(spec.name, field=f"stages[{i}].name")
     options = dict(spec.model_extra or {})
-    import inspect
-
     accepted = {
         p for p, s in inspect.signature(cls).parameters.items() if s.kind is not s.VAR_KEYWORD
     }
@@ -312,6 +312,14 @@ def _build_stage(spec: StageSpec, i: int) -> Stage:
                 f"unknown option for stage {spec.name!r}; known: {', '.join(sorted(accepted)) or '(none)'}",
                 field=f"stages[{i}].{key}",
             )
+    namespace = vars(sys.modules[cls.__module__])
+    params = inspect.signature(cls).parameters
+    for key, value in options.items():
+        # scalars first: `pin_first_user: "no"` would be taken as true, `max_k: true` as 1
+        if params[key].annotation in _SCALARS:
+            reason = _type_mismatch(params[key].annotation, value, namespace)
+            if reason:
+                raise ConfigError(reason, field=f"stages[{i}].{key}")
     try:
         stage: Stage = cls(**options)
     except ConfigError as exc:
@@ -326,13 +334,15 @@ def _build_stage(spec: StageSpec, i: int) -> Stage:
     return stage
 
 
+#: the annotations (as written, under ``from __future__ import annotations``) whose values a
+#: config must give exactly: a bool, an int that is not a bool, a number
+_SCALARS = frozenset({"bool", "int", "int | None", "float", "float | None"})
+
+
 def _mistyped_option(cls: type, options: dict[str, Any]) -> tuple[str, str] | None:
     """After a constructor failed on a Python-level error ("'<' not supported between str and
     int"): the first option whose value is not of its annotated type, and why, so the error
     names the key. None when none is found (the message is then the constructor's own)."""
-    import inspect
-    import sys
-
     params = inspect.signature(cls).parameters
     namespace = vars(sys.modules[cls.__module__])
     for key, value in options.items():

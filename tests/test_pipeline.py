@@ -267,3 +267,14 @@ def test_a_segment_cap_no_stage_enforces_is_a_warning() -> None:
     # within its cap: no warning
     out = Pipeline([PrefixStage()], budget=Budget(documents=500)).run(Request.from_openai(body))
     assert not any("budget.documents" in w for w in out.report.warnings)
+
+
+@pytest.mark.parametrize(
+    ("stage", "key", "value"),
+    [("history", "pin_first_user", "no"), ("retrieval", "max_k", True), ("prefix", "min_gain", "1")],
+)
+def test_a_scalar_option_of_another_type_is_refused_not_coerced(stage, key, value) -> None:
+    # "no" would have been a true pin_first_user, true a max_k of 1
+    with pytest.raises(ConfigError) as err:
+        Pipeline.from_config({"stages": [{"name": stage, key: value}]})
+    assert err.value.field == f"stages[0].{key}"
