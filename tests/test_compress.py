@@ -472,3 +472,16 @@ def test_unknown_compressor_options_fail_at_construction(compressor: str) -> Non
     with pytest.raises(ConfigError) as err:
         CompressStage(compressor=compressor, options={"bogus": 1})
     assert err.value.field == "options.bogus"
+
+
+def test_last_user_opt_in_does_not_pay_for_history_over_its_cap() -> None:
+    from promptslim.pipeline import Pipeline
+
+    # no history stage: the history stays over budget.history (a warning), but the question
+    # is not cut to make up for it
+    stages = [CompressStage()]
+    out = Pipeline(stages, budget=Budget(history=3, total=4000)).run(
+        Request.from_openai(_QUESTION_CHAT, compress_last_user=True)
+    )
+    assert out.request.messages[-1].text == _QUESTION_CHAT["messages"][-1]["content"]
+    assert any("budget.history" in w for w in out.report.warnings)

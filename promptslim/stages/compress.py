@@ -228,7 +228,8 @@ class CompressStage(BaseStage):
         if not chosen:
             return messages
         need = sum(count_message(messages[i], counter) for i in chosen)
-        target = self._target(need, _room(request, budget, allocation, need, counter))
+        history = allocation if self.compress_history else None  # its cap binds span messages
+        target = self._target(need, _room(request, budget, history, need, counter))
         log.details["history_target"] = target
         if target is None or target >= need:
             return messages
@@ -284,7 +285,8 @@ def _room(
     """What the chosen messages (``need`` tokens now) may use: ``need`` less what the history
     span is over its cap and what the request is over its total (documents already fitted).
     The cap is on the whole span, and the last user message is not in it: so neither the cap
-    alone nor ``need`` alone is the chosen messages' target. None when nothing caps them."""
+    alone nor ``need`` alone is the chosen messages' target. ``allocation``: None when no span
+    message is chosen (the cap is then not theirs to meet). None when nothing caps them."""
     overs: list[int] = []
     if allocation is not None and allocation.history is not None:
         start, end = history_span(request)
