@@ -84,7 +84,8 @@ class BudgetInfeasible(PromptSlimError):
     def __init__(self, message: str, *, minimum: int, budget: int | None = None) -> None:
         self.minimum = minimum
         self.budget = budget
-        super().__init__(f"{message} (minimum {minimum} tokens, budget {budget})")
+        said = f"minimum {minimum} tokens" + ("" if budget is None else f", budget {budget}")
+        super().__init__(f"{message} ({said})")
 
 
 class BackendUnavailable(PromptSlimError, ImportError):

@@ -117,3 +117,8 @@ def test_the_prefix_stages_context_block_is_not_charged_to_history() -> None:
     # the moved date stays with the instructions; the history itself is gone, as asked
     assert [m.role for m in out.request.messages] == ["system", "system", "user"]
     assert "2024-01-02" in out.request.messages[1].text
+
+
+def test_infeasible_message_says_the_budget_only_when_there_is_one() -> None:
+    assert str(BudgetInfeasible("no room", minimum=3)) == "no room (minimum 3 tokens)"
+    assert str(BudgetInfeasible("no room", minimum=3, budget=2)).endswith("(minimum 3 tokens, budget 2)")
