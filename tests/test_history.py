@@ -271,6 +271,15 @@ _ROUND_SHAPES = {
         {"role": "function", "name": "weather", "content": "sunny, 25 degrees " * 3},
         {"role": "assistant", "content": "It is sunny."}, {"role": "user", "content": "and tomorrow?"},
     ],
+    # a call answered only after another call's result merged its atom into an earlier one
+    "nested": [
+        {"role": "user", "content": "q1 " * 30}, _call("a"), _call("b"),
+        {"role": "tool", "tool_call_id": "a", "content": "ra " * 20},
+        {"role": "assistant", "content": "note " * 10}, {"role": "user", "content": "more " * 10},
+        {"role": "assistant", "content": "ok " * 10},
+        {"role": "tool", "tool_call_id": "b", "content": "rb " * 20},
+        {"role": "assistant", "content": "done"}, {"role": "user", "content": "next"},
+    ],
     # the call before the last user message, its result after it
     "split": [
         {"role": "user", "content": "first question " * 20}, _call("c1"),

@@ -199,6 +199,9 @@ def _atoms(messages: Sequence[Message], start: int, end: int) -> list[list[int]]
             home = call_atom.get(m.tool_call_id or "", len(atoms) - 1)
             if home < len(atoms) - 1:  # answered after other messages: they join the round
                 atoms[home:] = [[j for atom in atoms[home:] for j in atom]]
+                for call_id, at in call_atom.items():  # calls made in the merged atoms
+                    if at > home:
+                        call_atom[call_id] = home
             atoms[-1].append(i)
         else:
             atoms.append([i])
