@@ -93,10 +93,11 @@ def allocate(request: Request, budget: Budget, counter: TokenCounter | None = No
     want_h = need_h if budget.history is None else min(need_h, budget.history)
     want_d = need_d if budget.documents is None else min(need_d, budget.documents)
     history = _history_share(flexible, want_h, want_d, budget.history_share)
-    # pinned history messages stay whatever the share (the history stage keeps them), so the
-    # documents get what is left after them, not after the share
-    pinned = sum(n for n, m in zip(message_tokens[start:end], request.messages[start:end]) if m.pinned)
-    history = max(history, min(pinned, want_h))
+    if history < want_h:
+        # pinned history messages stay whatever the share (the history stage keeps them), so
+        # the documents get what is left after them, not after the share
+        span = zip(message_tokens[start:end], request.messages[start:end])
+        history = max(history, min(sum(n for n, m in span if m.pinned), want_h))
     documents = flexible - history
     tail = sum(message_tokens[end:])
     basis = _history_share(flexible + tail, flexible + tail, want_d, budget.history_share)

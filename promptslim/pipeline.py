@@ -303,9 +303,8 @@ def _one_line(exc: Exception) -> str:
 def _build_stage(spec: StageSpec, i: int) -> Stage:
     cls = STAGES.get(spec.name, field=f"stages[{i}].name")
     options = dict(spec.model_extra or {})
-    accepted = {
-        p for p, s in inspect.signature(cls).parameters.items() if s.kind is not s.VAR_KEYWORD
-    }
+    params = inspect.signature(cls).parameters
+    accepted = {p for p, s in params.items() if s.kind is not s.VAR_KEYWORD}
     for key in options:
         if key not in accepted:
             raise ConfigError(
@@ -313,7 +312,6 @@ def _build_stage(spec: StageSpec, i: int) -> Stage:
                 field=f"stages[{i}].{key}",
             )
     namespace = vars(sys.modules[cls.__module__])
-    params = inspect.signature(cls).parameters
     for key, value in options.items():
         # scalars first: `pin_first_user: "no"` would be taken as true, `max_k: true` as 1
         if params[key].annotation in _SCALARS:
