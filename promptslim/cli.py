@@ -289,6 +289,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _server_and_cost(args: argparse.Namespace) -> tuple[Any, Any]:
     from .loadsim import CostModel, ServerConfig
 
+    # checked here so that the error names the flag, not the simulator's field
+    for flag, value in (("--output-tokens", args.output_tokens), ("--requests", args.requests)):
+        if value < 1:
+            raise ConfigError(f"expected an integer >= 1, got {value}", field=flag)
     server = ServerConfig(
         max_num_seqs=args.max_num_seqs,
         max_batched_tokens=args.max_batched_tokens,

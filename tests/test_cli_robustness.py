@@ -232,6 +232,18 @@ def test_a_negative_seed_names_the_flag(
     bad_input(code, capsys.readouterr().err, "--seed")
 
 
+@pytest.mark.parametrize("command", ["simulate", "plan"])
+@pytest.mark.parametrize("flag", ["--output-tokens", "--requests"])
+def test_zero_counts_name_their_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, flag: str
+) -> None:
+    cost = write(tmp_path / "c.json", json.dumps(COST))
+    plan = ["--ttft-p99", "1", "--concurrency", "4", "-o", str(tmp_path / "plan.json")]
+    extra = plan if command == "plan" else []
+    code = main([command, "--cost-model", cost, "--dataset", "builtin:rag", *extra, flag, "0"])
+    bad_input(code, capsys.readouterr().err, f"{flag}: ")
+
+
 # ---------------------------------------------------------------- 5. serve ports
 
 

@@ -111,7 +111,7 @@ def _mixed_text(draw: st.DrawFn) -> tuple[str, list[str]]:
     return sep.join(parts), pieces
 
 
-@given(_mixed_text(), st.floats(0.1, 0.9), st.sampled_from(["extractive", "mock"]))
+@given(_mixed_text(), st.floats(0.1, 0.9), st.sampled_from(["extractive", "truncate"]))
 def test_protected_spans_byte_exact_on_generated_mixes(
     sample: tuple[str, list[str]], rate: float, compressor: str
 ) -> None:

@@ -232,6 +232,24 @@ def test_real_hybrid_run_is_deterministic(nq_requests: list[Request], warm_embed
     assert runs[0] == runs[1]
 
 
+def test_lone_surrogates_are_scored_by_the_dense_model_and_kept_byte_exact() -> None:
+    # a lone surrogate (JSON's "\\ud800" read as is) cannot go through the model's tokenizer;
+    # the hybrid scorer must still run, not fall back to bm25, and the text must come back whole
+    odd = "Paris is the capital of France \ud800 and its largest city."
+    request = Request(
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+        documents=[
+            {"id": "a", "text": odd},
+            {"id": "b", "text": "Bananas are rich in potassium and grow in the tropics."},
+        ],
+    )
+    result = Pipeline([RetrievalStage(scorer="hybrid")]).run(request)
+    details = result.report.stages[0].details
+    assert details["scorer"] == "hybrid" and "fallback" not in details, details
+    assert result.report.warnings == []
+    assert [d.text for d in result.request.documents][0] == odd
+
+
 @pytest.mark.parametrize(
     ("order", "expected"),
     [("score", ["d1", "d2", "d0", "d3"]), ("original", ["d0", "d1", "d2", "d3"]),

@@ -427,7 +427,14 @@ async def test_bad_bodies_get_400_and_413_naming_the_field(seam: tuple[Seam, str
                 chat, json={"messages": [{"role": "wizard", "content": "x"}]}
             )
             too_big = await client.post(chat, json={**BODY, "pad": "x" * 5000})
+            # Python's json reads NaN; JSON has no such value, so it is not sent on upstream
+            nan = await client.post(
+                chat,
+                content=b'{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}',
+                headers={"content-type": "application/json"},
+            )
     assert malformed.status_code == 400 and malformed.json()["error"]["code"] == "invalid_json"
+    assert nan.status_code == 400 and "NaN is not a JSON value" in nan.json()["error"]["message"]
     assert no_messages.status_code == 400 and no_messages.json()["error"]["param"] == "messages"
     assert bad_role.status_code == 400 and bad_role.json()["error"]["param"] == "messages[0].role"
     assert bad_role.json()["error"]["type"] == "invalid_request_error"

@@ -180,6 +180,31 @@ def test_plan_meets_its_slo_when_simulated(tmp_path: object) -> None:
         plan_budget(prompts, cost=cost, slo_p99_s=0.001, concurrency=16, segments=segments)
 
 
+def test_a_planned_split_lets_a_request_lacking_a_segment_use_its_share() -> None:
+    from promptslim.budget import allocate
+    from promptslim.loadsim import Plan
+    from promptslim.pipeline import Pipeline
+    from promptslim.types import Request
+
+    # a stream mixing chat (history, no documents) and RAG (documents, no history)
+    plan = Plan(total=300, prefix=40, query=15, history=80, documents=165, ttft_p99_s=1.0,
+                slo_p99_s=1.5, concurrency=500, unconstrained=False)  # fmt: skip
+    budget = Pipeline.from_config(plan.config()).budget
+    assert budget.total == 300 and budget.history_share == pytest.approx(80 / 245, abs=1e-3)
+    turns = [{"role": r, "content": f"turn {i} " + "word " * 30}
+             for i, r in enumerate(["user", "assistant"] * 6)]  # fmt: skip
+    chat = Request(messages=[{"role": "system", "content": "be brief"}, *turns,
+                             {"role": "user", "content": "and now?"}])  # fmt: skip
+    rag = Request(
+        messages=[{"role": "user", "content": "which?"}],
+        documents=[{"id": str(i), "text": "fact " * 60} for i in range(5)],
+    )
+    chat_cap, rag_cap = allocate(chat, budget), allocate(rag, budget)
+    # the whole flexible part, not the 80 tokens a hard history cap would have left
+    assert chat_cap.history == 300 - chat_cap.fixed > 80
+    assert rag_cap.documents == 300 - rag_cap.fixed > 165
+
+
 # ---------------------------------------------------------------- command line
 
 

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -73,6 +74,15 @@ DEFAULT_CACHE_SIZE = 50_000  # vectors; at 384 float32 each, about 77 MB when fu
 CPU_BATCH_SIZE = 8
 #: uncached input of at most this many characters (about one query) is encoded on one thread
 SMALL_INPUT_CHARS = 1_000
+# a surrogate code point in a Python str is always a lone one (pairs are decoded into one)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _model_text(text: str) -> str:
+    """``text`` as the tokenizer can take it: a lone surrogate (valid in a JSON escape, not in
+    UTF-8) read as U+FFFD, as a UTF-8 decoder reads a broken byte. Only what the model scores
+    changes; the document's text and the cache key are the caller's."""
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
 _services: dict[tuple[Any, ...], EmbeddingService] = {}
 _services_lock = threading.Lock()
@@ -295,7 +305,7 @@ class EmbeddingService:
             if vector is None and key not in missing:
                 missing[key] = i
         if missing:
-            fresh = self._encode([texts[i] for i in missing.values()])
+            fresh = self._encode([_model_text(texts[i]) for i in missing.values()])
             new = list(zip(missing, fresh))
             self._cache.put_many(new)
             computed = dict(new)

@@ -252,6 +252,7 @@ class CrossEncoderScorer(Scorer):
     ) -> Scored:
         import numpy as np
 
+        from .embeddings import _model_text
         from .models import load_cross_encoder
 
         encoder = load_cross_encoder(str(self.model), device=self.device)
@@ -259,9 +260,8 @@ class CrossEncoderScorer(Scorer):
             return Scored(scores=np.zeros(0, dtype=np.float64))
         with self._lock:
             try:
-                out = encoder.predict(
-                    [(query, t) for t in texts], batch_size=self.batch_size, show_progress_bar=False
-                )
+                pairs = [(_model_text(query), _model_text(t)) for t in texts]
+                out = encoder.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
             except (RuntimeError, ValueError) as exc:
                 raise BackendError(f"scoring failed: {exc}", backend="cross_encoder") from exc
         scores = np.asarray(out, dtype=np.float64)

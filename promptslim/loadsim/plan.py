@@ -9,7 +9,8 @@ to reach ``B``; it costs one simulation per step instead of one pipeline run per
 ``B`` is then split: the fixed part (stable prefix and the last user message, which promptslim
 never cuts) as the dataset has it, and the rest between history and documents in the
 proportion the dataset uses them. ``Plan.config()`` is a pipeline config that
-``Pipeline.from_config`` accepts.
+``Pipeline.from_config`` accepts: the total, and the split as the history share of what the
+fixed part leaves (a share, so that a request lacking one segment passes its part on).
 """
 
 from __future__ import annotations
@@ -48,9 +49,15 @@ class Plan:
     unconstrained: bool  # the SLO holds even with the prompts uncapped
 
     def config(self) -> dict[str, Any]:
-        """A pipeline config: the Budget and the stages that meet it."""
+        """A pipeline config: the Budget and the stages that meet it.
+
+        The split goes in as ``history_share``, not as hard caps: the SLO bounds each request's
+        total, and a request without documents (a chat turn in a stream that mixes chat and
+        RAG) may then give their share to its history, and the other way round."""
+        reducible = self.history + self.documents
+        share = self.history / reducible if reducible else 0.5
         return {
-            "budget": {"total": self.total, "history": self.history, "documents": self.documents},
+            "budget": {"total": self.total, "history_share": round(share, 3)},
             "stages": [{"name": name} for name in PLAN_STAGES],
             "on_infeasible": "raise",
         }

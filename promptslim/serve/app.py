@@ -342,7 +342,7 @@ class Proxy:
             return raw
         ex.bytes_in = len(raw)
         try:
-            body = json.loads(raw)
+            body = json.loads(raw, parse_constant=_not_json)
         except ValueError as exc:
             return error_response(
                 400, f"malformed JSON body: {exc}", param="body", code="invalid_json"
@@ -574,6 +574,12 @@ def _downstream_headers(
         for k, v in upstream.headers.raw
         if (name := k.lower().decode()) not in _NOT_DOWNSTREAM and name not in drop
     ]
+
+
+def _not_json(name: str) -> Any:
+    """``json.loads`` accepts NaN and Infinity; JSON does not, and an upstream server may
+    fail on them or read them differently, so a body that holds one is refused here."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _json_bytes(data: Any) -> bytes:

@@ -28,7 +28,7 @@ from ...registry import Registry
 from ...text import Span
 from ...tokens import TokenCounter
 
-__all__ = ["COMPRESSORS", "Compressor", "Item", "MockCompressor"]
+__all__ = ["COMPRESSORS", "Compressor", "Item", "TruncateCompressor"]
 
 
 @dataclass(frozen=True)
@@ -74,11 +74,13 @@ class Compressor(ABC):
         return f"{type(self).__name__}({args})"
 
 
-class MockCompressor(Compressor):
-    """Keeps each item's leading characters in proportion to the budget: the seam for tests
-    of the stage (no model, no scoring). Never splits a protected span: it cuts before it."""
+class TruncateCompressor(Compressor):
+    """Keeps each item's leading characters in proportion to the budget: the naive baseline
+    (what cutting every passage short does) that the real compressors are measured against,
+    and a model-free seam for the stage's tests. Never splits a protected span: it cuts
+    before it."""
 
-    name = "mock"
+    name = "truncate"
 
     def __init__(self) -> None:
         pass
@@ -105,6 +107,6 @@ COMPRESSORS: Registry[type[Compressor]] = Registry(
         "extractive": "promptslim.backends.compress.extractive:ExtractiveCompressor",
         "lm": "promptslim.backends.compress.lm:LMCompressor",
         "llmlingua": "promptslim.backends.compress.lingua:LLMLinguaCompressor",
-        "mock": "promptslim.backends.compress:MockCompressor",
+        "truncate": "promptslim.backends.compress:TruncateCompressor",
     },
 )
