@@ -84,6 +84,7 @@ def _model_text(text: str) -> str:
     changes; the document's text and the cache key are the caller's."""
     return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
+
 _services: dict[tuple[Any, ...], EmbeddingService] = {}
 _services_lock = threading.Lock()
 # one lock per loaded model object: services with different truncation share a model
