@@ -41,14 +41,14 @@ quantile on top, which errs against promptslim).
 the SLO is the baseline's simulated P99 divided by FACTOR, ``promptslim plan`` (``plan_budget``
 on the baseline stream) gives the largest budget per request that meets it, and that budget is
 added to ``--pipeline``'s stages (``on_infeasible`` best_effort: a request the budget cannot
-hold is still sent); ``--plan-config FILE`` writes that config, for ``promptslim bench``. The
-goal is then judged on the planned config. The plan caps prompts to find the budget; the
-pipeline reaches it by relevance, and often sends fewer tokens than that, so the planned
-config can beat the SLO.
+hold is still sent); ``--plan-config FILE`` writes that config, for ``promptslim bench``. Each
+config gets a verdict on both halves of the goal; it is met when one config meets both. The
+plan caps prompts to find the budget; the pipeline reaches it by relevance, and often sends
+fewer tokens than that, so the planned config can beat the SLO.
 
-``--bench-summary summary.json`` (from ``promptslim bench`` on the config the goal is judged
-on) adds the quality delta: config minus baseline, paired bootstrap 95 % interval, in points;
-goal >= -1 point.
+``--bench-summary summary.json`` (from ``promptslim bench`` on a config file; repeat it, one per
+dataset and config: each delta goes to the config whose file the bench ran) adds the quality
+delta: config minus baseline, paired bootstrap 95 % interval, in points; goal >= -1 point.
 
     python benchmarks/scenario_h200.py [--quick] [--json] [--out benchmarks/results]
         [--plan 2 --plan-config benchmarks/results/scenario_quality/scenario_planned.json]
@@ -491,7 +491,7 @@ def main() -> None:
         type=float,
         metavar="FACTOR",
         help="also run the budget `promptslim plan` gives for a TTFT P99 FACTOR times lower than "
-        "the baseline's (the seed: 3 s -> 1.5 s is 2); the goal is then judged on it",
+        "the baseline's (the seed: 3 s -> 1.5 s is 2), judged beside the --pipeline config",
     )
     p.add_argument(
         "--plan-config",
@@ -506,6 +506,8 @@ def main() -> None:
         "every passage: its cold path)",
     )
     args = p.parse_args()
+    if args.plan is not None and not args.plan > 0:
+        p.error(f"--plan: expected a factor > 0, got {args.plan}")
     result = run(args)
     text = table(result)
     if args.out:
