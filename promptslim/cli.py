@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .errors import BudgetInfeasible, ConfigError, InvalidRequest, PromptSlimError
+from .render import json_bytes
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline
@@ -54,18 +55,6 @@ def read_json(path: str) -> Any:
         ) from exc
     except RecursionError as exc:
         raise InvalidRequest("invalid JSON: nested too deeply", field=path) from exc
-
-
-def json_text(data: Any, *, indent: int | None = None) -> str:
-    """``data`` as JSON text that UTF-8 can encode: raw non-ASCII, unless it holds lone
-    surrogates (valid JSON escapes that UTF-8 cannot encode raw); then ``\\u`` escapes, which
-    read back the same."""
-    text = json.dumps(data, ensure_ascii=False, indent=indent)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(data, indent=indent)
-    return text
 
 
 @contextmanager
@@ -142,7 +131,7 @@ def cmd_compress(args: argparse.Namespace) -> int:
     if out != "-":
         check_output_file(out, flag="-o")
     result = pipeline.run(Request.from_openai(read_json(source)))
-    body = json_text(result.to_openai(), indent=2) + "\n"
+    body = json_bytes(result.to_openai(), indent=2).decode() + "\n"
     write_text(out, body)
     if args.report != "none":
         report = (

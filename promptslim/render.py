@@ -1,12 +1,13 @@
-"""How kept documents are written into the prompt.
+"""How what promptslim sends is written: kept documents into the prompt, and bodies as JSON.
 
-One format, used both for counting a document's tokens and for the message that is sent, so
+One document format, used both for counting a document's tokens and for the message that is sent, so
 the budget the stages plan with is the prompt the model gets. The shape is the one of the
 "Lost in the Middle" study: ``Document [n](Title: t) text``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ __all__ = [
     "DOCUMENTS_ROLE",
     "document_line",
     "insert_documents",
+    "json_bytes",
     "render_document",
     "render_documents",
 ]
@@ -49,3 +51,13 @@ def insert_documents(
     block = {"role": DOCUMENTS_ROLE, "content": render_documents(documents)}
     at = last_user if last_user is not None else len(messages)
     return [*messages[:at], block, *messages[at:]]
+
+
+def json_bytes(data: Any, *, indent: int | None = None) -> bytes:
+    """``data`` as UTF-8 JSON: raw non-ASCII, unless it holds lone surrogates (valid JSON
+    escapes that UTF-8 cannot encode raw); then ``\\u`` escapes, which read back the same, so
+    a body goes on unchanged instead of failing."""
+    try:
+        return json.dumps(data, ensure_ascii=False, indent=indent).encode()
+    except UnicodeEncodeError:
+        return json.dumps(data, indent=indent).encode()

@@ -43,6 +43,7 @@ from starlette.types import Receive, Scope, Send
 from ..errors import BudgetInfeasible, ConfigError, InvalidRequest
 from ..http11 import Http11Transport
 from ..pipeline import Pipeline
+from ..render import json_bytes
 from ..types import Request, Result
 from .admission import Admission, Overloaded
 from .config import ServeConfig
@@ -384,7 +385,7 @@ class Proxy:
                 except InvalidRequest as exc:
                     return error_response(400, f"{exc.field}: {exc.reason}", param=exc.field)
                 if result is not None:
-                    payload = _json_bytes(result)
+                    payload = json_bytes(result)
             response = await self._upstream_chat(request, ex, payload, body)
             handed_over = isinstance(response, _Relay)
             return response
@@ -580,15 +581,6 @@ def _not_json(name: str) -> Any:
     """``json.loads`` accepts NaN and Infinity; JSON does not, and an upstream server may
     fail on them or read them differently, so a body that holds one is refused here."""
     raise ValueError(f"{name} is not a JSON value")
-
-
-def _json_bytes(data: Any) -> bytes:
-    """``data`` as UTF-8 JSON; with ``\\u`` escapes when it holds lone surrogates (valid JSON
-    escapes that UTF-8 cannot encode raw), so the body goes on unchanged instead of failing."""
-    try:
-        return json.dumps(data, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        return json.dumps(data).encode()
 
 
 def _too_large(limit: int) -> Response:
