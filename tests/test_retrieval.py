@@ -71,9 +71,7 @@ def nq_requests(shared_data: Path) -> list[Request]:
 def warm_embeddings(nq_requests: list[Request]) -> None:
     """Embed the 200 x 20 passages and the questions once per session through the shared
     service the stage uses, so every later dense/hybrid run is a cache hit."""
-    from promptslim.backends.embeddings import EmbeddingService
-
-    service = EmbeddingService.get(max_seq_length=RetrievalStage().max_seq_length)
+    service = RetrievalStage().get_scorer().service()  # type: ignore[attr-defined]
     texts = [f"{d.title}\n{d.text}" for r in nq_requests for d in r.documents]
     service.embed(texts + [r.effective_query for r in nq_requests])
 
@@ -299,7 +297,8 @@ def test_empty_query_keeps_retriever_order_with_a_warning() -> None:
     ("option", "value"),
     [("max_k", 0), ("min_k", -1), ("cutoff", "median"), ("order", "random"), ("dedup", "minhash"),
      ("cutoff_fraction", 1.5), ("mmr_lambda", 2.0), ("dedup_threshold", 0.0), ("dense_weight", -0.1),
-     ("on_overflow", "ignore"), ("fusion", "max"), ("max_seq_length", 0), ("backend", "tensorflow")],
+     ("on_overflow", "ignore"), ("fusion", "max"), ("max_seq_length", 0), ("backend", "tensorflow"),
+     ("quantize", "yes")],
 )
 def test_bad_options_name_the_field(option: str, value: Any) -> None:
     with pytest.raises(ConfigError) as err:
@@ -334,13 +333,43 @@ def test_precomputed_embeddings_are_reused(nq_requests: list[Request], warm_embe
         d.model_copy(update={"embedding": (v * 3.0).tolist()}) for d, v in zip(request.documents, vectors)
     ])
     stage = RetrievalStage(scorer="dense")
-    plain, reused = stage.run(request), stage.run(with_vectors)
+    # the vectors are the float model's, as a vector store's are: the stage's own float run
+    # is what they must reproduce (its default on a CPU is the int8 model)
+    plain = RetrievalStage(scorer="dense", quantize=False).run(request)
+    reused = stage.run(with_vectors)
     assert reused.report.stages[0].details["embeddings_reused"] == 20
+    assert reused.report.stages[0].details["int8"] is False
     assert [d.id for d in plain.documents] == [d.id for d in reused.documents]
     wrong = request.replace(documents=[d.model_copy(update={"embedding": [1.0, 0.0]}) for d in request.documents])
     out = stage.run(wrong)
-    assert [d.id for d in out.documents] == [d.id for d in plain.documents]
+    assert [d.id for d in out.documents] == [d.id for d in stage.run(request).documents]
     assert any("another dimension" in w for w in out.report.warnings)
+
+
+@pytest.mark.slow
+def test_default_embeds_int8_on_the_cpu_and_float_beside_a_vector_stores_vectors(
+    nq_requests: list[Request], warm_embeddings: None
+) -> None:
+    from promptslim.backends.models import default_device
+
+    stage = RetrievalStage()
+    primary = stage.get_scorer().service()  # type: ignore[attr-defined]
+    float_twin = stage.get_scorer()._dense.service(float32=True)  # type: ignore[attr-defined]
+    on_cpu = default_device() == "cpu"
+    assert primary.int8 is on_cpu and float_twin.int8 is False
+    assert stage.max_seq_length == 64 and stage.backend == "auto" and stage.quantize is None
+    request = nq_requests[3]
+    assert stage.run(request).report.stages[0].details["int8"] is on_cpu
+    # one passage brings a vector store's (float) vector: the query and the other 19 passages
+    # must then come from the float model too, never a mix of the two models' vectors
+    vector = float_twin.embed([f"{request.documents[0].title}\n{request.documents[0].text}"])[0]
+    one_given = request.replace(documents=[
+        request.documents[0].model_copy(update={"embedding": vector.tolist()}), *request.documents[1:]
+    ])
+    float_twin.clear_cache()
+    details = stage.run(one_given).report.stages[0].details
+    assert details["embeddings_reused"] == 1 and details["int8"] is False
+    assert float_twin.cache_info()["size"] == 20  # the query and 19 passages, on the float model
 
 
 def test_bm25_matches_rank_bm25_with_lucene_idf(nq_requests: list[Request]) -> None:

@@ -41,12 +41,15 @@ Why each part is here:
   descheduled by another process made one query embedding 10x slower (1.9 s instead of 0.16 s
   on the 2-core development machine under load). Longer inputs use torch's own setting unless
   ``threads`` says otherwise.
-- **int8** (``quantize=True``, off by default): the model's Linear layers dynamically quantised
-  to int8 (through :func:`promptslim.backends.models.load_embedder`). About 1.4x less CPU time
-  at 128 word pieces, but the vectors move (cosine 0.94 on average to the float ones): on 100
-  nq20-dev questions the gold passage ranked lower in 4 and higher in none, while the default
-  retrieval policy kept it in the same 0.99. Its vectors must not be mixed with a vector
-  store's float ones, so it has its own cache.
+- **int8** (``quantize=True``; ``None``: int8 when the model runs on the CPU, float on a GPU;
+  the service's own default is float, the retrieval scorers' is ``None``): torch's Linear
+  layers dynamically quantised, or ONNX's graph quantised (through
+  :func:`promptslim.backends.models.load_embedder`). About 1.4x less CPU time at 128 word
+  pieces, but the vectors move (cosine 0.94 on average to the float ones): on 100 nq20-dev
+  questions the gold passage ranked lower in 4 and higher in none, while the default retrieval
+  policy kept it in the same 0.99. Its vectors must not be mixed with a vector store's float
+  ones, so it has its own cache, and the dense scorer embeds with the float model whenever a
+  request brings vectors of its own (:attr:`EmbeddingService.int8` tells which it is).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
+from .models import check_quantize
 
 if TYPE_CHECKING:
     import numpy as np
@@ -199,7 +203,7 @@ class EmbeddingService:
         batch_size: int | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
         threads: int | None = None,
-        quantize: bool = False,
+        quantize: bool | None = False,
     ) -> None:
         if max_seq_length is not None and max_seq_length < 1:
             raise ConfigError("must be a positive number of word pieces", field="max_seq_length")
@@ -209,6 +213,7 @@ class EmbeddingService:
             raise ConfigError("must be 0 (no cache) or more", field="cache_size")
         if threads is not None and threads < 1:
             raise ConfigError("must be at least 1 (None: by input size)", field="threads")
+        check_quantize(quantize)
         self.model = model
         self.backend = backend
         self.device = device
@@ -221,6 +226,7 @@ class EmbeddingService:
         self._cache = _VectorLRU(cache_size)
         self._st: Any = None
         self._dim: int | None = None
+        self._int8: bool | None = quantize
         self._load_lock = threading.Lock()
 
     # ---- sharing
@@ -233,7 +239,7 @@ class EmbeddingService:
         backend: EmbeddingBackend = "torch",
         device: str | None = None,
         max_seq_length: int | None = None,
-        quantize: bool = False,
+        quantize: bool | None = False,
     ) -> EmbeddingService:
         """The shared service for this configuration (created on first use; the model itself
         loads on the first ``embed``)."""
@@ -276,6 +282,8 @@ class EmbeddingService:
                     get_dim = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
                     dim = get_dim()
                     self._dim = int(dim) if dim else None
+                    if self._int8 is None:  # as the loader decided it: int8 on the CPU
+                        self._int8 = str(st.device).startswith("cpu")
                     self._st = st
         return self._st
 
@@ -286,6 +294,14 @@ class EmbeddingService:
         if self._dim is None:
             self._dim = int(self.embed(["dimension probe"]).shape[1])
         return self._dim
+
+    @property
+    def int8(self) -> bool:
+        """Whether this service's vectors come from the int8 model (loads the model when
+        ``quantize`` is None: the device decides)."""
+        if self._int8 is None:
+            self.load()
+        return bool(self._int8)
 
     @property
     def loaded(self) -> bool:

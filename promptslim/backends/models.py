@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_LM",
     "CausalLM",
     "cache_dir",
+    "check_quantize",
     "default_device",
     "load_causal_lm",
     "load_cross_encoder",
@@ -193,18 +194,25 @@ def _embedder_path(name_or_path: str | None) -> str:
     return str(Path(spec.submodule_search_locations[0]) / "model")
 
 
+def check_quantize(quantize: object) -> None:
+    """``quantize`` as every model option takes it: True, False or None (int8 on the CPU)."""
+    if quantize is not None and not isinstance(quantize, bool):
+        raise ConfigError(f"must be true, false or null, got {quantize!r}", field="quantize")
+
+
 def load_embedder(
     name_or_path: str | None = None,
     *,
     device: str | None = None,
     backend: str = "torch",
-    quantize: bool = False,
+    quantize: bool | None = False,
 ) -> Any:
     """A ``SentenceTransformer`` (default: the packaged all-MiniLM-L6-v2), loaded once.
     ``backend="onnx"`` gives an :class:`~promptslim.backends.onnx_encoder.OnnxSentenceEncoder`
     instead: the same model exported once to ONNX and run by onnxruntime (CPU).
     ``quantize=True`` gives a separate int8 copy (torch: Linear layers dynamically quantised;
-    onnx: the graph quantised); the float model stays as it is for other callers."""
+    onnx: the graph quantised); the float model stays as it is for other callers.
+    ``quantize=None``: int8 when the model runs on the CPU, float on a GPU."""
     _require("sentence_transformers", "sentence-transformers", "retrieval")
     path = _embedder_path(name_or_path)
     if backend == "auto":  # as EmbeddingService decides it: ONNX when it can run it, on a CPU
@@ -215,6 +223,8 @@ def load_embedder(
     device = device or ("cpu" if backend == "onnx" else default_device())
     if device != "cpu" and backend == "onnx":
         raise ConfigError(f"the onnx backend runs on the CPU only, not {device!r}", field="device")
+    if quantize is None:
+        quantize = device == "cpu"
     if device != "cpu" and quantize:
         raise ConfigError(f"int8 quantisation runs on the CPU only, not {device!r}", field="quantize")
     if backend == "onnx":

@@ -39,6 +39,7 @@ from typing import Any
 
 from ...errors import BackendError, BackendUnavailable, ConfigError
 from ...tokens import TokenCounter
+from ..models import check_quantize
 from . import Compressor, Item
 from .extractive import ExtractiveCompressor
 
@@ -100,8 +101,7 @@ class LMCompressor(Compressor):
             raise ConfigError(f"must be at least 64, got {batch_tokens}", field="batch_tokens")
         if window_tokens < 8:
             raise ConfigError(f"must be at least 8, got {window_tokens}", field="window_tokens")
-        if quantize is not None and not isinstance(quantize, bool):
-            raise ConfigError(f"must be true, false or null, got {quantize!r}", field="quantize")
+        check_quantize(quantize)
         if quantize and device not in (None, "cpu"):
             raise ConfigError("int8 quantisation runs on CPU only", field="quantize")
         self.model = model
