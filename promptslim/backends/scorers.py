@@ -150,7 +150,8 @@ class DenseScorer(Scorer):
     policy's cold request from 399 to 114 ms at the median, at the same 0.992 gold recall
     (``benchmarks/bench_retrieval.py --cold-options``). The int8 vectors are not a vector
     store's float ones, so a request that brings any vector of its own is embedded with the
-    float model (the same backend and truncation), never a mix.
+    float model (the same backend and truncation), never a mix; that model loads on the first
+    such request (0.25 s here once the ONNX export exists).
     """
 
     name: ClassVar[str] = "dense"
