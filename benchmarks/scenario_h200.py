@@ -43,8 +43,11 @@ on the baseline stream) gives the largest budget per request that meets it, and 
 added to ``--pipeline``'s stages (``on_infeasible`` best_effort: a request the budget cannot
 hold is still sent); ``--plan-config FILE`` writes that config, for ``promptslim bench``. Each
 config gets a verdict on both halves of the goal; it is met when one config meets both. The
-plan caps prompts to find the budget; the pipeline reaches it by relevance, and often sends
-fewer tokens than that, so the planned config can beat the SLO.
+search simulates, at each budget, the stream ``--pipeline``'s stages send under it (without
+the vector store's embeddings, which only change which passages the retrieval keeps, not how
+many tokens a budget allows); ``--plan-search cap`` caps the baseline's prompts instead, as
+``promptslim plan --search cap`` does: faster, but the pipeline reaches a budget by relevance
+and often sends fewer tokens, so a capped plan overshoots its SLO and cuts more than needed.
 
 ``--bench-summary summary.json`` (from ``promptslim bench`` on a config file; repeat it, one per
 dataset and config: each delta goes to the config whose file the bench ran) adds the quality
@@ -96,14 +99,21 @@ DATASETS = ("builtin:rag", "builtin:chat")
 
 
 def build_streams(
-    items: int, requests: int, seed: int, pipelines: dict[str, Any], vectors: bool
+    items: int,
+    requests: int,
+    seed: int,
+    pipelines: dict[str, Any],
+    vectors: bool,
+    budget: Any = None,
 ) -> dict[str, Any]:
     """Per config (``baseline`` and one per pipeline): the prompt token arrays (rag and chat
     alternated), the slimming times per pipeline, and the mean tokens per segment of the
-    requests as sent (what ``plan_budget`` splits a budget by)."""
+    requests as sent (what ``plan_budget`` splits a budget by). ``budget``: run the pipelines
+    under it, a request it cannot hold as small as they make it (``sent_under``)."""
     from promptslim.backends.embeddings import EmbeddingService
     from promptslim.bench.datasets import load_dataset
     from promptslim.bench.runner import segment_tokens
+    from promptslim.loadsim import sent_under
 
     # a private, cacheless service: the pipeline's own embedding cache sees none of it
     store = EmbeddingService(max_seq_length=128, cache_size=0) if vectors else None
@@ -121,7 +131,10 @@ def build_streams(
             request = with_vectors(item.request, store) if store is not None else item.request
             for label, pipeline in pipelines.items():
                 t0 = time.perf_counter()
-                slimmed = pipeline.run(request).request
+                if budget is None:
+                    slimmed = pipeline.run(request).request
+                else:
+                    slimmed = sent_under(pipeline, request, budget)
                 slim_s[label].append(time.perf_counter() - t0)
                 prompts[label].append(prompt_tokens(slimmed))
         for label in labels:
@@ -223,20 +236,39 @@ def planned_config(
     segments: dict[str, float],
     cost: CostModel,
     server: ServerConfig,
+    items: int,
+    requests: int,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The seed's question put to ``promptslim plan``: TTFT P99 is ``base_p99_s`` and must be
     ``--plan`` times lower. The plan's budget goes into ``--pipeline``'s stages; a request the
     budget cannot hold is still sent (``best_effort``), as a service would."""
     from promptslim.loadsim import plan_budget
+    from promptslim.pipeline import Pipeline
+    from promptslim.types import Budget
+
+    base_config = json.loads(args.pipeline.read_text(encoding="utf-8"))
+    share = segments["history"] / max(1e-9, segments["history"] + segments["documents"])
+
+    def with_budget(total: int) -> dict[str, Any]:
+        return base_config | {
+            "budget": {"total": total, "history_share": round(share, 3)},
+            "on_infeasible": "best_effort",
+        }
+
+    pipeline = Pipeline.from_config(with_budget(1))  # the stages; each step passes its budget
+
+    def slim(total: int) -> list[Any]:
+        budget = Budget(total=total, history_share=round(share, 3))
+        sent = build_streams(items, requests, args.seed, {"p": pipeline}, False, budget)
+        return list(sent["streams"]["p"])
 
     plan = plan_budget(
         prompts, cost=cost, slo_p99_s=base_p99_s / args.plan, concurrency=args.concurrency,
         segments=segments, server=server, output_tokens=args.output_tokens,
+        slim=slim if args.plan_search == "pipeline" else None,
     )  # fmt: skip
-    config = json.loads(args.pipeline.read_text(encoding="utf-8"))
-    config["budget"] = plan.config()["budget"]
-    config["on_infeasible"] = "best_effort"
-    return config, plan.as_dict()
+    # the share the search ran with (the plan's own is the same, rounded through its split)
+    return with_budget(plan.total), plan.as_dict()
 
 
 def run(args: Any) -> dict[str, Any]:
@@ -283,7 +315,7 @@ def run(args: Any) -> dict[str, Any]:
         base = simulate(sent["streams"]["baseline"])
         config, plan = planned_config(
             args, base["ttft_s"]["p99"], sent["streams"]["baseline"], sent["segments"],
-            CostModel.from_dict(base["cost_model"]), server,
+            CostModel.from_dict(base["cost_model"]), server, items, requests,
         )  # fmt: skip
         plan["config"] = config
         pipelines["promptslim_planned"] = Pipeline.from_config(config)
@@ -492,6 +524,13 @@ def main() -> None:
         metavar="FACTOR",
         help="also run the budget `promptslim plan` gives for a TTFT P99 FACTOR times lower than "
         "the baseline's (the seed: 3 s -> 1.5 s is 2), judged beside the --pipeline config",
+    )
+    p.add_argument(
+        "--plan-search",
+        choices=("pipeline", "cap"),
+        default="pipeline",
+        help="with --plan: search on what the stages send under each budget (default) or on "
+        "the baseline's prompts capped at it",
     )
     p.add_argument(
         "--plan-config",

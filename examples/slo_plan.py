@@ -6,8 +6,9 @@ real decisions (``promptslim loadtest`` results or ``benchmarks/gpu_prefill.py``
 
 1. simulate the request stream as it is, on a vLLM-like server (continuous batching, chunked
    prefill, prefix cache; vLLM's batch defaults for a large GPU);
-2. plan the largest prompt budget whose simulated P99 meets the SLO (``promptslim plan`` does
-   the same from the command line) and write it as a pipeline config;
+2. plan the largest prompt budget whose simulated P99 meets the SLO, each step of the search
+   simulating what the planned stages send under the budget (``promptslim plan`` does the
+   same from the command line), and write it as a pipeline config;
 3. run that pipeline on the same requests and simulate what it sends;
 4. what it does to answers is the other half: measure that with ``promptslim bench`` on the
    written config before adopting a budget (the script prints the command).
@@ -29,6 +30,7 @@ from promptslim.loadsim import (
     SimRequest,
     dataset_profile,
     load_prompts,
+    pipeline_stream,
     plan_budget,
     simulate_server,
     write_config,
@@ -64,12 +66,15 @@ def main() -> None:
     print(f"as sent:   {mean:6.0f} prompt tokens a request, TTFT P99 {before:.2f} s "
           f"at {args.concurrency} concurrent requests")  # fmt: skip
 
+    slim = pipeline_stream(args.dataset, segments=segments, requests=args.requests)
     plan = plan_budget(
         prompts, cost=cost, slo_p99_s=args.slo, concurrency=args.concurrency,
-        segments=segments, server=server, output_tokens=OUTPUT_TOKENS,
+        segments=segments, server=server, output_tokens=OUTPUT_TOKENS, slim=slim,
     )  # fmt: skip
     print(f"planned:   budget {plan.total} tokens a request (history {plan.history}, "
           f"documents {plan.documents}); simulated P99 {plan.ttft_p99_s:.2f} s <= {args.slo} s")  # fmt: skip
+    if plan.unconstrained:  # the budget is the longest prompt: it binds no request
+        print("           the stages alone meet the SLO: no budget is needed on this stream")
 
     config = args.out or Path(tempfile.mkdtemp(prefix="promptslim-plan-")) / "slim.json"
     write_config(plan.config(), config)

@@ -336,14 +336,17 @@ def parse_sweep(text: str) -> list[int]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from .loadsim import dataset_profile, plan_budget, write_config
+    from .loadsim import dataset_profile, pipeline_stream, plan_budget, write_config
 
     server, cost = _server_and_cost(args)
     check_output_file(args.output, flag="-o")
     prompts, segments = dataset_profile(args.dataset, requests=args.requests, seed=args.seed)
+    slim = None
+    if args.search == "pipeline":
+        slim = pipeline_stream(args.dataset, segments=segments, requests=args.requests, seed=args.seed)
     plan = plan_budget(
         prompts, cost=cost, slo_p99_s=args.ttft_p99, concurrency=args.concurrency,
-        segments=segments, server=server, output_tokens=args.output_tokens,
+        segments=segments, server=server, output_tokens=args.output_tokens, slim=slim,
     )  # fmt: skip
     with writing(args.output, flag="-o"):
         write_config(plan.config(), args.output)
@@ -353,9 +356,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(
             f"promptslim plan: {plan.total} tokens per request (prefix {plan.prefix}, query "
             f"{plan.query}, history {plan.history}, documents {plan.documents}); simulated TTFT "
-            f"P99 {plan.ttft_p99_s:.3f} s <= {plan.slo_p99_s} s at concurrency {plan.concurrency}; "
-            f"wrote {args.output}"
+            f"P99 {plan.ttft_p99_s:.3f} s <= {plan.slo_p99_s} s at concurrency {plan.concurrency} "
+            f"(searched on {'what the pipeline sends' if slim else 'capped prompts'}); wrote {args.output}"
         )
+        if plan.unconstrained:
+            print("promptslim plan: the stream meets the SLO at its longest prompt: no budget binds")
     return EXIT_OK
 
 
@@ -484,6 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ttft-p99", dest="ttft_p99", type=float, required=True, metavar="SECONDS")
     p.add_argument("--concurrency", type=int, required=True, metavar="N")
     p.add_argument("-o", "--output", default="promptslim-plan.json", metavar="FILE", help="config to write (.json or .toml)")
+    p.add_argument("--search", choices=("pipeline", "cap"), default="pipeline",
+                   help="each step simulates what the planned stages send under the budget (pipeline, the default), "
+                        "or the prompts capped at it (cap: faster, pessimistic)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("loadtest", help="concurrent streaming requests against a server: TTFT/ITL/E2E percentiles, with and without promptslim")

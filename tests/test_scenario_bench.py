@@ -18,13 +18,20 @@ QUALITY = ROOT / "benchmarks" / "results" / "scenario_quality"
 
 def test_planned_config_is_written_simulated_and_judged(tmp_path: Path) -> None:
     planned = tmp_path / "scenario_planned.json"
+    # the committed bench summaries: one ran scenario_pipeline.json, the other a config named
+    # scenario_planned, so each verdict finds its own. The planned one is read with its EM
+    # delta moved to -13 points [-30, 0] (the capped plan's chat figure before 2026-12-01), so
+    # that a verdict that fails on quality is checked too
+    summary = json.loads((QUALITY / "planned_chat" / "summary.json").read_text())
+    summary["configs"]["scenario_planned"]["delta_vs_baseline"]["em"].update(
+        mean=-0.133, low=-0.30, high=0.0
+    )
+    worse = tmp_path / "planned_chat_summary.json"
+    worse.write_text(json.dumps(summary))
     args = [
         sys.executable, str(SCRIPT), "--quick", "--json", "--items", "4", "--requests", "64",
         "--concurrency", "16", "--no-vectors", "--plan", "2", "--plan-config", str(planned),
-        # the committed bench summaries: one ran scenario_pipeline.json, the other a config
-        # named scenario_planned, so each verdict finds its own
-        "--bench-summary", str(QUALITY / "chat" / "summary.json"),
-        "--bench-summary", str(QUALITY / "planned_chat" / "summary.json"),
+        "--bench-summary", str(QUALITY / "chat" / "summary.json"), "--bench-summary", str(worse),
     ]  # fmt: skip
     done = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -46,5 +53,7 @@ def test_planned_config_is_written_simulated_and_judged(tmp_path: Path) -> None:
         assert v["met_p99"] == (result["p_ratio_by_config"][label]["p99"] >= 2.0)
     # read from the summaries: the default config's chat EM delta is 0, the planned one's -13
     assert verdicts["promptslim"]["met_quality"] is True
+    planned_em = [q for q in result["quality"] if q["config"] == "scenario_planned"]
+    assert [round(q["delta_points"]["mean"], 1) for q in planned_em] == [-13.3]
     assert verdicts["promptslim_planned"]["met_quality"] is False
     assert result["met_goal"] == verdicts["promptslim"]["met_p99"]

@@ -180,6 +180,31 @@ def test_plan_meets_its_slo_when_simulated(tmp_path: object) -> None:
         plan_budget(prompts, cost=cost, slo_p99_s=0.001, concurrency=16, segments=segments)
 
 
+def test_a_plan_searched_on_what_the_pipeline_sends_is_the_largest_budget_that_meets_the_slo() -> None:
+    from promptslim.loadsim import dataset_profile, pipeline_stream, plan_budget
+
+    prompts, segments = dataset_profile("builtin:rag", requests=60, max_items=20)
+    slim = pipeline_stream("builtin:rag", segments=segments, requests=60, max_items=20)
+    cost = CostModel(a=0.005, b=0.0002, decode_step_s=0.004)
+    server = ServerConfig(max_num_seqs=16, max_batched_tokens=2048)
+    # the stages alone send ~118 tokens a request here (P99 0.38 s): an SLO they do not meet
+    kw = {"cost": cost, "slo_p99_s": 0.35, "concurrency": 16, "segments": segments, "server": server}
+    capped = plan_budget(prompts, **kw)  # type: ignore[arg-type]
+    planned = plan_budget(prompts, slim=slim, **kw)  # type: ignore[arg-type]
+    print(f"\nbudget meeting a 0.35 s P99: capped {capped.total}, on the pipeline {planned.total}")
+    assert planned.search == "pipeline" and capped.search == "cap" and not planned.unconstrained
+
+    def p99(total: int) -> float:
+        sent = [SimRequest(p, 32) for p in slim(total)]
+        return simulate_server(sent, cost=cost, server=server, concurrency=16).summary()["ttft_s"]["p99"]
+
+    # what the pipeline sends under the plan meets the SLO; one token more of budget does not
+    assert p99(planned.total) == pytest.approx(planned.ttft_p99_s) and planned.ttft_p99_s <= 0.35
+    assert p99(planned.total + 1) > 0.35
+    # the pipeline sends at most what capping sends, so its budget is never the smaller one
+    assert planned.total >= capped.total
+
+
 def test_a_planned_split_lets_a_request_lacking_a_segment_use_its_share() -> None:
     from promptslim.budget import allocate
     from promptslim.loadsim import Plan
@@ -228,8 +253,11 @@ def test_cli_simulate_and_plan(tmp_path: object, capsys: pytest.CaptureFixture[s
     args = ["plan", *common, "--ttft-p99", "0.3", "--concurrency", "4", "-o", str(out), "--json"]
     assert main(args) == 0
     plan = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert plan["ttft_p99_s"] <= 0.3
+    assert plan["ttft_p99_s"] <= 0.3 and plan["search"] == "pipeline"
     assert Pipeline.from_config(out).budget.total == plan["total"]
+    assert main([*args[:-3], "-o", str(tmp / "capped.json"), "--json", "--search", "cap"]) == 0
+    capped = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert capped["search"] == "cap" and capped["total"] <= plan["total"]
     assert (
         main(["plan", *common, "--ttft-p99", "0.0001", "--concurrency", "4", "-o", str(out)]) == 3
     )

@@ -6,7 +6,8 @@
 - ``simulate_server``: the engine (token budget, batch size, chunked prefill, vLLM prefix cache)
   fed by ``SimRequest``s at a closed-loop concurrency or open-loop ``arrival_times``
 - ``load_prompts``: prompt token streams from a benchmark dataset, per promptslim config
-- ``plan_budget``: the largest prompt budget per request that meets a TTFT P99 SLO
+- ``plan_budget``: the largest prompt budget per request that meets a TTFT P99 SLO, searched
+  on what the pipeline sends under each budget (``pipeline_stream``) or on capped prompts
 - ``run_loadtest``: the measured side: streaming requests against a real server (``loadtest``)
 """
 
@@ -28,8 +29,11 @@ from .loadtest import PreparedRequest as PreparedRequest
 from .loadtest import RequestRecord as RequestRecord
 from .loadtest import run_loadtest as run_loadtest
 from .plan import Plan as Plan
+from .plan import Slimmer as Slimmer
 from .plan import dataset_profile as dataset_profile
+from .plan import pipeline_stream as pipeline_stream
 from .plan import plan_budget as plan_budget
+from .plan import sent_under as sent_under
 from .plan import write_config as write_config
 from .roofline import Hardware as Hardware
 from .roofline import Model as Model
@@ -53,6 +57,7 @@ __all__ = [
     "ServerTiming",
     "SimRequest",
     "SingleStreamFit",
+    "Slimmer",
     "arrival_times",
     "dataset_profile",
     "extend_stream",
@@ -60,10 +65,12 @@ __all__ = [
     "fit_single_stream",
     "load_prompts",
     "parse_llama_perf",
+    "pipeline_stream",
     "plan_budget",
     "prompt_tokens",
     "roofline_cost",
     "run_loadtest",
+    "sent_under",
     "simulate_server",
     "write_config",
 ]

@@ -1,10 +1,15 @@
 """From a TTFT SLO to a Budget: the largest prompt per request that the simulated server serves
 within ``ttft_p99_s`` at a given concurrency, split across the prompt's segments.
 
-The search caps every prompt of the stream at ``B`` tokens (its first ``B``, so the stable
-prefix and its cache hits are kept, as promptslim keeps them) and binary-searches the largest
-``B`` whose simulated TTFT P99 meets the SLO. Capping is a stand-in for what the pipeline does
-to reach ``B``; it costs one simulation per step instead of one pipeline run per request.
+The search binary-searches the largest budget ``B`` whose simulated TTFT P99 meets the SLO.
+Each step simulates the stream the pipeline sends at ``B`` (``slim``: the planned stages run
+on the dataset's requests under ``B``, see :func:`pipeline_stream`), or, without ``slim``,
+every prompt capped at its first ``B`` tokens (so the stable prefix and its cache hits are
+kept, as promptslim keeps them). Capping costs one simulation a step instead of one pipeline
+run per request, but it is pessimistic: the pipeline reaches ``B`` by relevance and in whole
+turns, and sends fewer tokens than ``B`` for many requests. On the seed's scenario
+(``benchmarks/scenario_h200.py --plan 2``) the capped plan asked for a P99 2x lower got 3.1x,
+paying in answers for the tokens it did not need to cut.
 
 ``B`` is then split: the fixed part (stable prefix and the last user message, which promptslim
 never cuts) as the dataset has it, and the rest between history and documents in the
@@ -15,7 +20,7 @@ fixed part leaves (a share, so that a request lacking one segment passes its par
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,10 +33,27 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["PLAN_STAGES", "Plan", "dataset_profile", "plan_budget", "write_config"]
+    from ..stages.base import Stage
+    from ..types import Budget, Request
+
+__all__ = [
+    "PLAN_STAGES",
+    "Plan",
+    "Slimmer",
+    "dataset_profile",
+    "pipeline_stream",
+    "plan_budget",
+    "sent_under",
+    "write_config",
+]
 
 #: the stages a planned config runs, in pipeline order
 PLAN_STAGES: tuple[str, ...] = ("prefix", "history", "retrieval", "compress")
+
+#: how often ``sent_under`` retries a request at the larger minimum a stage names
+_MAX_RETRIES = 4
+#: the prompt stream (token arrays) a pipeline sends under a total budget of so many tokens
+Slimmer = Callable[[int], "Sequence[npt.NDArray[np.uint64]]"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +68,9 @@ class Plan:
     ttft_p99_s: float
     slo_p99_s: float
     concurrency: int
-    unconstrained: bool  # the SLO holds even with the prompts uncapped
+    unconstrained: bool  # the SLO holds at the longest prompt's budget: no budget binds
+    search: str = "cap"  # "pipeline": each step simulated what the pipeline sends at the budget
+    history_share: float | None = None  # of the flexible part; None: history / (history + documents)
 
     def config(self) -> dict[str, Any]:
         """A pipeline config: the Budget and the stages that meet it.
@@ -54,16 +78,30 @@ class Plan:
         The split goes in as ``history_share``, not as hard caps: the SLO bounds each request's
         total, and a request without documents (a chat turn in a stream that mixes chat and
         RAG) may then give their share to its history, and the other way round."""
-        reducible = self.history + self.documents
-        share = self.history / reducible if reducible else 0.5
-        return {
-            "budget": {"total": self.total, "history_share": round(share, 3)},
-            "stages": [{"name": name} for name in PLAN_STAGES],
-            "on_infeasible": "raise",
-        }
+        share = self.history_share
+        if share is None:
+            reducible = self.history + self.documents
+            share = self.history / reducible if reducible else 0.5
+        return _config_for(self.total, share, on_infeasible="raise")
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def _config_for(total: int, share: float, *, on_infeasible: str = "raise") -> dict[str, Any]:
+    """The planned stages under a total budget, ``share`` of its flexible part for history."""
+    return {
+        "budget": {"total": total, "history_share": round(share, 3)},
+        "stages": [{"name": name} for name in PLAN_STAGES],
+        "on_infeasible": on_infeasible,
+    }
+
+
+def _history_share(segments: Mapping[str, float]) -> float:
+    """History's part of what history and documents use in the dataset (0.5 with neither),
+    rounded as a config writes it: the search runs with the share the config will hold."""
+    want_h, want_d = segments.get("history", 0.0), segments.get("documents", 0.0)
+    return round(want_h / (want_h + want_d), 3) if want_h + want_d > 0 else 0.5
 
 
 def _p99(
@@ -74,10 +112,12 @@ def _p99(
     server: ServerConfig,
     concurrency: int,
     output_tokens: int,
+    slim: Slimmer | None = None,
 ) -> float:
     from ..bench.metrics import percentile
 
-    reqs = [SimRequest(p[:cap], output_tokens) for p in prompts]
+    sent = slim(cap) if slim is not None else [p[:cap] for p in prompts]
+    reqs = [SimRequest(p, output_tokens) for p in sent]
     run = simulate_server(reqs, cost=cost, server=server, concurrency=concurrency)
     return percentile([r.ttft_s for r in run.requests], 99)
 
@@ -91,12 +131,15 @@ def plan_budget(
     segments: Mapping[str, float],
     server: ServerConfig | None = None,
     output_tokens: int = 32,
+    slim: Slimmer | None = None,
 ) -> Plan:
     """The largest per-request budget meeting ``slo_p99_s`` (see the module docstring).
 
     ``segments``: mean tokens per segment of the dataset (``prefix``, ``history``,
     ``documents``, ``query``, as ``promptslim.bench.runner.segment_tokens`` counts them).
-    Raises ``BudgetInfeasible`` when even the fixed part alone misses the SLO.
+    ``slim``: the stream the pipeline sends under a budget (:func:`pipeline_stream`); without
+    it ``prompts`` are capped instead. Raises ``BudgetInfeasible`` when even the fixed part
+    alone misses the SLO.
     """
     if not 0 < slo_p99_s < float("inf"):
         raise ConfigError(f"expected a TTFT SLO > 0 s, got {slo_p99_s!r}", field="ttft_p99")
@@ -108,12 +151,14 @@ def plan_budget(
         "server": server,
         "concurrency": concurrency,
         "output_tokens": output_tokens,
+        "slim": slim,
     }
+    search = "cap" if slim is None else "pipeline"
     fixed = max(1, round(segments.get("prefix", 0) + segments.get("query", 0)))
     longest = max(len(p) for p in prompts)
     p99_long = _p99(prompts, longest, **kw)
     if p99_long <= slo_p99_s:
-        return _split(longest, fixed, p99_long, slo_p99_s, concurrency, segments, True)
+        return _split(longest, fixed, p99_long, slo_p99_s, concurrency, segments, True, search)
     p99_fixed = _p99(prompts, fixed, **kw)
     if p99_fixed > slo_p99_s:
         raise BudgetInfeasible(
@@ -129,7 +174,7 @@ def plan_budget(
             lo, best = mid, p99
         else:
             hi = mid
-    return _split(lo, fixed, best, slo_p99_s, concurrency, segments, False)
+    return _split(lo, fixed, best, slo_p99_s, concurrency, segments, False, search)
 
 
 def _split(
@@ -140,12 +185,12 @@ def _split(
     concurrency: int,
     segments: Mapping[str, float],
     unconstrained: bool,
+    search: str,
 ) -> Plan:
     prefix = round(segments.get("prefix", 0))
     query = round(segments.get("query", 0))
     reducible = max(0, total - max(fixed, prefix + query))
-    want_h, want_d = segments.get("history", 0.0), segments.get("documents", 0.0)
-    share = want_h / (want_h + want_d) if want_h + want_d > 0 else 0.5
+    share = _history_share(segments)
     history = round(reducible * share)
     return Plan(
         total=total,
@@ -157,7 +202,63 @@ def _split(
         slo_p99_s=slo,
         concurrency=concurrency,
         unconstrained=unconstrained,
+        search=search,
+        history_share=share,
     )
+
+
+def pipeline_stream(
+    dataset: str,
+    *,
+    segments: Mapping[str, float],
+    requests: int,
+    seed: int = 0,
+    max_items: int = 200,
+    stages: Sequence[Mapping[str, Any]] | None = None,
+) -> Slimmer:
+    """What ``plan_budget(slim=...)`` simulates at each step: the dataset's requests
+    (``max_items`` distinct ones, extended to ``requests`` as ``load_prompts`` extends them)
+    run through ``stages`` (default: the planned ones) under a total budget, with history's
+    share taken from ``segments``. A request whose fixed part the budget cannot hold goes in
+    as small as the stages make it (slimmed under the ``minimum`` its ``BudgetInfeasible``
+    names), so a smaller budget never sends more. Each budget's stream is computed once."""
+    from ..bench.datasets import load_dataset
+    from ..pipeline import Pipeline
+    from ..types import Budget
+    from .workload import extend_stream, prompt_tokens
+
+    items = load_dataset(dataset, limit=min(requests, max_items), seed=seed).items
+    if not items:
+        raise ConfigError(f"no readable items in {dataset!r}", field="dataset")
+    share = _history_share(segments)
+    config = _config_for(1, share, on_infeasible="best_effort")
+    if stages is not None:
+        config["stages"] = [dict(stage) for stage in stages]
+    pipeline = Pipeline.from_config(config)
+    streams: dict[int, list[npt.NDArray[np.uint64]]] = {}
+
+    def slim(total: int) -> list[npt.NDArray[np.uint64]]:
+        if total not in streams:
+            budget = Budget(total=total, history_share=share)
+            sent = [prompt_tokens(sent_under(pipeline, item.request, budget)) for item in items]
+            streams[total] = extend_stream(sent, requests, seed=seed)
+        return streams[total]
+
+    return slim
+
+
+def sent_under(pipeline: Stage, request: Request, budget: Budget) -> Request:
+    """What ``pipeline`` sends for ``request`` under ``budget``. A request whose fixed part
+    the budget cannot hold goes as small as the stages make it (slimmed again under the
+    ``minimum`` its ``BudgetInfeasible`` names), so a smaller budget never sends more."""
+    for _ in range(_MAX_RETRIES):  # a later stage may name a larger minimum
+        try:
+            return pipeline.run(request, budget).request
+        except BudgetInfeasible as exc:
+            if budget.total is None or exc.minimum <= budget.total:
+                raise
+            budget = budget.model_copy(update={"total": exc.minimum})
+    return request  # no size the stages could hold: it goes as it came
 
 
 def write_config(config: Mapping[str, Any], path: str | Path) -> None:
