@@ -83,9 +83,14 @@ def compressors(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def no_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The ``lm`` extra is not installed: importing torch or transformers fails."""
+    """The ``lm`` extra is not installed: importing torch or transformers fails. No embedding
+    service an earlier test loaded is shared either: without the extra none could have loaded
+    (an ONNX model already in memory would embed without importing torch)."""
+    from promptslim.backends import embeddings
+
     for name in ("torch", "transformers", "sentence_transformers", "llmlingua"):
         monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setattr(embeddings, "_services", {})
 
 
 def rag_request() -> Request:
