@@ -109,12 +109,10 @@ def build_streams(
     """Per config (``baseline`` and one per pipeline): the prompt token arrays (rag and chat
     alternated), the slimming times per pipeline, and the mean tokens per segment of the
     requests as sent (what ``plan_budget`` splits a budget by). ``budget``: run the pipelines
-    under it instead of their own; a request its budget cannot hold goes as small as the
-    stages make it (``sent_under``)."""
+    under it instead of their own."""
     from promptslim.backends.embeddings import EmbeddingService
     from promptslim.bench.datasets import load_dataset
     from promptslim.bench.runner import segment_tokens
-    from promptslim.loadsim import sent_under
 
     # a private, cacheless service: the pipeline's own embedding cache sees none of it
     store = EmbeddingService(max_seq_length=128, cache_size=0) if vectors else None
@@ -132,9 +130,7 @@ def build_streams(
             request = with_vectors(item.request, store) if store is not None else item.request
             for label, pipeline in pipelines.items():
                 t0 = time.perf_counter()
-                # a request its budget cannot hold goes as small as the stages make it, as the
-                # plan's search assumed (best_effort alone still raises for a fixed part over)
-                slimmed = sent_under(pipeline, request, budget or pipeline.budget)
+                slimmed = pipeline.run(request, budget).request
                 slim_s[label].append(time.perf_counter() - t0)
                 prompts[label].append(prompt_tokens(slimmed))
         for label in labels:

@@ -51,12 +51,19 @@ class PipelineConfig(BaseModel):
     on_infeasible: OnInfeasible = "raise"
 
 
+#: how often best_effort runs the stages again under a larger total a stage named
+_BEST_EFFORT_RETRIES = 4
+
+
 class Pipeline:
     """Stages run in order; a Pipeline is a Stage, so pipelines nest.
 
     ``on_infeasible="raise"`` (default) raises BudgetInfeasible when the result is over
     ``budget.total``; ``"best_effort"`` returns it and records the overflow in
-    ``Report.degraded``. A stage that cannot meet its own share raises on its own.
+    ``Report.degraded``. A stage that cannot meet its own share raises on its own, except that
+    under ``"best_effort"`` a total smaller than what must be kept (a stage's BudgetInfeasible
+    about the total) is not a refusal: the stages run again under the minimum it names, so the
+    request goes as small as they can make it, its overflow recorded the same way.
     """
 
     name = "pipeline"
@@ -115,6 +122,22 @@ class Pipeline:
             )
         budget = _check_budget(budget) or self.budget
         start = time.perf_counter()
+        attempt = budget
+        for _ in range(_BEST_EFFORT_RETRIES):  # a later stage may name a larger minimum
+            try:
+                return self._run(request, budget, attempt, start)
+            except BudgetInfeasible as exc:
+                total = attempt.total
+                if self.on_infeasible != "best_effort" or total is None or exc.budget != total:
+                    raise
+                if exc.minimum <= total:
+                    raise
+                attempt = attempt.model_copy(update={"total": exc.minimum})
+        return self._run(request, budget, attempt, start)
+
+    def _run(self, request: Request, budget: Budget, attempt: Budget, start: float) -> Result:
+        """The stages under ``attempt`` (``budget`` itself, or under best_effort a larger total
+        than it: see the class docstring); over-budget checks against ``budget``."""
         original = request
         reports: list[StageReport] = []
         warnings = list(request.warnings)
@@ -122,14 +145,14 @@ class Pipeline:
         tracer = _tracer()
         for stage in self.stages:
             if tracer is None and isinstance(stage, BaseStage) and type(stage).run is _BASE_RUN:
-                out, stage_report = stage.run_report(request, budget)
+                out, stage_report = stage.run_report(request, attempt)
                 _check_prefix_kept(request, out, stage.name)
                 parts = ([stage_report], stage_report.warnings, *prefix_figures(stage_report))
             else:
                 result = (
-                    stage.run(request, budget)
+                    stage.run(request, attempt)
                     if tracer is None
-                    else _run_traced(tracer, stage, request, budget)
+                    else _run_traced(tracer, stage, request, attempt)
                 )
                 _check_prefix_kept(request, result.request, stage.name)
                 out, r = result.request, result.report

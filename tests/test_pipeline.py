@@ -9,6 +9,7 @@ from promptslim import (
     Budget,
     BudgetInfeasible,
     ConfigError,
+    HistoryStage,
     PassThrough,
     Pipeline,
     PromptSlimError,
@@ -120,6 +121,25 @@ def test_over_budget_raises_or_degrades_as_configured() -> None:
     result = Pipeline([PassThrough()], budget=Budget(total=20), on_infeasible="best_effort").run(request)
     assert result.report.degraded and "over budget" in result.report.degraded
     assert result.report.tokens_out == result.report.tokens_in  # nothing silently cut
+
+
+def test_best_effort_sends_a_request_whose_fixed_part_is_over_as_small_as_the_stages_make_it() -> None:
+    long_question = "and the final question, " + "with many more words " * 20 + "?"
+    body = chat_body(12)
+    body["messages"][-1]["content"] = long_question
+    request = Request.from_openai(body)
+    stages = [HistoryStage(strategy="last")]
+    with pytest.raises(BudgetInfeasible) as info:  # the system prompt and question alone are over
+        Pipeline(stages, budget=Budget(total=40)).run(request)
+    minimum = info.value.minimum
+    assert minimum > 40
+    result = Pipeline(stages, budget=Budget(total=40), on_infeasible="best_effort").run(request)
+    # refused under "raise", sent under best_effort: the history cut as it is at the minimum
+    at_minimum = Pipeline(stages, budget=Budget(total=minimum)).run(request)
+    assert result.request == at_minimum.request
+    assert result.report.tokens_out == at_minimum.report.tokens_out < result.report.tokens_in
+    assert result.report.degraded and "over budget" in result.report.degraded
+    assert result.request.messages[-1].content == long_question  # invariant 1 still holds
 
 
 def test_a_stage_changing_the_frozen_prefix_is_caught() -> None:

@@ -33,7 +33,6 @@ from .plan import Slimmer as Slimmer
 from .plan import dataset_profile as dataset_profile
 from .plan import pipeline_stream as pipeline_stream
 from .plan import plan_budget as plan_budget
-from .plan import sent_under as sent_under
 from .plan import write_config as write_config
 from .roofline import Hardware as Hardware
 from .roofline import Model as Model
@@ -70,7 +69,6 @@ __all__ = [
     "prompt_tokens",
     "roofline_cost",
     "run_loadtest",
-    "sent_under",
     "simulate_server",
     "write_config",
 ]

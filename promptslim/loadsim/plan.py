@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from ..stages.base import Stage
-    from ..types import Budget, Request
 
 __all__ = [
     "PLAN_STAGES",
@@ -43,15 +41,12 @@ __all__ = [
     "dataset_profile",
     "pipeline_stream",
     "plan_budget",
-    "sent_under",
     "write_config",
 ]
 
 #: the stages a planned config runs, in pipeline order
 PLAN_STAGES: tuple[str, ...] = ("prefix", "history", "retrieval", "compress")
 
-#: how often ``sent_under`` retries a request at the larger minimum a stage names
-_MAX_RETRIES = 4
 #: the prompt stream (token arrays) a pipeline sends under a total budget of so many tokens
 Slimmer = Callable[[int], "Sequence[npt.NDArray[np.uint64]]"]
 
@@ -219,9 +214,9 @@ def pipeline_stream(
     """What ``plan_budget(slim=...)`` simulates at each step: the dataset's requests
     (``max_items`` distinct ones, extended to ``requests`` as ``load_prompts`` extends them)
     run through ``stages`` (default: the planned ones) under a total budget, with history's
-    share taken from ``segments``. A request whose fixed part the budget cannot hold goes in
-    as small as the stages make it (slimmed under the ``minimum`` its ``BudgetInfeasible``
-    names), so a smaller budget never sends more. Each budget's stream is computed once."""
+    share taken from ``segments``. The stages run under ``on_infeasible="best_effort"``: a
+    request whose fixed part the budget cannot hold goes in as small as they make it, as a
+    server would be sent it. Each budget's stream is computed once."""
     from ..bench.datasets import load_dataset
     from ..pipeline import Pipeline
     from ..types import Budget
@@ -240,25 +235,11 @@ def pipeline_stream(
     def slim(total: int) -> list[npt.NDArray[np.uint64]]:
         if total not in streams:
             budget = Budget(total=total, history_share=share)
-            sent = [prompt_tokens(sent_under(pipeline, item.request, budget)) for item in items]
+            sent = [prompt_tokens(pipeline.run(item.request, budget).request) for item in items]
             streams[total] = extend_stream(sent, requests, seed=seed)
         return streams[total]
 
     return slim
-
-
-def sent_under(pipeline: Stage, request: Request, budget: Budget) -> Request:
-    """What ``pipeline`` sends for ``request`` under ``budget``. A request whose fixed part
-    the budget cannot hold goes as small as the stages make it (slimmed again under the
-    ``minimum`` its ``BudgetInfeasible`` names), so a smaller budget never sends more."""
-    for _ in range(_MAX_RETRIES):  # a later stage may name a larger minimum
-        try:
-            return pipeline.run(request, budget).request
-        except BudgetInfeasible as exc:
-            if budget.total is None or exc.minimum <= budget.total:
-                raise
-            budget = budget.model_copy(update={"total": exc.minimum})
-    return request  # no size the stages could hold: it goes as it came
 
 
 def write_config(config: Mapping[str, Any], path: str | Path) -> None:
