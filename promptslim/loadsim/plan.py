@@ -72,23 +72,25 @@ class Plan:
 
         The split goes in as ``history_share``, not as hard caps: the SLO bounds each request's
         total, and a request without documents (a chat turn in a stream that mixes chat and
-        RAG) may then give their share to its history, and the other way round."""
+        RAG) may then give their share to its history, and the other way round. A request whose
+        fixed part is over the budget goes as small as the stages make it (``best_effort``), as
+        the search simulated it, instead of being refused."""
         share = self.history_share
         if share is None:
             reducible = self.history + self.documents
             share = self.history / reducible if reducible else 0.5
-        return _config_for(self.total, share, on_infeasible="raise")
+        return _config_for(self.total, share)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def _config_for(total: int, share: float, *, on_infeasible: str = "raise") -> dict[str, Any]:
+def _config_for(total: int, share: float) -> dict[str, Any]:
     """The planned stages under a total budget, ``share`` of its flexible part for history."""
     return {
         "budget": {"total": total, "history_share": round(share, 3)},
         "stages": [{"name": name} for name in PLAN_STAGES],
-        "on_infeasible": on_infeasible,
+        "on_infeasible": "best_effort",
     }
 
 
@@ -226,7 +228,7 @@ def pipeline_stream(
     if not items:
         raise ConfigError(f"no readable items in {dataset!r}", field="dataset")
     share = _history_share(segments)
-    config = _config_for(1, share, on_infeasible="best_effort")
+    config = _config_for(1, share)
     if stages is not None:
         config["stages"] = [dict(stage) for stage in stages]
     pipeline = Pipeline.from_config(config)
