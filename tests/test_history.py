@@ -22,6 +22,8 @@ from promptslim.stages.history import (
     SUMMARY_HEADER,
     HistoryStage,
     _calls_json,
+    _chunk_key,
+    _ChunkKeys,
     fingerprint,
     message_hashes,
 )
@@ -193,6 +195,124 @@ def test_tool_wire_text_is_the_documented_json(
                 tool_call_id=call_id, tool_calls=tool_calls)  # fmt: skip
     dumped = [c.model_dump() for c in m.tool_calls or ()]
     assert _calls_json(m) == json.dumps([name, call_id, dumped], sort_keys=True)
+
+
+_chunk_messages = st.lists(
+    st.builds(
+        lambda role, content, name, calls: Message(
+            role="assistant" if calls else role,
+            content=content,
+            name=name,
+            tool_calls=[
+                ToolCall(id=f"c{i}", function=FunctionCall(name="f", arguments=a))
+                for i, a in enumerate(calls)
+            ]
+            if calls
+            else None,
+        ),
+        st.sampled_from(["user", "assistant", "system"]),
+        st.none() | st.text(max_size=20),
+        st.none() | st.text(max_size=4),
+        st.lists(st.text(max_size=6), max_size=2),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@given(_chunk_messages, _chunk_messages)
+def test_chunk_key_memo_gives_the_wire_hash_and_never_confuses_chunks(
+    a: list[Message], b: list[Message]
+) -> None:
+    # the memo is a shortcut to the summary key a shared store keeps across versions: it must
+    # give exactly the hash of the wire texts, and a chunk that sends different bytes must
+    # never get another chunk's key (a summary of someone else's conversation)
+    memo = _ChunkKeys()
+    for msgs in (a, b, a, b):  # second time round: hits
+        span = list(range(len(msgs)))
+        fresh = [m.model_copy(deep=True) for m in msgs]  # parsed anew: equal, not identical
+        assert memo.key(fresh, span, "head") == _chunk_key(msgs, span, "head")
+    span_a, span_b = list(range(len(a))), list(range(len(b)))
+    same_wire = _chunk_key(a, span_a, "h") == _chunk_key(b, span_b, "h")
+    assert (memo.key(a, span_a, "h") == memo.key(b, span_b, "h")) == same_wire
+
+
+def _call(args: str) -> list[ToolCall]:
+    return [ToolCall(id="c1", function=FunctionCall(name="f", arguments=args))]
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        Message(role="assistant", content="same"),
+        Message(role="user", content="same", name="ann"),
+        Message(role="tool", content="same", tool_call_id="c1"),
+        Message.model_validate({"role": "user", "content": "same", "cache_control": 1}),
+        Message(role="assistant", content="same", tool_calls=_call("{}")),
+        Message(role="user", content=[{"type": "text", "text": "same"}]),
+    ],
+)
+def test_chunk_key_memo_tells_apart_messages_that_differ_in_one_field(variant: Message) -> None:
+    base = Message(role="user", content="same")
+    memo = _ChunkKeys()
+    key = memo.key([base], [0], "h")
+    assert memo.key([variant], [0], "h") != key
+    assert memo.key([variant], [0], "h") == _chunk_key([variant], [0], "h")
+    # and the other way round, with the variant seen first
+    memo = _ChunkKeys()
+    memo.key([variant], [0], "h")
+    assert memo.key([base], [0], "h") == key
+
+
+def _calls(*calls: tuple[str, str, str]) -> list[ToolCall]:
+    return [ToolCall(id=i, function=FunctionCall(name=f, arguments=a)) for i, f, a in calls]
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        Message(role="assistant", content="x", tool_calls=_calls(("c1", "f", "{}"))),
+        Message(role="assistant", content=None, name="", tool_calls=_calls(("c1", "f", "{}"))),
+        Message(role="assistant", content=None, tool_calls=_calls(("c2", "f", "{}"))),
+        Message(role="assistant", content=None, tool_calls=_calls(("c1", "g", "{}"))),
+        Message(role="assistant", content=None, tool_calls=_calls(("c1", "f", "{ }"))),
+        Message(
+            role="assistant", content=None, tool_calls=_calls(("c1", "f", "{}"), ("c1", "f", "{}"))
+        ),
+        Message(
+            role="assistant",
+            content=None,
+            tool_calls=[
+                ToolCall.model_validate(
+                    {"id": "c1", "function": {"name": "f", "arguments": "{}"}, "x": 1}
+                )
+            ],
+        ),
+        Message(role="tool", content=None, tool_call_id="c1"),
+    ],
+)
+def test_chunk_key_memo_tells_apart_tool_calls_that_differ_in_one_field(
+    variant: Message,
+) -> None:
+    base = Message(role="assistant", content=None, tool_calls=_calls(("c1", "f", "{}")))
+    for first, second in ((base, variant), (variant, base)):
+        memo = _ChunkKeys()
+        k1, k2 = memo.key([first], [0], "h"), memo.key([second], [0], "h")
+        assert k1 != k2
+        assert (k1, k2) == (_chunk_key([first], [0], "h"), _chunk_key([second], [0], "h"))
+
+
+def test_chunk_key_memo_is_bounded_by_characters() -> None:
+    memo = _ChunkKeys(max_chars=1_000)
+    for i in range(50):
+        msgs = [Message(role="user", content=f"{i} " + "x" * 100)]
+        assert memo.key(msgs, [0], "h") == _chunk_key(msgs, [0], "h")
+        assert memo._chars <= 1_000
+    assert 0 < len(memo._keys) < 50
+    # too big to keep at all: still the right key, nothing stored
+    big = [Message(role="user", content="y" * 5_000)]
+    assert memo.key(big, [0], "h") == _chunk_key(big, [0], "h")
+    assert memo._chars <= 1_000
 
 
 def test_fits_budget_untouched() -> None:

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -172,10 +173,97 @@ def unchanged_leading(
     return n, sum(count_message(m, counter) for m in messages[:n])
 
 
+# ---------------------------------------------------------------- summary keys
+
+
+def _chunk_identity(messages: Sequence[Message], span: list[int], head: str) -> tuple[object, ...]:
+    """What a summary step's key is a hash of, as a tuple of the values themselves: ``head``
+    (the previous step's key), then per message its role and content when that is all it
+    has, else ``""`` (no role is empty, so the two never meet) and a tuple of every field the
+    wire text holds (the wire text itself for content parts or extra keys)."""
+    out: list[object] = [head]
+    for i in span:
+        m = messages[i]
+        content = m.content
+        calls = m.tool_calls
+        if m.__pydantic_extra__ or not (content is None or type(content) is str):
+            out += ("", _wire_text(m))
+        elif calls is None and m.name is None and m.tool_call_id is None and content is not None:
+            out += (m.role, content)
+        else:
+            fields: tuple[object, ...] = (m.role, content, m.name, m.tool_call_id)
+            if calls:
+                if any(c.__pydantic_extra__ or c.function.__pydantic_extra__ for c in calls):
+                    fields += (_calls_json(m),)
+                else:
+                    fields += tuple(
+                        (c.id, c.type, c.function.name, c.function.arguments) for c in calls
+                    )
+            out += ("", fields)
+    return tuple(out)
+
+
+def _chunk_data(messages: Sequence[Message], span: list[int], head: str) -> str:
+    return "\x1e".join([head, *(_wire_text(messages[i]) for i in span)])
+
+
+def _chunk_key(messages: Sequence[Message], span: list[int], head: str) -> str:
+    """The summary cache's key for a step: SHA-256 over ``head`` and the chunk's wire texts
+    (a shared store keeps these across processes and versions: the bytes must not change)."""
+    return _digest(_chunk_data(messages, span, head))
+
+
+def _digest(data: str) -> str:
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+class _ChunkKeys:
+    """Summary keys of chunks seen before, by their ``_chunk_identity``.
+
+    A conversation resends its whole history with every request, parsed anew: the folded
+    chunks come back as new objects with the same text, and building their wire texts and
+    hashing them was the largest part of a warm request. A dict keyed by the tuple of strings
+    finds them by each string's hash, which Python keeps on the string once computed (the
+    token counter's lookup computed it), and confirms a hit by comparing the strings
+    themselves: a hit is never a different chunk. The tuples keep their strings alive, so the
+    memo is bounded by the characters it holds (oldest entries go first)."""
+
+    def __init__(self, max_chars: int = 4_000_000) -> None:
+        self.max_chars = max_chars
+        self._keys: dict[tuple[object, ...], tuple[str, int]] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def key(self, messages: Sequence[Message], span: list[int], head: str) -> str:
+        ident = _chunk_identity(messages, span, head)
+        hit = self._keys.get(ident)
+        if hit is not None:
+            return hit[0]
+        data = _chunk_data(messages, span, head)
+        key, chars = _digest(data), len(data)
+        if chars <= self.max_chars:
+            with self._lock:
+                while self._keys and self._chars + chars > self.max_chars:
+                    oldest = next(iter(self._keys))
+                    self._chars -= self._keys.pop(oldest)[1]
+                if ident not in self._keys:
+                    self._keys[ident] = (key, chars)
+                    self._chars += chars
+        return key
+
+    def clear(self) -> None:
+        with self._lock:
+            self._keys.clear()
+            self._chars = 0
+
+
+_CHUNK_KEYS = _ChunkKeys()
+
+
 # ---------------------------------------------------------------- units
 
 
-@dataclass
+@dataclass(slots=True)
 class _Unit:
     """One unit of trimming: atoms (lists of message indices) and their token split."""
 
@@ -220,13 +308,15 @@ def _units(
     """Atoms grouped into units; ``tokens_of[i]`` is message ``i``'s ``count_message``."""
     units: list[_Unit] = []
     unit = _Unit()
+    by_atom = start_on == "any"
     for atom in atoms:
-        if not units or start_on == "any" or messages[atom[0]].role == "user":
-            unit = _Unit()
+        first = atom[0]
+        if not units or by_atom or messages[first].role == "user":
+            unit = _Unit([], [], 0, 0)
             units.append(unit)
         if len(atom) == 1:  # most atoms: no generator needed
-            is_pinned = atom[0] in pinned
-            tokens = tokens_of[atom[0]]
+            is_pinned = first in pinned
+            tokens = tokens_of[first]
         else:
             is_pinned = not pinned.isdisjoint(atom)
             tokens = sum(tokens_of[i] for i in atom)
@@ -500,9 +590,7 @@ class HistoryStage(BaseStage):
         keys: list[str] = []
         key = hashlib.sha256(head.encode()).hexdigest()[:32]
         for span in spans:
-            # one hash over the chunk's bytes: cheaper than a hash per message
-            data = "\x1e".join([key, *(_wire_text(messages[i]) for i in span)])
-            key = hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+            key = _CHUNK_KEYS.key(messages, span, key)
             keys.append(key)
         # the newest cached step, then roll forward from it
         text: str | None = None
@@ -575,15 +663,19 @@ class HistoryStage(BaseStage):
         log: StageLog,
     ) -> Request:
         messages = request.messages
+        # units partition the span in order, so what is kept is messages[cut:end]
+        cut = units[fold].atoms[0][0] if fold < len(units) else end
         lead: list[int] = []  # pinned atoms of folded units keep their place before the summary
-        dropped: list[int] = []
-        for unit in units[:fold]:
-            for atom, is_pinned in zip(unit.atoms, unit.pinned_atoms):
-                (lead if is_pinned else dropped).extend(atom)
-        kept = [i for unit in units[fold:] for atom in unit.atoms for i in atom]
+        dropped: list[tuple[int, int]] = [(start, cut)] if start < cut else []
+        if any(unit.pinned for unit in units[:fold]):
+            folded: list[int] = []
+            for unit in units[:fold]:
+                for atom, is_pinned in zip(unit.atoms, unit.pinned_atoms):
+                    (lead if is_pinned else folded).extend(atom)
+            dropped = _runs(folded)
         kind = "summarised" if summary is not None else "dropped"
         reason = f"history over budget ({self.strategy})"
-        for a, b in _runs(dropped):
+        for a, b in dropped:
             log.change(kind, f"messages[{a}:{b}]", tokens=sum(tokens_of[a:b]), reason=reason)
         span = [messages[i] for i in lead]
         if summary is not None:
@@ -591,9 +683,8 @@ class HistoryStage(BaseStage):
             log.details["summary_tokens"] = count_message(summary, log.counter)
         else:
             log.details["summary_tokens"] = 0
-        span.extend(messages[i] for i in kept)
-        log.details["fold_message"] = (kept[0] if kept else end) if fold else start
-        return request.replace(messages=[*messages[:start], *span, *messages[end:]])
+        log.details["fold_message"] = cut if fold else start
+        return request.replace(messages=[*messages[:start], *span, *messages[cut:]])
 
 
 # ---------------------------------------------------------------- helpers
