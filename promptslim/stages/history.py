@@ -251,11 +251,6 @@ class _ChunkKeys:
                     self._chars += chars
         return key
 
-    def clear(self) -> None:
-        with self._lock:
-            self._keys.clear()
-            self._chars = 0
-
 
 _CHUNK_KEYS = _ChunkKeys()
 
@@ -667,7 +662,7 @@ class HistoryStage(BaseStage):
         cut = units[fold].atoms[0][0] if fold < len(units) else end
         lead: list[int] = []  # pinned atoms of folded units keep their place before the summary
         dropped: list[tuple[int, int]] = [(start, cut)] if start < cut else []
-        if any(unit.pinned for unit in units[:fold]):
+        if any(any(unit.pinned_atoms) for unit in units[:fold]):
             folded: list[int] = []
             for unit in units[:fold]:
                 for atom, is_pinned in zip(unit.atoms, unit.pinned_atoms):
