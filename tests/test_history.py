@@ -21,10 +21,15 @@ from promptslim.backends.summarisers import (
 from promptslim.stages.history import (
     SUMMARY_HEADER,
     HistoryStage,
+    _atoms,
     _calls_json,
     _chunk_key,
     _ChunkKeys,
+    _units,
+    _unpinned,
+    _wire_text,
     fingerprint,
+    message_hash,
     message_hashes,
 )
 from promptslim.tokens import count_request, get_counter
@@ -235,6 +240,32 @@ def test_chunk_key_memo_gives_the_wire_hash_and_never_confuses_chunks(
     span_a, span_b = list(range(len(a))), list(range(len(b)))
     same_wire = _chunk_key(a, span_a, "h") == _chunk_key(b, span_b, "h")
     assert (memo.key(a, span_a, "h") == memo.key(b, span_b, "h")) == same_wire
+
+
+@given(_chunk_messages)
+def test_message_hash_memo_is_the_hash_of_the_wire_text(msgs: list[Message]) -> None:
+    import hashlib
+
+    for m in [*msgs, *msgs]:  # the second time round, from the memo
+        wire = _wire_text(m).encode("utf-8", "surrogatepass")
+        assert message_hash(m) == hashlib.sha256(wire).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("pinned", [set(), {4}])
+def test_summary_spans_are_the_unpinned_messages_of_the_units(pinned: set[int]) -> None:
+    # the span a summary step reads: every message of units a..b-1 but the pinned atoms'
+    msgs = chat(12, tools_every=2)
+    units = _units(msgs, _atoms(msgs, 1, len(msgs)), pinned, "user", [1] * len(msgs))
+    for a in range(len(units) + 1):
+        for b in range(a, len(units) + 1):
+            expected = [
+                i
+                for unit in units[a:b]
+                for atom in unit.atoms
+                if pinned.isdisjoint(atom)
+                for i in atom
+            ]
+            assert _unpinned(units, a, b) == expected
 
 
 def _call(args: str) -> list[ToolCall]:

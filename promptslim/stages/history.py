@@ -58,6 +58,7 @@ message granularity (a lower bound on what a prefix cache reuses) — and sets
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -144,8 +145,28 @@ def message_hash(message: Message) -> str:
     """16 hex digits of SHA-256 over what the message sends (``pinned`` is not sent). SHA-256,
     as for the prefix fingerprint: with the CPU's SHA instructions it hashed a 67 KB history
     2.5x faster than BLAKE2b here."""
-    data = _wire_text(message).encode("utf-8", "surrogatepass")
-    return hashlib.sha256(data).hexdigest()[:16]
+    content = message.content
+    if (
+        type(content) is str
+        and message.tool_calls is None
+        and message.name is None
+        and message.tool_call_id is None
+        and not message.__pydantic_extra__
+    ):
+        return _plain_hash(message.role, content)
+    return _hash16(_wire_text(message))
+
+
+@functools.lru_cache(maxsize=16_384)
+def _plain_hash(role: str, content: str) -> str:
+    """A role-and-text message's hash, memoised by the two strings: a conversation's kept
+    turns come back with every request, parsed anew (the token counter memoises by text for
+    the same reason)."""
+    return _hash16(f"{role}\x1f{content}")
+
+
+def _hash16(wire: str) -> str:
+    return hashlib.sha256(wire.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def message_hashes(messages: Sequence[Message]) -> list[str]:
@@ -694,6 +715,10 @@ def _first_fit(suffix: list[int], room: int) -> int:
 
 
 def _unpinned(units: list[_Unit], a: int, b: int) -> list[int]:
+    if a >= b:
+        return []
+    if not any(unit.pinned for unit in units[a:b]):  # units are contiguous runs of messages
+        return list(range(units[a].atoms[0][0], units[b - 1].atoms[-1][-1] + 1))
     return [
         i
         for unit in units[a:b]
