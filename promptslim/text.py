@@ -389,9 +389,15 @@ _BOUNDARY = re.compile(
 )
 # Text without CJK, Chinese enders or an ellipsis can only match the first and last
 # alternatives above. This pattern finds the same boundaries with the ender consumed (so the
-# regex engine can skip to the next . ! ? or newline instead of trying every position).
-_PLAIN_BOUNDARY = re.compile(rf"[.!?][{_CLOSERS}]*\s+|\n\s*")
+# regex engine can skip to the next . ! ? or newline instead of trying every position): it is
+# ``[.!?][closers]*\s+|\n\s*`` written to start with one character set, since Python's
+# engine skips ahead by a leading set but tries an alternation at every position (2x faster)
+_PLAIN_BOUNDARY = re.compile(rf"[.!?\n](?:(?<=\n)\s*|[{_CLOSERS}]*\s+)")
 _NEEDS_FULL_BOUNDARY = re.compile(f"[{_CJK_RANGES}{_ZH_ENDERS}…]")
+# what the regions a sentence never ends inside cannot be found without (``_NEEDS`` of the
+# guard kinds, and a bracket for JSON): ASCII text with none of them has no such region
+_GUARD_KINDS = ("code_block", "url", "email", "uuid", "quoted")
+_GUARD_NEEDS = ("{", "[", *(n for kind in _GUARD_KINDS for n in _NEEDS[kind][0]))
 
 
 def split_sentences(text: str) -> list[Span]:
@@ -409,7 +415,12 @@ def sentence_bounds(text: str) -> list[tuple[int, int]]:
     cutting)."""
     if not text:
         return []
-    guard = find_protected_spans(text, kinds=("code_block", "url", "email", "uuid", "quoted"))
+    guard = (
+        find_protected_spans(text, kinds=_GUARD_KINDS)
+        # non-ASCII text may hold full-width forms that fold to these: it always looks
+        if not text.isascii() or any(map(text.__contains__, _GUARD_NEEDS))
+        else []
+    )
     guard_starts = [s.start for s in guard]
     bounds: list[tuple[int, int]] = []
     start = 0

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from promptslim import Budget, BudgetInfeasible, ConfigError, Pipeline, Request, UnknownName
@@ -751,3 +751,90 @@ def test_infeasible_minimum_counts_the_pinned_messages_and_a_retry_there_fits() 
     out = stage().run(req, Budget(total=err.value.minimum))  # before: raised again, higher
     assert out.report.tokens_out <= err.value.minimum
     assert out.request.messages[1].pinned
+
+
+# the salience formula as first written: every pattern over the whole sentence. ``_score``
+# narrows and skips scans for speed; it must give exactly these numbers
+def _plain_score(sentence: str, role: str) -> float:
+    import re
+
+    from promptslim.backends import summarisers as s
+    from promptslim.text import PATTERNS, may_match
+
+    ascii_only = sentence.isascii()
+    cjk = 0 if ascii_only else len(s._CJK_CHAR.findall(sentence))
+    if len(sentence) + cjk < 12 or s._FILLER.match(sentence):
+        return 0.0
+    score = 0.0
+    identifiers = 0
+    if re.search("[0-9]" if ascii_only else r"\d", sentence):
+        score += 2.0 * min(3, len(PATTERNS["number_unit"].findall(sentence)))
+        for kind in ("code_id", "hex_id", "iso_datetime", "date"):
+            if may_match(kind, sentence):
+                identifiers += len(PATTERNS[kind].findall(sentence))
+    for kind, needs in s._GATED_KINDS:
+        if needs in sentence:
+            identifiers += len(PATTERNS[kind].findall(sentence))
+    score += 2.5 * min(2, identifiers)
+    words = sentence.split()
+    if not ascii_only:
+        names = sum(
+            1 for w in words[1:] if w[:1].isupper() and (w[1:2].islower() or w.isupper())
+        )
+    else:  # ASCII capitals only, as the regex reads them
+        names = sum(1 for w in words[1:] if "A" <= w[:1] <= "Z" and (w[1:2].islower() or w.isupper()))
+    if cjk:
+        names += len(s._LATIN_NAME.findall(sentence))
+    score += 1.0 * min(3, names)
+    lowered = [w.lower() for w in words]
+    decisions = sum(1 for w in lowered if w.startswith(s._DECISION_STEMS))
+    if cjk:
+        decisions += len(s._ZH_DECISIONS.findall(sentence))
+    score += 1.5 * min(2, decisions)
+    if sentence.rstrip().endswith(("?", "？")):
+        score += 2.0 if role == "user" else 1.0
+    if role == "tool":
+        score += 0.5
+    score -= max(0, len(words) + cjk // 2 - 25) * 0.05
+    return score + 0.5
+
+
+# pieces that sit at the edges of what the patterns match: numbers with and without units,
+# codes, hex ids, ISO dates with times and offsets, dates, names, decision stems, CJK, and the
+# whitespace that str.split() splits on but the patterns' ASCII \s does not
+_SCORE_PIECES = st.sampled_from(
+    ["5", "5GB", "GB", "1,000", "3.5%", "$12", "x7", "ab--1", "HANES-885", "SKU12345", "req-ef05",
+     "0x1f", "deadbeef1234", "2024-01-01", "10:00", "10:00+2024-01-01", "T10:00Z", "Monday",
+     "Mar", "4/5/2026", "Alice", "DHL", "USA1", "decided", "will", "won't", "Prefer", "ok",
+     "价格100元", "决定", "从MySQL迁移", "共", "-", ":", "@", "a@b.io", "https://x.io/a", '"q"',
+     "“引”", "?", "？", ".", ",", "\xa0", "\u2003", "\x1c", "\n", "\t", "  ", " ", "٣", "naïve"]
+)  # fmt: skip
+
+
+@example("Ship 5 GB 7x faster, 5 ms x7 and 10 GB-2 by Monday.", "user")
+@example("Code ab--1 and 0x1f follow deadbeef1234 and HANES-885 at 12:30 UTC.", "tool")
+@given(
+    st.lists(_SCORE_PIECES, min_size=1, max_size=30).map(" ".join)
+    | st.lists(_SCORE_PIECES, min_size=1, max_size=30).map("".join)
+    | st.text(alphabet="aZ09 -:.,$%xT+\xa0/", max_size=60),
+    st.sampled_from(["user", "assistant", "tool"]),
+)
+def test_score_matches_the_plain_formula(sentence: str, role: str) -> None:
+    from promptslim.backends.summarisers import _score
+
+    assert _score.__wrapped__(sentence, role) == _plain_score(sentence, role)
+
+
+def test_score_counts_what_each_kind_finds() -> None:
+    # the property above compares with a formula; this pins a few values by hand, so a change
+    # to both at once still shows
+    from promptslim.backends.summarisers import _score
+
+    plain = _score.__wrapped__("The migration window opens after the review.", "assistant")
+    order = _score.__wrapped__("The order 48213 ships to Berlin with DHL.", "assistant")
+    code = _score.__wrapped__("Its project code is PEBRA-513 and 0x1f here.", "user")
+    assert plain == 0.5
+    assert order == 0.5 + 2.0 + 2 * 1.0  # a number; names Berlin, DHL ("The" is the first word)
+    # no number ("513" follows a hyphen, "0x1f" is a hex id); a code and a hex id; the code is
+    # all capitals, so it also reads as an acronym
+    assert code == 0.5 + 2.5 * 2 + 1.0

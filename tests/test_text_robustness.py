@@ -243,3 +243,58 @@ def test_deeply_nested_tool_parameters_are_kept_as_sent() -> None:
     body = {"messages": [{"role": "user", "content": "q"}], "tools": [tool]}
     result = PrefixStage().run(Request.from_openai(body))  # before: RecursionError
     assert result.request.tools == [tool]
+
+
+# ---------------------------------------------------------------- sentence splitting shortcuts
+
+# characters around sentence ends and protected regions, ASCII and not
+_SPLIT_ALPHABET = st.sampled_from(
+    list("aZ1 .!?\n\t\"')]`~:/@-{}[")
+    + ["```", "://", "e.g.", "Dr.", "“", "」", "。", "…", "价", "＠", "https://x.io", "a@b.io",
+       "1234abcd-1234-1234-1234-1234567890ab", '"q"', "“q”", "「q」"]
+)  # fmt: skip
+
+
+@given(st.lists(_SPLIT_ALPHABET, max_size=60).map("".join))
+def test_plain_boundary_pattern_finds_what_its_alternation_found(text: str) -> None:
+    import re
+
+    from promptslim.text import _CLOSERS, _PLAIN_BOUNDARY
+
+    alternation = re.compile(rf"[.!?][{_CLOSERS}]*\s+|\n\s*")
+    assert [m.span() for m in _PLAIN_BOUNDARY.finditer(text)] == [
+        m.span() for m in alternation.finditer(text)
+    ]
+
+
+_GUARDED_REGIONS = [
+    "https://x.io/a", "a@b.io", "1234abcd-1234-1234-1234-1234567890ab", '"q"', "```x```",
+    "~~~x~~~", '{"a": 1}', "[1, 2]", "“q”", "「q」", "『q』", "plain",
+]  # fmt: skip
+
+
+@given(
+    st.lists(st.sampled_from(list("aZ1 .!?\n\t')]:/") + ["e.g.", "Dr.", "x.io"]), max_size=30),
+    st.sampled_from(_GUARDED_REGIONS),
+    st.integers(0, 30),
+)
+def test_guard_shortcut_skips_only_text_without_guarded_regions(
+    parts: list[str], region: str, at: int
+) -> None:
+    # sentence_bounds skips the scan for ASCII text holding none of _GUARD_NEEDS: any region
+    # of the guard kinds (and any JSON) must hold one of them, or a sentence could end inside
+    from promptslim.text import _GUARD_KINDS, _GUARD_NEEDS
+
+    parts.insert(at, f" {region} ")
+    text = "".join(parts)
+    if find_protected_spans(text, kinds=_GUARD_KINDS):
+        assert not text.isascii() or any(n in text for n in _GUARD_NEEDS)
+
+
+def test_sentences_never_end_inside_a_url_or_quote_found_by_the_guard() -> None:
+    text = 'See https://x.io/a.b?c=1. She said "Stop. Now" and left! Then: done.'
+    assert [text[s.start : s.end] for s in split_sentences(text)] == [
+        "See https://x.io/a.b?c=1.",
+        'She said "Stop. Now" and left!',
+        "Then: done.",
+    ]

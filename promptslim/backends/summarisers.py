@@ -309,38 +309,71 @@ def _message_lines(role: str, text: str) -> tuple[tuple[float, str], ...]:
 _GATED_KINDS: tuple[tuple[str, str], ...] = (
     ("url", "://"), ("email", "@"), ("uuid", "-"), ("time", ":"), ("quoted", '"'), ("quoted", "“"),
 )
-_DIGIT_KINDS = ("code_id", "hex_id", "iso_datetime", "date")
+# kinds whose matches hold no whitespace and need an ASCII digit: they run on the sentence's
+# words that are not all letters, not on the whole sentence (see ``_score``)
+_WORD_KINDS = ("code_id", "hex_id")
 _DIGIT = re.compile(r"\d")
 _ASCII_DIGIT = re.compile("[0-9]")
+
+
+def _stem_alternation(stems: Sequence[str]) -> str:
+    """``stems`` as one alternation grouped by first letter (``a(?:gree|pprov)|c(?:hose)``), so
+    the regex engine tries the few stems of one letter at a word, not all of them."""
+    by_first: dict[str, list[str]] = {}
+    for stem in stems:
+        by_first.setdefault(stem[0], []).append(re.escape(stem[1:]))
+    return "|".join(f"{re.escape(c)}(?:{'|'.join(rest)})" for c, rest in sorted(by_first.items()))
+
+
 # in the words re-joined by single spaces after a leading one: a word that starts with a
-# decision stem, and an ASCII capitalised word (the literal space lets the regex engine jump)
-_DECISION_WORD = re.compile(" (?:{})".format("|".join(map(re.escape, _DECISION_STEMS))))
+# decision stem, and an ASCII capitalised word (the literal space lets the regex engine jump).
+# A match is a space and a stem, which holds no space, so the count does not depend on which
+# stem matches at a word: the grouping changes no count
+_DECISION_WORD = re.compile(f" (?:{_stem_alternation(_DECISION_STEMS)})")
 _CAPITALISED = re.compile(r" ([A-Z]\S*)")
 
 
 @lru_cache(maxsize=65_536)
 def _score(sentence: str, role: str) -> float:
-    """Salience of one sentence (memoised: a rolling summary re-scores its own lines)."""
+    """Salience of one sentence (memoised: a rolling summary re-scores its own lines).
+
+    Every regex scan costs about as much per character as the next (Python's engine), and the
+    summariser scores every sentence of a cold conversation, so scans are gated or narrowed:
+    each kind runs only when its cheap necessary condition holds, and the number, code and hex
+    patterns run on the sentence's words that are not all letters. That changes no count:
+    code and hex matches hold no whitespace and need an ASCII digit, so each lies in one such
+    word, and the space between words bounds them as whitespace did; a number starts at a digit
+    or currency sign, and a unit it takes across a space holds neither, so which words sit
+    between two numbers never changes what matches (``test_score_matches_the_plain_formula``).
+    """
     ascii_only = sentence.isascii()
     cjk = 0 if ascii_only else len(_CJK_CHAR.findall(sentence))
     # a CJK character carries about a word's worth of meaning: it counts double for length
     if len(sentence) + cjk < 12 or _FILLER.match(sentence):
         return 0.0
+    words = sentence.split()
+    text = " ".join(words)
     score = 0.0
     identifiers = 0
-    if (_ASCII_DIGIT if ascii_only else _DIGIT).search(sentence):
-        score += 2.0 * min(3, len(PATTERNS["number_unit"].findall(sentence)))
-        for kind in _DIGIT_KINDS:
-            if may_match(kind, sentence):
-                identifiers += len(PATTERNS[kind].findall(sentence))
+    # every word that holds a digit (and those with punctuation): a short string to scan
+    numeric = " ".join([w for w in words if not w.isalpha()])
+    if (_ASCII_DIGIT if ascii_only else _DIGIT).search(numeric):
+        score += 2.0 * min(3, len(PATTERNS["number_unit"].findall(numeric)))
+        for kind in _WORD_KINDS:
+            identifiers += len(PATTERNS[kind].findall(numeric))
+        if identifiers < 2 and "-" in sentence:  # every ISO date has one
+            identifiers += len(PATTERNS["iso_datetime"].findall(sentence))
+        if identifiers < 2 and may_match("date", sentence):
+            identifiers += len(PATTERNS["date"].findall(sentence))
     for kind, needs in _GATED_KINDS:
+        if identifiers >= 2:  # the score counts two at most
+            break
         if needs in sentence:
             identifiers += len(PATTERNS[kind].findall(sentence))
     score += 2.5 * min(2, identifiers)
-    words = sentence.split()
     # a capitalised word after the first is likely a name; an all-caps word an acronym
     if ascii_only:  # the regex finds the capitalised words, only those need a look
-        rest = " " + " ".join(words[1:])
+        rest = text[len(words[0]) :] if words else ""
         names = sum(1 for w in _CAPITALISED.findall(rest) if w[1:2].islower() or w.isupper())
     else:
         names = sum(
@@ -350,7 +383,7 @@ def _score(sentence: str, role: str) -> float:
         names += len(_LATIN_NAME.findall(sentence))
     score += 1.0 * min(3, names)
     # lower() never makes or removes whitespace, so these are the lowered sentence's words
-    decisions = len(_DECISION_WORD.findall(" " + " ".join(words).lower()))
+    decisions = len(_DECISION_WORD.findall(" " + text.lower()))
     if cjk:
         decisions += len(_ZH_DECISIONS.findall(sentence))
     score += 1.5 * min(2, decisions)
