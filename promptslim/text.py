@@ -192,7 +192,7 @@ def may_match(kind: str, text: str) -> bool:
     """False when ``PATTERNS[kind]`` cannot match ``text`` (it lacks every substring that the
     pattern needs): a check much cheaper than the scan. True means "scan to find out"."""
     needs = _NEEDS.get(kind)
-    if needs is None or any(n in text for n in needs[0]):
+    if needs is None or any(map(text.__contains__, needs[0])):
         return True
     return needs[1] and _ASCII_DIGIT.search(text) is not None
 

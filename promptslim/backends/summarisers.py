@@ -300,8 +300,12 @@ def _message_lines(role: str, text: str) -> tuple[tuple[float, str], ...]:
     """One message's sentences as ``(salience, "role: sentence")``, memoised by content: the
     same turns come back in every request of a conversation (and ``summarize`` re-summarises
     them at every step), so each message is split and scored once."""
-    sentences = (" ".join(text[a:b].split()) for a, b in sentence_bounds(text))
-    return tuple((_score(s, role), f"{role}: {s}") for s in sentences)
+    out = []
+    for a, b in sentence_bounds(text):
+        words = text[a:b].split()
+        sentence = " ".join(words)  # its own normal form: _score would split and join again
+        out.append((_salience(sentence, sentence, words, role), f"{role}: {sentence}"))
+    return tuple(out)
 
 
 # each identifier kind runs only when a character it needs is present: the regexes are the
@@ -335,7 +339,14 @@ _CAPITALISED = re.compile(r" ([A-Z]\S*)")
 
 @lru_cache(maxsize=65_536)
 def _score(sentence: str, role: str) -> float:
-    """Salience of one sentence (memoised: a rolling summary re-scores its own lines).
+    """Salience of one sentence (memoised: a rolling summary re-scores its own lines)."""
+    words = sentence.split()
+    return _salience(sentence, " ".join(words), words, role)
+
+
+def _salience(sentence: str, text: str, words: list[str], role: str) -> float:
+    """``_score`` of ``sentence``, given its words (``sentence.split()``) and ``text``, those
+    words joined by single spaces.
 
     Every regex scan costs about as much per character as the next (Python's engine), and the
     summariser scores every sentence of a cold conversation, so scans are gated or narrowed:
@@ -351,8 +362,6 @@ def _score(sentence: str, role: str) -> float:
     # a CJK character carries about a word's worth of meaning: it counts double for length
     if len(sentence) + cjk < 12 or _FILLER.match(sentence):
         return 0.0
-    words = sentence.split()
-    text = " ".join(words)
     score = 0.0
     identifiers = 0
     # every word that holds a digit (and those with punctuation): a short string to scan
