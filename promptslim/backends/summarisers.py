@@ -247,7 +247,9 @@ class ExtractiveSummariser(Summariser):
         previous: str | None = None,
     ) -> str:
         candidates = self._candidates(messages, previous)
-        order = sorted(range(len(candidates)), key=lambda i: (-candidates[i][0], i))
+        # best first; the sort is stable, so ties keep their order: the earlier line first
+        negated = [-score for score, _ in candidates]
+        order = sorted(range(len(candidates)), key=negated.__getitem__)
         chosen: list[int] = []
         used = 0
         # a lower bound on a line's tokens, where the counter has one: once the summary is
