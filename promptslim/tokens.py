@@ -109,6 +109,8 @@ class TiktokenCounter(_CachedCounter):
             raise ConfigError(str(exc), field="tokenizer") from exc
         self.name = f"tiktoken:{encoding}"
         self._words_bound = encoding in _SPACE_SPLIT_ENCODINGS
+        # tiktoken's Rust encoder (a private attribute: absent, counting goes the public way)
+        self._core: Any = getattr(self._enc, "_core_bpe", None)
 
     def encode(self, text: str) -> list[int]:
         # special-token text in user content is counted as ordinary text, never rejected;
@@ -119,11 +121,10 @@ class TiktokenCounter(_CachedCounter):
         # the Rust encoder itself where tiktoken has it: its Python wrapper costs a tenth of
         # encoding a chat message, and a cold request counts every message. The wrapper
         # only adds a retry for text Rust cannot take (lone surrogates), kept here
-        core = getattr(self._enc, "_core_bpe", None)
-        if core is None or not text:
+        if self._core is None or not text:
             return super()._count_uncached(text)
         try:
-            return len(core.encode_ordinary(text))
+            return len(self._core.encode_ordinary(text))
         except UnicodeEncodeError:
             return super()._count_uncached(text)
 

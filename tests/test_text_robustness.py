@@ -283,8 +283,10 @@ def test_guard_shortcut_skips_only_text_without_guarded_regions(
 ) -> None:
     # sentence_bounds skips the scan for ASCII text holding none of _GUARD_NEEDS: any region
     # of the guard kinds (and any JSON) must hold one of them, or a sentence could end inside
-    from promptslim.text import _GUARD_KINDS, _GUARD_NEEDS
+    from promptslim.text import _GUARD_KINDS, _GUARD_NEEDS, _NEEDS
 
+    # a kind that a digit alone could enable would need more than these substrings
+    assert not any(_NEEDS[kind][1] for kind in _GUARD_KINDS)
     parts.insert(at, f" {region} ")
     text = "".join(parts)
     if find_protected_spans(text, kinds=_GUARD_KINDS):

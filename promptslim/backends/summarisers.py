@@ -316,7 +316,7 @@ _GATED_KINDS: tuple[tuple[str, str], ...] = (
     ("url", "://"), ("email", "@"), ("uuid", "-"), ("time", ":"), ("quoted", '"'), ("quoted", "“"),
 )
 # kinds whose matches hold no whitespace and need an ASCII digit: they run on the sentence's
-# words that are not all letters, not on the whole sentence (see ``_score``)
+# words that are not all letters, not on the whole sentence (see ``_salience``)
 _WORD_KINDS = ("code_id", "hex_id")
 _DIGIT = re.compile(r"\d")
 _ASCII_DIGIT = re.compile("[0-9]")
