@@ -813,6 +813,10 @@ _SCORE_PIECES = st.sampled_from(
 
 @example("Ship 5 GB 7x faster, 5 ms x7 and 10 GB-2 by Monday.", "user")
 @example("Code ab--1 and 0x1f follow deadbeef1234 and HANES-885 at 12:30 UTC.", "tool")
+# capitalised words that are neither a name nor an acronym ("ABc": no lowercase second
+# letter, yet not all capitals), and few enough names that the cap of three does not hide one
+@example("The DHLx and ABc crew met Bob.", "assistant")
+@example("Then NASA, McKay and X met in T10:00Z.", "assistant")
 @given(
     st.lists(_SCORE_PIECES, min_size=1, max_size=30).map(" ".join)
     | st.lists(_SCORE_PIECES, min_size=1, max_size=30).map("".join)

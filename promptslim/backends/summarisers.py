@@ -336,7 +336,10 @@ def _stem_alternation(stems: Sequence[str]) -> str:
 # A match is a space and a stem, which holds no space, so the count does not depend on which
 # stem matches at a word: the grouping changes no count
 _DECISION_WORD = re.compile(f" (?:{_stem_alternation(_DECISION_STEMS)})")
-_CAPITALISED = re.compile(r" ([A-Z]\S*)")
+# a name or an acronym: a capital, then a lowercase letter (a name) or no lowercase letter to
+# the end of the word (an acronym); for ASCII text, what ``w[1:2].islower() or w.isupper()``
+# says of a capitalised word, without a Python test per word
+_NAME_WORD = re.compile(r" [A-Z](?:[a-z]|[^\sa-z]*(?!\S))")
 
 
 @lru_cache(maxsize=65_536)
@@ -383,9 +386,8 @@ def _salience(sentence: str, text: str, words: list[str], role: str) -> float:
             identifiers += len(PATTERNS[kind].findall(sentence))
     score += 2.5 * min(2, identifiers)
     # a capitalised word after the first is likely a name; an all-caps word an acronym
-    if ascii_only:  # the regex finds the capitalised words, only those need a look
-        rest = text[len(words[0]) :] if words else ""
-        names = sum(1 for w in _CAPITALISED.findall(rest) if w[1:2].islower() or w.isupper())
+    if ascii_only:  # every word but the first, each after a single space
+        names = len(_NAME_WORD.findall(text, len(words[0]))) if words else 0
     else:
         names = sum(
             1 for w in words[1:] if w[:1].isupper() and (w[1:2].islower() or w.isupper())
