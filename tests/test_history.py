@@ -753,7 +753,7 @@ def test_infeasible_minimum_counts_the_pinned_messages_and_a_retry_there_fits() 
     assert out.request.messages[1].pinned
 
 
-# the salience formula as first written: every pattern over the whole sentence. ``_score``
+# the salience formula as first written: every pattern over the whole sentence. ``_salience``
 # narrows and skips scans for speed; it must give exactly these numbers
 def _plain_score(sentence: str, role: str) -> float:
     import re
