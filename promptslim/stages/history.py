@@ -728,7 +728,9 @@ def _first_fit(suffix: list[int], room: int) -> int:
 def _unpinned(units: list[_Unit], a: int, b: int) -> list[int]:
     if a >= b:
         return []
-    if not any(unit.pinned for unit in units[a:b]):  # units are contiguous runs of messages
+    # a unit's pinned tokens are 0 only when it has no pinned atom (a message counts at least
+    # MESSAGE_OVERHEAD); without one, units are contiguous runs of messages
+    if not any(unit.pinned for unit in units[a:b]):
         return list(range(units[a].atoms[0][0], units[b - 1].atoms[-1][-1] + 1))
     return [
         i
