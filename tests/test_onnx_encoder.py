@@ -79,6 +79,19 @@ def test_int8_is_a_separate_close_copy_with_its_own_file() -> None:
     assert 0.95 < c.min() and c.max() < 0.99999  # close, and really quantised
 
 
+def test_a_texts_int8_vector_does_not_depend_on_its_neighbours() -> None:
+    """int8 activations are quantised with one scale per run: each text runs alone, so its
+    vector is the same whatever it is embedded with (and a cached vector is the fresh one)."""
+    int8 = models.load_embedder(backend="onnx", quantize=True)
+    together = int8.encode(TEXTS, normalize_embeddings=True)
+    for i, text in enumerate(TEXTS):
+        alone = int8.encode([text], normalize_embeddings=True)[0]
+        np.testing.assert_allclose(alone, together[i], atol=1e-6)
+    mixed = int8.encode([TEXTS[1], *TEXTS[4:], TEXTS[0]], normalize_embeddings=True)
+    np.testing.assert_allclose(mixed, together[[1, 4, 0]], atol=1e-6)
+    assert int8.encode([]).shape == (0, 384)
+
+
 def test_export_is_reused_and_redone_when_the_model_changes(tmp_path: Path) -> None:
     source = Path(models._embedder_path(None))
     copy = tmp_path / "minilm"

@@ -35,7 +35,8 @@ Why each part is here:
 - **Batching**: texts not in the cache are encoded in batches of ``batch_size``, sorted by
   length (sentence-transformers sorts them), so each batch pads to a length close to its own
   texts'. On CPU the default is 8: 20 passages of 50-330 word pieces padded as one batch of 32
-  spent about 20 % more CPU time than in batches of 8, which still fill the matrix units.
+  spent about 20 % more CPU time than in batches of 8, which still fill the matrix units. The
+  ONNX backend runs each text alone instead, texts in parallel (see ``onnx_encoder``).
 - **Threads**: a short input (one query) is encoded on one torch thread. Its matrices are too
   small to gain from a second thread, and on a shared CPU an OpenMP thread that waits for one
   descheduled by another process made one query embedding 10x slower (1.9 s instead of 0.16 s
