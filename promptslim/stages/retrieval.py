@@ -151,7 +151,7 @@ class RetrievalStage(BaseStage):
     the float one (False), or int8 on a CPU and float on a GPU (None, the default). int8
     vectors are not a vector store's float ones, so a request that brings its own vectors is
     embedded with the float model. These defaults took a cold request (20 fresh passages) on
-    two cores from 400-500 ms to 115-130 ms at the median, at unchanged recall of the default
+    two cores from 400-500 ms to about 80 ms at the median, at unchanged recall of the default
     policy; see :class:`~promptslim.backends.scorers.DenseScorer`. ``dense_candidates``: for ``hybrid``,
     embed only BM25's best this many documents (a cascade; None embeds all).
     ``dedup_threshold``: None takes the method's default (cosine 0.95, shingle Jaccard 0.8).
