@@ -26,8 +26,8 @@ retrieval stage).
   exported again, never served stale.
 - **int8**: ``onnxruntime.quantization.quantize_dynamic`` on the exported graph (needs the
   ``onnx`` package, in the same extra). Its vectors differ from the float model's (cosine
-  0.98-0.99 here), so they are never mixed with a vector store's float vectors (the service keeps a cache
-  per ``quantize`` setting, as for torch's int8).
+  0.98-0.99 here), so they are never mixed with a vector store's float vectors (the service
+  keeps a cache per ``quantize`` setting, as for torch's int8).
 - **One text per run, texts in parallel**: each text runs on its own, unpadded, on one
   onnxruntime thread, and up to one text per CPU this process may run on (at most 8) runs at
   once, longest first. Two reasons:
@@ -304,19 +304,21 @@ class OnnxSentenceEncoder:
         if not prepared:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         # one tokenizer call for all texts (the fast tokenizer's batch path), no padding
-        ids: list[list[int]] = self.tokenizer(
+        encoded = self.tokenizer(
             prepared,
             padding=False,
             truncation="longest_first",
             max_length=self.max_seq_length,
-        )["input_ids"]
+        )
+        columns = [encoded[n] for n in self.input_names]
+        rows = [dict(zip(self.input_names, row, strict=True)) for row in zip(*columns)]
         # longest first: the pool's last runs are the short ones, so its threads end together
-        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+        order = sorted(range(len(rows)), key=lambda i: -len(columns[0][i]))
         if len(order) == 1 or self.workers == 1:
-            vectors = [self._embed_ids(ids[i]) for i in order]
+            vectors = [self._embed_one(rows[i]) for i in order]
         else:
-            vectors = list(self._pool_executor().map(lambda i: self._embed_ids(ids[i]), order))
-        out = np.empty((len(ids), vectors[0].shape[0]), dtype=np.float32)
+            vectors = list(self._pool_executor().map(lambda i: self._embed_one(rows[i]), order))
+        out = np.empty((len(rows), vectors[0].shape[0]), dtype=np.float32)
         out[order] = np.stack(vectors)
         if self.normalised or normalize_embeddings:
             norms = np.linalg.norm(out, axis=1, keepdims=True)
@@ -324,15 +326,14 @@ class OnnxSentenceEncoder:
             out = out / norms
         return out
 
-    def _embed_ids(self, ids: list[int]) -> np.ndarray:
-        """One tokenised text's pooled vector: one run, one thread, no padding."""
+    def _embed_one(self, encoded: dict[str, list[int]]) -> np.ndarray:
+        """One tokenised text's pooled vector (the tokenizer's own inputs for it, as a batch
+        of one): one run, one thread, no padding."""
         import numpy as np
 
-        row = np.asarray([ids], dtype=np.int64)
-        mask = np.ones_like(row)
-        feeds = {"input_ids": row, "attention_mask": mask, "token_type_ids": np.zeros_like(row)}
-        hidden = self.session.run(None, {n: feeds[n] for n in self.input_names})[0]
-        vector: np.ndarray = self._pool(hidden, mask)[0]
+        feeds = {n: np.asarray([v], dtype=np.int64) for n, v in encoded.items()}
+        hidden = self.session.run(None, feeds)[0]
+        vector: np.ndarray = self._pool(hidden, np.ones(hidden.shape[:2], dtype=np.int64))[0]
         return vector
 
     def _pool_executor(self) -> ThreadPoolExecutor:
