@@ -25,6 +25,7 @@ from promptslim.stages.history import (
     _calls_json,
     _chunk_key,
     _ChunkKeys,
+    _turn_units,
     _units,
     _unpinned,
     _wire_text,
@@ -242,6 +243,39 @@ def test_chunk_key_memo_gives_the_wire_hash_and_never_confuses_chunks(
     assert (memo.key(a, span_a, "h") == memo.key(b, span_b, "h")) == same_wire
 
 
+@given(
+    _chunk_messages,
+    _chunk_messages,
+    st.lists(st.integers(0, 3), min_size=1, max_size=4),
+    st.sets(st.integers(0, 9)),
+)
+def test_chunk_key_chain_is_the_chained_wire_hashes(
+    a: list[Message], b: list[Message], cuts: list[int], skipped: set[int]
+) -> None:
+    # the stage asks for every step's key at once: spans cut from one window (some skipping a
+    # pinned message), each keyed under the one before; a content-parts or extra-key message
+    # anywhere in the window sends every span down the general path
+    odd = [Message(role="user", content=[{"type": "text", "text": "x"}]),
+           Message.model_validate({"role": "user", "content": "x", "cache_control": 1})]  # fmt: skip
+    for msgs in (a + b, a + odd[:1] + b, a + odd[1:] + b):
+        spans, i = [], 0
+        for cut in cuts:
+            span = [k for k in range(i, min(i + cut + 1, len(msgs))) if k not in skipped or k == i]
+            if span:
+                spans.append(span)
+            i += cut + 1
+        if not spans:
+            continue
+        memo = _ChunkKeys()
+        for _ in range(2):  # the second time from the memo
+            fresh = [m.model_copy(deep=True) for m in msgs]
+            expected, head = [], "h"
+            for span in spans:
+                head = _chunk_key(msgs, span, head)
+                expected.append(head)
+            assert memo.chain(fresh, spans, "h") == expected
+
+
 @given(_chunk_messages)
 def test_message_hash_memo_is_the_hash_of_the_wire_text(msgs: list[Message]) -> None:
     import hashlib
@@ -266,6 +300,43 @@ def test_summary_spans_are_the_unpinned_messages_of_the_units(pinned: set[int]) 
                 for i in atom
             ]
             assert _unpinned(units, a, b) == expected
+
+
+@st.composite
+def _tool_shaped_spans(draw: st.DrawFn) -> list[Message]:
+    """Messages of any role order, whose tool results answer earlier calls, unknown ids, or
+    no id: every shape ``_atoms`` groups (parallel, interleaved, nested, orphan, legacy)."""
+    msgs: list[Message] = []
+    ids: list[str] = []
+    for k in range(draw(st.integers(1, 14))):
+        kind = draw(st.sampled_from(["user", "assistant", "calls", "tool", "function"]))
+        if kind == "calls":
+            new = [f"c{k}_{j}" for j in range(draw(st.integers(1, 2)))]
+            ids += new
+            msgs.append(Message(role="assistant", tool_calls=[
+                ToolCall(id=i, function=FunctionCall(name="f")) for i in new]))  # fmt: skip
+        elif kind in ("tool", "function"):
+            call_id = draw(st.sampled_from([*ids, "unknown", None]))
+            msgs.append(Message(role=kind, content="r", tool_call_id=call_id))
+        else:
+            msgs.append(Message(role=kind, content="t"))
+    return msgs
+
+
+@given(_tool_shaped_spans(), st.integers(0, 3))
+def test_one_pass_turn_units_are_the_general_units(msgs: list[Message], start: int) -> None:
+    # the stage's one-pass grouping for the common case (nothing pinned, whole turns) must give
+    # what the general two-pass one gives, or decline
+    start = min(start, len(msgs))
+    tokens = list(range(1, len(msgs) + 1))
+    fast = _turn_units(msgs, start, len(msgs), tokens)
+    general = _units(msgs, _atoms(msgs, start, len(msgs)), set(), "user", tokens)
+    if fast is not None:
+        assert fast == general
+    else:  # it declines only where the general pass merges atoms
+        assert sum(len(u.atoms) for u in general) < sum(
+            1 for m in msgs[start:] if m.role not in ("tool", "function")
+        ) + (1 if msgs[start:] and msgs[start].role in ("tool", "function") else 0)
 
 
 def _call(args: str) -> list[ToolCall]:

@@ -65,6 +65,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
+from operator import attrgetter
 from typing import Any, Literal
 
 from ..backends.summarisers import (
@@ -206,11 +207,55 @@ def unchanged_leading(
 # ---------------------------------------------------------------- summary keys
 
 
-def _chunk_identity(messages: Sequence[Message], span: list[int], head: str) -> tuple[object, ...]:
-    """What a summary step's key is a hash of, as a tuple of the values themselves: ``head``
-    (the previous step's key), then per message its role and content when that is all it
-    has, else ``""`` (no role is empty, so the two never meet) and a tuple of every field the
-    wire text holds (the wire text itself for content parts or extra keys)."""
+def _span_fields(
+    messages: Sequence[Message], spans: Sequence[list[int]]
+) -> list[tuple[object, ...]] | None:
+    """Per span (of message indices, ascending, the spans in order), its messages' fields as
+    one tuple of one item per message: ``(role, content, name, tool_call_id)``, with the
+    calls' fields after these for a message with tool calls. None when a message has extra
+    keys (``_general_identity`` then).
+
+    Built with ``attrgetter`` over the spans' whole window: this runs over every folded
+    message of every request (identifying a warm request's chunks was most of its cost),
+    and one C call per field beats a Python test per message."""
+    lo = spans[0][0]
+    window = messages[lo : spans[-1][-1] + 1]
+    if any(map(_EXTRA, window)):
+        return None
+    fields: list[tuple[object, ...]] = list(map(_IDENTITY, window))
+    for k in [k for k, calls in enumerate(map(_TOOL_CALLS, window)) if calls]:
+        fields[k] = (*fields[k], _calls_identity(window[k]))
+    out: list[tuple[object, ...]] = []
+    for span in spans:
+        a, b = span[0] - lo, span[-1] - lo + 1
+        out.append(tuple(fields[a:b]) if b - a == len(span) else tuple(fields[i - lo] for i in span))
+    return out
+
+
+_EXTRA = attrgetter("__pydantic_extra__")
+_IDENTITY = attrgetter("role", "content", "name", "tool_call_id")
+_TOOL_CALLS = attrgetter("tool_calls")
+
+
+def _calls_identity(message: Message) -> object:
+    """A message's tool calls as a tuple of their fields (their JSON with extra keys)."""
+    out = []
+    for call in message.tool_calls or ():
+        function = call.function
+        if call.__pydantic_extra__ or function.__pydantic_extra__:
+            return _calls_json(message)
+        out.append((call.id, call.type, function.name, function.arguments))
+    return tuple(out)
+
+
+def _general_identity(
+    messages: Sequence[Message], span: list[int], head: str
+) -> tuple[object, ...]:
+    """A chunk's identity when ``_span_fields`` cannot give it (extra keys, content parts):
+    ``head``, then per message its role and content when that is all it has, else ``""`` (no
+    role is empty, so the two never meet) and a tuple of every field the wire text holds
+    (the wire text itself for content parts or extra keys). It never equals a fast one,
+    ``(head, fields)``: its second item is a string, not a tuple."""
     out: list[object] = [head]
     for i in span:
         m = messages[i]
@@ -220,16 +265,7 @@ def _chunk_identity(messages: Sequence[Message], span: list[int], head: str) -> 
         elif m.__pydantic_extra__ or not (m.content is None or type(m.content) is str):
             out += ("", _wire_text(m))
         else:
-            calls = m.tool_calls
-            fields: tuple[object, ...] = (m.role, m.content, m.name, m.tool_call_id)
-            if calls:
-                if any(c.__pydantic_extra__ or c.function.__pydantic_extra__ for c in calls):
-                    fields += (_calls_json(m),)
-                else:
-                    fields += tuple(
-                        (c.id, c.type, c.function.name, c.function.arguments) for c in calls
-                    )
-            out += ("", fields)
+            out += ("", (m.role, m.content, m.name, m.tool_call_id, _calls_identity(m)))
     return tuple(out)
 
 
@@ -250,7 +286,8 @@ def _digest(data: str, digits: int = 32) -> str:
 
 
 class _ChunkKeys:
-    """Summary keys of chunks seen before, by their ``_chunk_identity``.
+    """Summary keys of chunks seen before, by their identity: ``(head, fields)`` from
+    ``_span_fields``, else ``_general_identity``.
 
     A conversation resends its whole history with every request, parsed anew: the folded
     chunks come back as new objects with the same text, and building their wire texts and
@@ -267,10 +304,31 @@ class _ChunkKeys:
         self._lock = threading.Lock()
 
     def key(self, messages: Sequence[Message], span: list[int], head: str) -> str:
-        ident = _chunk_identity(messages, span, head)
-        hit = self._keys.get(ident)
-        if hit is not None:
-            return hit[0]
+        return self.chain(messages, [span], head)[-1]
+
+    def chain(self, messages: Sequence[Message], spans: Sequence[list[int]], head: str) -> list[str]:
+        """The keys of consecutive summary steps: step ``j`` summarises ``spans[j]`` and its
+        head is step ``j - 1``'s key (``head`` for the first)."""
+        fields = _span_fields(messages, spans) if spans else None
+        keys: list[str] = []
+        for j, span in enumerate(spans):
+            ident: tuple[object, ...] | None = None if fields is None else (head, fields[j])
+            hit: tuple[str, int] | None = None
+            if ident is not None:
+                try:
+                    hit = self._keys.get(ident)
+                except TypeError:  # content parts: a list, unhashable
+                    ident = None
+            if ident is None:
+                ident = _general_identity(messages, span, head)
+                hit = self._keys.get(ident)
+            head = hit[0] if hit is not None else self._store(ident, messages, span, head)
+            keys.append(head)
+        return keys
+
+    def _store(
+        self, ident: tuple[object, ...], messages: Sequence[Message], span: list[int], head: str
+    ) -> str:
         data = _chunk_data(messages, span, head)
         key, chars = _digest(data), len(data)
         if chars <= self.max_chars:
@@ -353,6 +411,42 @@ def _units(
             unit.pinned += tokens
         else:
             unit.droppable += tokens
+    return units
+
+
+def _turn_units(
+    messages: Sequence[Message], start: int, end: int, tokens_of: Sequence[int]
+) -> list[_Unit] | None:
+    """``_units(messages, _atoms(messages, start, end), set(), "user", tokens_of)`` in one
+    pass, for the common case (nothing pinned, whole turns): the two passes and their
+    per-atom bookkeeping were a third of a warm request. None when a tool result answers a
+    call made before the atom just built (the general path merges atoms then)."""
+    units: list[_Unit] = []
+    unit = _Unit()
+    atom: list[int] = []
+    atoms = 0
+    made: dict[str, int] = {}  # tool call id -> number of the atom that made the call
+    for i in range(start, end):
+        m = messages[i]
+        role = m.role
+        if (role == "tool" or role == "function") and atoms:
+            if made.get(m.tool_call_id or "", atoms) != atoms:
+                return None
+            atom.append(i)
+            unit.droppable += tokens_of[i]
+        else:
+            atom = [i]
+            atoms += 1
+            if role == "user" or not units:
+                unit = _Unit([atom], [False], tokens_of[i], 0)
+                units.append(unit)
+            else:
+                unit.atoms.append(atom)
+                unit.pinned_atoms.append(False)
+                unit.droppable += tokens_of[i]
+        if m.tool_calls:
+            for call in m.tool_calls:
+                made[call.id] = atoms
     return units
 
 
@@ -497,7 +591,11 @@ class HistoryStage(BaseStage):
         if alloc.history is None or alloc.history_needed <= alloc.history and not pinned:
             log.details.update(history_cap=alloc.history, folded_units=0, summary_tokens=0)
             return request  # fits as it is: no need to look at units at all
-        units = _units(messages, _atoms(messages, start, end), pinned, self.start_on, tokens_of)
+        units = None
+        if not pinned and self.start_on == "user":
+            units = _turn_units(messages, start, end, tokens_of)
+        if units is None:
+            units = _units(messages, _atoms(messages, start, end), pinned, self.start_on, tokens_of)
         pinned_tokens = sum(u.pinned for u in units)
         droppable = sum(u.droppable for u in units)
         cap = alloc.history
@@ -614,11 +712,7 @@ class HistoryStage(BaseStage):
         spans = [_unpinned(units, a, b) for a, b in chunks]
         spans = [s for s in spans if s]
         head = f"{self._summariser.cache_id()}|{counter.name}|{body_cap}"
-        keys: list[str] = []
-        key = _digest(head)
-        for span in spans:
-            key = _CHUNK_KEYS.key(messages, span, key)
-            keys.append(key)
+        keys = _CHUNK_KEYS.chain(messages, spans, _digest(head))
         # the newest cached step, then roll forward from it
         text: str | None = None
         done = 0
