@@ -188,11 +188,23 @@ _NEEDS: dict[str, tuple[tuple[str, ...], bool]] = {
 _ASCII_DIGIT = re.compile("[0-9]")
 
 
+def _any_of(needles: Sequence[str]) -> re.Pattern[str]:
+    """A regex that finds any of ``needles``: one scan, where ``in`` per needle is one each
+    (a summariser asks this of every sentence it scores)."""
+    return re.compile("|".join(map(re.escape, needles)))
+
+
+_NEEDS_ANY = {kind: _any_of(needles) for kind, (needles, _) in _NEEDS.items() if needles}
+
+
 def may_match(kind: str, text: str) -> bool:
     """False when ``PATTERNS[kind]`` cannot match ``text`` (it lacks every substring that the
     pattern needs): a check much cheaper than the scan. True means "scan to find out"."""
     needs = _NEEDS.get(kind)
-    if needs is None or any(map(text.__contains__, needs[0])):
+    if needs is None:
+        return True
+    found = _NEEDS_ANY.get(kind)
+    if found is not None and found.search(text):
         return True
     return needs[1] and _ASCII_DIGIT.search(text) is not None
 
@@ -398,6 +410,7 @@ _NEEDS_FULL_BOUNDARY = re.compile(f"[{_CJK_RANGES}{_ZH_ENDERS}…]")
 # guard kinds, and a bracket for JSON): ASCII text with none of them has no such region
 _GUARD_KINDS = ("code_block", "url", "email", "uuid", "quoted")
 _GUARD_NEEDS = ("{", "[", *(n for kind in _GUARD_KINDS for n in _NEEDS[kind][0]))
+_GUARD_FOUND = _any_of(_GUARD_NEEDS)
 
 
 def split_sentences(text: str) -> list[Span]:
@@ -418,7 +431,7 @@ def sentence_bounds(text: str) -> list[tuple[int, int]]:
     guard = (
         find_protected_spans(text, kinds=_GUARD_KINDS)
         # non-ASCII text may hold full-width forms that fold to these: it always looks
-        if not text.isascii() or any(map(text.__contains__, _GUARD_NEEDS))
+        if not text.isascii() or _GUARD_FOUND.search(text)
         else []
     )
     guard_starts = [s.start for s in guard]

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from promptslim import CompressStage, PrefixStage, Request
 from promptslim.backends.compress.extractive import split_units
 from promptslim.stages.prefix import canonicalise_text
-from promptslim.text import Span, find_protected_spans, split_sentences
+from promptslim.text import _NEEDS, Span, find_protected_spans, split_sentences
 
 
 def _json_spans(text: str) -> list[Span]:
@@ -291,6 +291,26 @@ def test_guard_shortcut_skips_only_text_without_guarded_regions(
     text = "".join(parts)
     if find_protected_spans(text, kinds=_GUARD_KINDS):
         assert not text.isascii() or any(n in text for n in _GUARD_NEEDS)
+
+
+def _needle_texts() -> st.SearchStrategy[str]:
+    pieces = sorted({n for needles, _ in _NEEDS.values() for n in needles})
+    # needles, their halves (a needle cut in two is not the needle), digits and filler
+    pieces += [n[: len(n) // 2] for n in pieces if len(n) > 1] + ["5", "a", " ", "\n"]
+    return st.lists(st.sampled_from(pieces), max_size=12).map("".join)
+
+
+@given(_needle_texts(), st.sampled_from(["missing_kind", *sorted(_NEEDS)]))
+def test_may_match_and_the_guard_are_the_needles_formula(text: str, kind: str) -> None:
+    # one regex per needle list stands in for an ``in`` per needle: same answer, any text
+    from promptslim.text import _GUARD_FOUND, _GUARD_NEEDS, may_match
+
+    needles, digit = _NEEDS.get(kind, (None, False))
+    expected = needles is None or any(n in text for n in needles) or (
+        digit and any(c in text for c in "0123456789")
+    )
+    assert may_match(kind, text) == expected
+    assert (_GUARD_FOUND.search(text) is not None) == any(n in text for n in _GUARD_NEEDS)
 
 
 def test_sentences_never_end_inside_a_url_or_quote_found_by_the_guard() -> None:
