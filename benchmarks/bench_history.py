@@ -18,6 +18,9 @@
     - ``extractive_shared``: a conversation this process never saw, whose summaries another
       process put into a shared ``SqliteSummaryCache`` file (``serve --workers``: a worker's
       first request of a conversation another worker served).
+    Beside each cold sample (outside its timing) ``reference_loop_ms`` times a fixed Python
+    loop: its spread (``reference_loop_beside_cold``) shows how much the machine's own speed
+    moved while the cold samples ran (a shared VM drifts by up to 2x for tens of seconds).
 (b) A 50-turn chat stream (1,500-token system prompt, growing history, 4,000-token budget),
     each trimmed prompt tokenised as a server would (``promptslim.cache.request_tokens``) and
     replayed through the vLLM block-16 cache model (``promptslim.cache.BlockHashCache``). Share
@@ -43,7 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from common import emit, machine, parser, summary
+from common import emit, machine, parser, reference_loop_ms, summary
 
 from promptslim import Budget, Request
 from promptslim.backends.summarisers import LRUSummaryCache
@@ -146,8 +149,10 @@ def latency(size: dict[str, int], n: int, n_cold: int) -> dict[str, Any]:
     last_ms = time_runs(last, [body] * n, budget)
     # cold: a conversation never seen before, each sample with its own (empty) summary cache
     cold_ms: list[float] = []
+    gauge: list[float] = []  # the machine's speed beside each cold sample (not timed in it)
     for i in range(n_cold):
         stage = HistoryStage(summary_cache=LRUSummaryCache())
+        gauge.append(reference_loop_ms())
         cold_ms += time_runs(stage, [conversation(1000 + i, nonce=_nonce(i), **size)], budget)
     # a live conversation: every prefix ending in a user message, in order, one shared cache;
     # the requests where the cache-aware fold point moves pay for one new summary step
@@ -177,6 +182,7 @@ def latency(size: dict[str, int], n: int, n_cold: int) -> dict[str, Any]:
         "extractive_warm": summary(warm_ms),
         "extractive_fold_step": summary(step_ms),
         "extractive_shared": summary(shared_ms),
+        "reference_loop_beside_cold": summary(gauge),
     }
 
 
@@ -344,6 +350,11 @@ def main() -> None:
         "N": {"latency": n, "latency_cold": n_cold, "stream_conversations": len(stream_seeds),
               "stream_requests": hits["cache_aware"]["requests"], "fact_conversations": n_facts},
         "spread": "p50/p90/p99/min/max/iqr per timing under latency_*",
+        "reference_loop_ms": {
+            "beside_cold_p50": round(lat["reference_loop_beside_cold"]["p50"], 3),
+            "beside_cold_max": round(lat["reference_loop_beside_cold"]["max"], 3),
+            "beside_cold_min": round(lat["reference_loop_beside_cold"]["min"], 3),
+        },
         "machine": {**machine(), "loadavg_1m_at_end": round(os.getloadavg()[0], 2)},
         "tokenizer": get_counter().name,
         "wall_s": round(time.perf_counter() - started, 1),
@@ -359,6 +370,10 @@ def main() -> None:
         f"{p(lat, 'extractive_fold_step', 'p50')} ms p99 {p(lat, 'extractive_fold_step')} ms"),
         (f"    extractive shared (summaries another process put in a SQLite file) p50 "
         f"{p(lat, 'extractive_shared', 'p50')} ms p99 {p(lat, 'extractive_shared')} ms"),
+        (f"    machine speed beside the cold samples (a fixed Python loop): min "
+        f"{p(lat, 'reference_loop_beside_cold', 'min')} ms, p50 "
+        f"{p(lat, 'reference_loop_beside_cold', 'p50')} ms, max "
+        f"{p(lat, 'reference_loop_beside_cold', 'max')} ms"),
         (f"    200 exchanges ({lat_ex['messages']} messages, {lat_ex['tokens_in']} tokens): last p99 "
         f"{p(lat_ex, 'last')} ms, cold p99 {p(lat_ex, 'extractive_cold')} ms, warm p99 {p(lat_ex, 'extractive_warm')} ms"),
         ("(b) vLLM block-16 cache hits, 50-turn stream, 1,500-token system, budget 4,000 "

@@ -8,6 +8,7 @@ import os
 import platform
 import statistics
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,19 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     return info
+
+
+def reference_loop_ms() -> float:
+    """The time of a fixed pure-Python loop (string, dict and integer work), in ms: a gauge of
+    how fast this machine runs Python right now. A shared VM's speed drifts by up to 2x for
+    tens of seconds; a benchmark that samples this beside its timings shows which of them ran
+    in a slow stretch."""
+    start = time.perf_counter()
+    table: dict[str, int] = {}
+    for i in range(4000):
+        key = f"k{i % 97}"
+        table[key] = table.get(key, 0) + len(key) * i % 7
+    return (time.perf_counter() - start) * 1e3
 
 
 def summary(samples_ms: Sequence[float]) -> dict[str, float]:
