@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from .errors import BackendUnavailable, ConfigError
 
 if TYPE_CHECKING:
-    from .types import Document, Message, Request
+    from .types import Document, Message, Request, ToolCall
 
 __all__ = [
     "DEFAULT_ENCODING",
@@ -205,10 +205,15 @@ def count_message(message: Message, counter: TokenCounter | None = None) -> int:
         n = MESSAGE_OVERHEAD + counter.count(message.text)
         if message.name:
             n += NAME_OVERHEAD + counter.count(message.name)
-        for call in message.tool_calls or ():
-            n += counter.count(call.function.name) + counter.count(call.function.arguments)
+        if message.tool_calls:
+            n += _calls_tokens(message.tool_calls, counter.count)
         cache[counter.name] = n
     return n
+
+
+def _calls_tokens(calls: Sequence[ToolCall], count: Callable[[str], int]) -> int:
+    """Tokens of tool calls' names and arguments (the JSON around them is in the overhead)."""
+    return sum([count(call.function.name) + count(call.function.arguments) for call in calls])
 
 
 def count_messages(messages: Iterable[Message], counter: TokenCounter | None = None) -> int:
@@ -225,9 +230,17 @@ def _each_message(messages: Iterable[Message], counter: TokenCounter) -> list[in
         cache: dict[str, int] = m.__pydantic_private__["_token_counts"]  # type: ignore[index]
         n = cache.get(name)
         if n is None:
-            content = m.content
-            if type(content) is str and m.name is None and m.tool_calls is None:
+            # the fields from the model's __dict__ (where pydantic keeps them): each attribute
+            # read on the model goes through pydantic's __getattr__ hook, a dict read does not
+            fields = m.__dict__
+            content = fields["content"]
+            if type(content) is str and fields["name"] is None and fields["tool_calls"] is None:
                 n = cache[name] = MESSAGE_OVERHEAD + count(content)
+            elif content is None and fields["name"] is None and fields["tool_calls"]:
+                # an assistant's tool calls (a tenth of a tool-using history): count_message's
+                # sum, its text "" included, without its call and the ``text`` property
+                calls = fields["tool_calls"]
+                n = cache[name] = MESSAGE_OVERHEAD + count("") + _calls_tokens(calls, count)
             else:
                 n = count_message(m, counter)
         out.append(n)

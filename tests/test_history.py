@@ -285,6 +285,74 @@ def test_message_hash_memo_is_the_hash_of_the_wire_text(msgs: list[Message]) -> 
         assert message_hash(m) == hashlib.sha256(wire).hexdigest()[:16]
 
 
+class _Knobs(ExtractiveSummariser):
+    """A summariser whose settings can be anything (cache_id reads them back)."""
+
+    name = "knobs"
+
+    def __init__(self, *, a: object = 1, b: object = None) -> None:
+        super().__init__()
+        self.a, self.b = a, b
+
+    def get_params(self) -> dict[str, object]:
+        return {"a": self.a, "b": self.b}
+
+
+_settings = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from([0.0, 1.0, -1.0]),
+                      st.text(max_size=3), st.lists(st.integers(0, 2), max_size=2))  # fmt: skip
+
+
+@given(st.lists(st.tuples(_settings, _settings), min_size=1, max_size=6))
+def test_summariser_cache_id_is_its_settings_json(settings: list[tuple[object, object]]) -> None:
+    # cache_id is memoised for settings of immutable scalar types: it must stay exactly the
+    # JSON of the settings, with True and 1 (equal as keys) kept apart, and follow a changed
+    # setting (lists are not memoised: one edited in place must show)
+    s = _Knobs()
+    for a, b in [*settings, *settings]:
+        s.a, s.b = a, b
+        assert s.cache_id() == "knobs:" + json.dumps({"a": a, "b": b}, sort_keys=True, default=str)
+        if isinstance(a, list):
+            a.append(9)
+            assert s.cache_id() == "knobs:" + json.dumps({"a": a, "b": b}, sort_keys=True)
+
+
+_tool_messages = st.builds(
+    lambda role, content, name, call_id, calls, extra: Message(
+        role=role,
+        content=content,
+        name=name,
+        tool_call_id=call_id,
+        tool_calls=[
+            ToolCall.model_validate(
+                {"id": i, "function": {"name": "f", "arguments": a}}
+                | ({"extra_field": 1} if extra else {})
+            )
+            for i, a in calls
+        ]
+        if calls is not None
+        else None,
+    ),
+    st.sampled_from(["assistant", "tool", "function", "user"]),
+    st.none() | st.text(max_size=6),
+    st.none() | st.sampled_from(["", "ann"]),
+    st.none() | st.sampled_from(["", "c1", "c2"]),
+    st.none() | st.lists(st.tuples(st.sampled_from(["c1", "c2"]), st.text(max_size=4)), max_size=2),
+    st.booleans(),
+)
+
+
+@given(st.lists(_tool_messages, min_size=1, max_size=6))
+def test_tool_message_hash_memo_is_the_hash_of_the_wire_text(msgs: list[Message]) -> None:
+    # tool calls and results are memoised by their fields: every field the wire text holds
+    # must be in the memo's key, or an equal-looking message would get another's hash
+    import hashlib
+
+    for _ in range(2):  # the second time round, from the memo, on equal new objects
+        for m in [m.model_copy(deep=True) for m in msgs]:
+            wire = _wire_text(m).encode("utf-8", "surrogatepass")
+            assert message_hash(m) == hashlib.sha256(wire).hexdigest()[:16]
+
+
 @pytest.mark.parametrize("pinned", [set(), {4}])
 def test_summary_spans_are_the_unpinned_messages_of_the_units(pinned: set[int]) -> None:
     # the span a summary step reads: every message of units a..b-1 but the pinned atoms'
@@ -331,8 +399,13 @@ def test_one_pass_turn_units_are_the_general_units(msgs: list[Message], start: i
     tokens = list(range(1, len(msgs) + 1))
     fast = _turn_units(msgs, start, len(msgs), tokens)
     general = _units(msgs, _atoms(msgs, start, len(msgs)), set(), "user", tokens)
+    for g in general:  # a unit is the range of its atoms
+        assert g.atoms and (g.first, g.stop) == (g.atoms[0][0], g.atoms[-1][-1] + 1)
     if fast is not None:
-        assert fast == general
+        split = [(u.first, u.stop, u.droppable, u.pinned) for u in fast]
+        assert split == [(g.first, g.stop, g.droppable, g.pinned) for g in general]
+        # the atoms it leaves out are the general ones, found in each unit's range alone
+        assert [_atoms(msgs, u.first, u.stop) for u in fast] == [g.atoms for g in general]
     else:  # it declines only where the general pass merges atoms
         assert sum(len(u.atoms) for u in general) < sum(
             1 for m in msgs[start:] if m.role not in ("tool", "function")

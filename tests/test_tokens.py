@@ -24,6 +24,7 @@ from promptslim.tokens import (
     count_documents,
     count_message,
 )
+from promptslim.types import FunctionCall, ToolCall
 
 from .conftest import chat_body
 
@@ -208,6 +209,13 @@ def test_request_total_after_replace_and_per_tokenizer() -> None:
     assert count_request(request) == total
 
 
+def _calls(n: int) -> list[ToolCall]:
+    return [
+        ToolCall(id=f"c{k}", function=FunctionCall(name="lookup", arguments=f'{{"q": {k}}}'))
+        for k in range(n)
+    ]
+
+
 def test_message_count_fast_path_matches_the_general_one() -> None:
     counter = get_counter()
     messages = [
@@ -215,6 +223,11 @@ def test_message_count_fast_path_matches_the_general_one() -> None:
         Message(role="user", content=""),
         Message(role="user", content="named", name="dana"),
         Message(role="assistant", content=None),
+        # tool calls: without text (their own fast path), with a name, with text
+        *(
+            Message(role="assistant", content=content, name=name, tool_calls=_calls(n))
+            for content, name, n in [(None, None, 1), (None, None, 3), (None, "dana", 1), ("see", None, 2)]
+        ),
         Message.model_validate(
             {
                 "role": "user",
@@ -229,6 +242,8 @@ def test_message_count_fast_path_matches_the_general_one() -> None:
         MESSAGE_OVERHEAD
         + counter.count(m.text)
         + (NAME_OVERHEAD + counter.count(m.name) if m.name else 0)
+        + sum(counter.count(c.function.name) + counter.count(c.function.arguments)
+              for c in m.tool_calls or ())
         for m in messages
     )
     assert count_messages(messages) == expected

@@ -86,7 +86,12 @@ class Summariser(ABC):
 
     def cache_id(self) -> str:
         """Identifies the summariser and the settings that change its output."""
-        return f"{self.name}:{json.dumps(self.get_params(), sort_keys=True, default=str)}"
+        params = self.get_params()
+        values = tuple(params.values())
+        types = tuple(map(type, values))
+        if _SCALARS.issuperset(types):  # immutable: memoised (it runs on every request)
+            return _scalar_cache_id(self.name, tuple(params), values, types)
+        return _cache_id(self.name, params)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
@@ -96,6 +101,22 @@ class Summariser(ABC):
         return type(self) is type(other) and self.get_params() == other.get_params()  # type: ignore[attr-defined,unused-ignore]
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _cache_id(name: str, params: dict[str, Any]) -> str:
+    return f"{name}:{json.dumps(params, sort_keys=True, default=str)}"
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+@lru_cache(maxsize=256)
+def _scalar_cache_id(
+    name: str, keys: tuple[str, ...], values: tuple[Any, ...], types: tuple[type, ...]
+) -> str:
+    """``_cache_id`` by the settings' names, values and the values' types (``True == 1`` as a
+    key, but JSON writes them apart)."""
+    return _cache_id(name, dict(zip(keys, values, strict=True)))
 
 
 @cache

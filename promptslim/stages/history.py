@@ -63,9 +63,9 @@ import hashlib
 import json
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from itertools import pairwise
-from operator import attrgetter
+from dataclasses import dataclass
+from itertools import accumulate, pairwise
+from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
 from ..backends.summarisers import (
@@ -77,7 +77,7 @@ from ..backends.summarisers import (
     clip_to_tokens,
 )
 from ..backends.summary_store import summary_cache_from_spec
-from ..budget import allocate, history_span
+from ..budget import _any_pinned, allocate, history_span
 from ..errors import BudgetInfeasible, ConfigError
 from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message, message_counts
 from ..types import Budget, Message, Request, Result
@@ -165,13 +165,34 @@ def message_hash(message: Message) -> str:
     """16 hex digits of SHA-256 over what the message sends (``pinned`` is not sent). SHA-256,
     as for the prefix fingerprint: with the CPU's SHA instructions it hashed a 67 KB history
     2.5x faster than BLAKE2b here."""
-    content = _plain_text(message)
-    if content is not None:
-        return _plain_hash(message.role, content)
-    return _digest(_wire_text(message), 16)
+    text = _plain_text(message)
+    if text is not None:
+        return _plain_hash(message.role, text)
+    content = message.content
+    if message.__pydantic_extra__ or not (content is None or type(content) is str):
+        return _digest(_wire_text(message), 16)
+    # a tool call or result (a quarter of a tool-using history): memoised by its fields, as
+    # _ChunkKeys finds chunks. Equal fields send equal bytes: the wire text is made of them
+    key = (message.role, content, message.name, message.tool_call_id, _calls_identity(message))
+    found = _field_hashes.get(key)
+    if found is None:
+        found = _digest(_wire_text(message), 16)
+        with _field_hashes_lock:
+            if len(_field_hashes) >= _HASH_MEMO_SIZE:
+                del _field_hashes[next(iter(_field_hashes))]  # the oldest
+            _field_hashes[key] = found
+    return found
 
 
-@functools.lru_cache(maxsize=16_384)
+#: message_hash's memo for messages with tool calls, a name or a call id, by their fields
+_field_hashes: dict[tuple[object, ...], str] = {}
+_field_hashes_lock = threading.Lock()
+
+
+_HASH_MEMO_SIZE = 16_384  # messages whose hashes are memoised, of each kind
+
+
+@functools.lru_cache(maxsize=_HASH_MEMO_SIZE)
 def _plain_hash(role: str, content: str) -> str:
     """A role-and-text message's hash, memoised by the two strings: a conversation's kept
     turns come back with every request, parsed anew (the token counter memoises by text for
@@ -215,15 +236,19 @@ def _span_fields(
     calls' fields after these for a message with tool calls. None when a message has extra
     keys (``_general_identity`` then).
 
-    Built with ``attrgetter`` over the spans' whole window: this runs over every folded
-    message of every request (a Python test per message per step was a fifth of a warm
-    request), and one C call per field costs less."""
+    Built by C calls (``map`` of getters) over the spans' whole window: this runs over every
+    folded message of every request, where a Python test per message per step was a fifth of
+    a warm request."""
     lo = spans[0][0]
     window = messages[lo : spans[-1][-1] + 1]
     if any(map(_EXTRA, window)):
         return None
-    fields: list[tuple[object, ...]] = list(map(_IDENTITY, window))
-    for k in [k for k, calls in enumerate(map(_TOOL_CALLS, window)) if calls]:
+    # the fields from each model's __dict__ (where pydantic keeps them) by itemgetter: a
+    # fifth cheaper than attrgetter on the models, whose attribute lookup goes through
+    # pydantic's __getattr__ hook
+    values = list(map(_VALUES, window))
+    fields: list[tuple[object, ...]] = list(map(_IDENTITY, values))
+    for k in [k for k, calls in enumerate(map(_TOOL_CALLS, values)) if calls]:
         fields[k] = (*fields[k], _calls_identity(window[k]))
     out: list[tuple[object, ...]] = []
     for span in spans:
@@ -233,8 +258,9 @@ def _span_fields(
 
 
 _EXTRA = attrgetter("__pydantic_extra__")
-_IDENTITY = attrgetter("role", "content", "name", "tool_call_id")
-_TOOL_CALLS = attrgetter("tool_calls")
+_VALUES = attrgetter("__dict__")
+_IDENTITY = itemgetter("role", "content", "name", "tool_call_id")
+_TOOL_CALLS = itemgetter("tool_calls")
 
 
 def _calls_identity(message: Message) -> object:
@@ -283,6 +309,10 @@ def _digest(data: str, digits: int = 32) -> str:
     """The first ``digits`` hex digits of SHA-256 over ``data`` (16 for a message's hash, 32
     for a summary key)."""
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:digits]
+
+
+#: the first summary key's head, by its settings (the same on nearly every request)
+_head_digest = functools.lru_cache(maxsize=256)(_digest)
 
 
 class _ChunkKeys:
@@ -350,12 +380,17 @@ _CHUNK_KEYS = _ChunkKeys()
 
 @dataclass(slots=True)
 class _Unit:
-    """One unit of trimming: atoms (lists of message indices) and their token split."""
+    """One unit of trimming, ``messages[first:stop]`` (units partition the span in order), and
+    its token split. ``atoms`` (lists of message indices) and which of them are pinned are
+    None from ``_turn_units``, which runs only when nothing is pinned: they are read only
+    where something is."""
 
-    atoms: list[list[int]] = field(default_factory=list)
-    pinned_atoms: list[bool] = field(default_factory=list)
+    first: int
+    stop: int
     droppable: int = 0  # tokens of unpinned atoms
     pinned: int = 0  # tokens of pinned atoms
+    atoms: list[list[int]] | None = None
+    pinned_atoms: list[bool] | None = None
 
 
 def _atoms(messages: Sequence[Message], start: int, end: int) -> list[list[int]]:
@@ -392,21 +427,25 @@ def _units(
 ) -> list[_Unit]:
     """Atoms grouped into units; ``tokens_of[i]`` is message ``i``'s ``count_message``."""
     units: list[_Unit] = []
-    unit = _Unit()
+    unit = _Unit(0, 0)
+    unit_atoms: list[list[int]] = []
+    unit_pins: list[bool] = []
     by_atom = start_on == "any"
     for atom in atoms:
         first = atom[0]
         if not units or by_atom or messages[first].role == "user":
-            unit = _Unit([], [], 0, 0)
+            unit_atoms, unit_pins = [], []
+            unit = _Unit(first, first, 0, 0, unit_atoms, unit_pins)
             units.append(unit)
+        unit.stop = atom[-1] + 1
         if len(atom) == 1:  # most atoms: no generator needed
             is_pinned = first in pinned
             tokens = tokens_of[first]
         else:
             is_pinned = not pinned.isdisjoint(atom)
             tokens = sum(tokens_of[i] for i in atom)
-        unit.atoms.append(atom)
-        unit.pinned_atoms.append(is_pinned)
+        unit_atoms.append(atom)
+        unit_pins.append(is_pinned)
         if is_pinned:
             unit.pinned += tokens
         else:
@@ -418,36 +457,28 @@ def _turn_units(
     messages: Sequence[Message], start: int, end: int, tokens_of: Sequence[int]
 ) -> list[_Unit] | None:
     """``_units(messages, _atoms(messages, start, end), set(), "user", tokens_of)`` in one
-    pass, for the common case (nothing pinned, whole turns): the two passes and their
-    per-atom bookkeeping were over a quarter of a warm request. None when a tool result answers a
-    call made before the atom just built (the general path merges atoms then)."""
-    units: list[_Unit] = []
-    unit = _Unit()
-    atom: list[int] = []
+    pass, for the common case (nothing pinned, whole turns), without the atoms: the two passes
+    and their per-atom bookkeeping were over a quarter of a warm request. None when a tool
+    result answers a call made before the atom just built (the general path merges atoms then)."""
+    firsts: list[int] = []  # each unit's first message
     atoms = 0
     made: dict[str, int] = {}  # tool call id -> number of the atom that made the call
     for i in range(start, end):
-        m = messages[i]
-        role = m.role
+        m = messages[i].__dict__  # its fields: see _span_fields
+        role = m["role"]
         if (role == "tool" or role == "function") and atoms:
-            if made.get(m.tool_call_id or "", atoms) != atoms:
+            if made and made.get(m["tool_call_id"] or "", atoms) != atoms:
                 return None
-            atom.append(i)
-            unit.droppable += tokens_of[i]
         else:
-            atom = [i]
             atoms += 1
-            if role == "user" or not units:
-                unit = _Unit([atom], [False], tokens_of[i], 0)
-                units.append(unit)
-            else:
-                unit.atoms.append(atom)
-                unit.pinned_atoms.append(False)
-                unit.droppable += tokens_of[i]
-        if m.tool_calls:
-            for call in m.tool_calls:
+            if role == "user" or not firsts:
+                firsts.append(i)
+        if m["tool_calls"]:
+            for call in m["tool_calls"]:
                 made[call.id] = atoms
-    return units
+    sums = list(accumulate(tokens_of[start:end], initial=0))
+    firsts.append(end)
+    return [_Unit(a, b, sums[b - start] - sums[a - start]) for a, b in pairwise(firsts)]
 
 
 def _quantize(n: int) -> int:
@@ -596,8 +627,9 @@ class HistoryStage(BaseStage):
             units = _turn_units(messages, start, end, tokens_of)
         if units is None:
             units = _units(messages, _atoms(messages, start, end), pinned, self.start_on, tokens_of)
-        pinned_tokens = sum(u.pinned for u in units)
-        droppable = sum(u.droppable for u in units)
+        drops = list(map(_DROPPABLE, units))
+        pinned_tokens = sum(map(_PINNED_TOKENS, units))
+        droppable = sum(drops)
         cap = alloc.history
         log.details.update(history_cap=cap, pinned_tokens=pinned_tokens, units=len(units))
         if cap is None or pinned_tokens + droppable <= cap:
@@ -612,9 +644,7 @@ class HistoryStage(BaseStage):
         # the same without this request's question: what the cache-aware grid is laid on
         basis = alloc.history_basis
         stable = avail if basis is None else max(avail, basis - pinned_tokens)
-        suffix = [0] * (len(units) + 1)
-        for i in range(len(units) - 1, -1, -1):
-            suffix[i] = suffix[i + 1] + units[i].droppable
+        suffix = list(accumulate(reversed(drops), initial=0))[::-1]  # suffix[i]: sum(drops[i:])
         fold, chunks, body_cap, reserve = self._plan(units, suffix, avail, stable, counter)
         log.details.update(folded_units=fold)
         summary = None
@@ -657,7 +687,7 @@ class HistoryStage(BaseStage):
         for i in range(n):
             before = running
             running += units[i].droppable
-            if running // step > before // step and i + 1 <= n:
+            if running // step > before // step:
                 boundaries.append(i + 1)
         on_grid = next((b for b in boundaries if suffix[b] <= room), None)
         # when the newest units alone overflow every boundary, cut off-grid
@@ -666,7 +696,9 @@ class HistoryStage(BaseStage):
         return fold, list(pairwise(edges)), body_cap, reserve
 
     def _pinned(self, messages: Sequence[Message], start: int, end: int) -> set[int]:
-        pinned = {i for i in range(start, end) if messages[i].pinned}
+        pinned: set[int] = set()
+        if _any_pinned(messages[start:end]):
+            pinned = {i for i in range(start, end) if messages[i].pinned}
         # a call whose result comes after the last user message (kept whole) must stay too
         answered = {m.tool_call_id for m in messages[end:] if m.tool_call_id}
         if answered:
@@ -712,7 +744,7 @@ class HistoryStage(BaseStage):
         spans = [_unpinned(units, a, b) for a, b in chunks]
         spans = [s for s in spans if s]
         head = f"{self._summariser.cache_id()}|{counter.name}|{body_cap}"
-        keys = _CHUNK_KEYS.chain(messages, spans, _digest(head))
+        keys = _CHUNK_KEYS.chain(messages, spans, _head_digest(head))
         # the newest cached step, then roll forward from it
         text: str | None = None
         done = 0
@@ -785,13 +817,13 @@ class HistoryStage(BaseStage):
     ) -> Request:
         messages = request.messages
         # units partition the span in order, so what is kept is messages[cut:end]
-        cut = units[fold].atoms[0][0] if fold < len(units) else end
+        cut = units[fold].first if fold < len(units) else end
         lead: list[int] = []  # pinned atoms of folded units keep their place before the summary
         dropped: list[tuple[int, int]] = [(start, cut)] if start < cut else []
-        if any(any(unit.pinned_atoms) for unit in units[:fold]):
+        if any(map(_PINNED_TOKENS, units[:fold])):  # see _unpinned
             folded: list[int] = []
             for unit in units[:fold]:
-                for atom, is_pinned in zip(unit.atoms, unit.pinned_atoms):
+                for atom, is_pinned in zip(unit.atoms or (), unit.pinned_atoms or ()):
                     (lead if is_pinned else folded).extend(atom)
             dropped = _runs(folded)
         kind = "summarised" if summary is not None else "dropped"
@@ -824,15 +856,19 @@ def _unpinned(units: list[_Unit], a: int, b: int) -> list[int]:
         return []
     # a unit's pinned tokens are 0 only when it has no pinned atom (a message counts at least
     # MESSAGE_OVERHEAD); without one, units are contiguous runs of messages
-    if not any(unit.pinned for unit in units[a:b]):
-        return list(range(units[a].atoms[0][0], units[b - 1].atoms[-1][-1] + 1))
+    if not any(map(_PINNED_TOKENS, units[a:b])):
+        return list(range(units[a].first, units[b - 1].stop))
     return [
         i
         for unit in units[a:b]
-        for atom, is_pinned in zip(unit.atoms, unit.pinned_atoms)
+        for atom, is_pinned in zip(unit.atoms or (), unit.pinned_atoms or ())
         if not is_pinned
         for i in atom
     ]
+
+
+_PINNED_TOKENS = attrgetter("pinned")  # of a _Unit
+_DROPPABLE = attrgetter("droppable")
 
 
 def _runs(indices: list[int]) -> list[tuple[int, int]]:
