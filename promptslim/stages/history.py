@@ -64,7 +64,7 @@ import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate, pairwise
+from itertools import accumulate, compress, count, pairwise
 from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
@@ -248,7 +248,7 @@ def _span_fields(
     # pydantic's __getattr__ hook
     values = list(map(_VALUES, window))
     fields: list[tuple[object, ...]] = list(map(_IDENTITY, values))
-    for k in [k for k, calls in enumerate(map(_TOOL_CALLS, values)) if calls]:
+    for k in list(compress(count(), map(_TOOL_CALLS, values))):  # those with tool calls
         fields[k] = (*fields[k], _calls_identity(window[k]))
     out: list[tuple[object, ...]] = []
     for span in spans:
