@@ -7,9 +7,9 @@ them, and the *documents*. ``allocate`` says how many tokens history and documen
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Any
 
 from .errors import BudgetInfeasible
 from .tokens import (
@@ -61,10 +61,18 @@ def history_span(request: Request) -> tuple[int, int]:
     return start, end
 
 
-def _any_pinned(messages: Sequence[Message]) -> bool:
-    """Whether any of ``messages`` is pinned: one C scan, which cost a third of a Python test
-    per message over a long history (most pin nothing)."""
-    return any(map(_PINNED, messages))
+def _any_pinned(request: Request, start: int, end: int) -> bool:
+    """Whether any of ``request.messages[start:end]`` is pinned: one C scan, which cost a
+    third of a Python test per message over a long history (most pin nothing). Memoised on
+    the request like ``message_counts`` (``allocate`` and the history stage both ask)."""
+    messages = request.messages
+    private: dict[str, Any] = request.__pydantic_private__  # type: ignore[assignment]
+    memo: tuple[int, int, list[Message], bool] | None = private.get("_any_pinned")
+    if memo is not None and memo[:2] == (start, end) and memo[2] == messages:
+        return memo[3]
+    found = any(map(_PINNED, messages[start:end]))
+    private["_any_pinned"] = (start, end, messages[:], found)
+    return found
 
 
 _PINNED = attrgetter("pinned")
@@ -104,13 +112,12 @@ def allocate(request: Request, budget: Budget, counter: TokenCounter | None = No
     want_h = need_h if budget.history is None else min(need_h, budget.history)
     want_d = need_d if budget.documents is None else min(need_d, budget.documents)
     history = _history_share(flexible, want_h, want_d, budget.history_share)
-    if history < want_h:
-        # pinned history messages stay whatever the share (the history stage keeps them), so
-        # the documents get what is left after them, not after the share
+    # pinned history messages stay whatever the share (the history stage keeps them), so
+    # the documents get what is left after them, not after the share
+    if history < want_h and _any_pinned(request, start, end):
         window = request.messages[start:end]
-        if _any_pinned(window):
-            pinned = sum(n for n, m in zip(message_tokens[start:end], window) if m.pinned)
-            history = max(history, min(pinned, want_h))
+        pinned = sum(n for n, m in zip(message_tokens[start:end], window) if m.pinned)
+        history = max(history, min(pinned, want_h))
     documents = flexible - history
     tail = sum(message_tokens[end:])
     basis = _history_share(flexible + tail, flexible + tail, want_d, budget.history_share)

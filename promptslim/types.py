@@ -420,10 +420,11 @@ class Request(BaseModel):
         return n
 
     def replace(self, **changes: Any) -> Request:
-        """A copy with fields replaced (no re-validation: callers pass already-typed values)."""
-        new = self.model_copy(update=changes)
-        new._body_keys = self._body_keys
-        return new
+        """A copy with fields replaced (no re-validation: callers pass already-typed values).
+        pydantic's copy carries the private attributes over (``_body_keys``, and the count
+        memos, which check the lists they counted); setting one again on the frozen copy
+        cost twice the copy itself."""
+        return self.model_copy(update=changes)
 
     def __eq__(self, other: object) -> bool:
         # pydantic compares private attributes too; the count memo is a cache, not content

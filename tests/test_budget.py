@@ -122,3 +122,20 @@ def test_the_prefix_stages_context_block_is_not_charged_to_history() -> None:
 def test_infeasible_message_says_the_budget_only_when_there_is_one() -> None:
     assert str(BudgetInfeasible("no room", minimum=3)) == "no room (minimum 3 tokens)"
     assert str(BudgetInfeasible("no room", minimum=3, budget=2)).endswith("(minimum 3 tokens, budget 2)")
+
+
+def test_the_pinned_memo_follows_a_message_list_edited_in_place() -> None:
+    # allocate and the history stage share one scan for pinned messages, memoised on the
+    # request: a list edited in place (frozen models, mutable list) must be scanned again
+    from promptslim import Message
+    from promptslim.budget import _any_pinned
+
+    r = _request(turns=6, docs=0)
+    start, end = history_span(r)
+    assert not _any_pinned(r, start, end)
+    original = r.messages[start]
+    r.messages[start] = Message(role=original.role, content=original.content, pinned=True)
+    assert _any_pinned(r, start, end)
+    assert not _any_pinned(r, start + 1, end)  # another span of the same list
+    r.messages[start] = original
+    assert not _any_pinned(r, start, end)

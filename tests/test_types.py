@@ -219,3 +219,16 @@ def test_request_equality_ignores_the_count_memo() -> None:
     assert a != Request.from_openai({**chat_body(2), "documents": []})
     with pytest.raises(TypeError):
         hash(a)
+
+
+def test_replace_keeps_which_body_keys_were_sent_and_recounts() -> None:
+    # the body keys decide what to_openai writes (an empty "documents" list sent stays sent);
+    # the count memo carried over with the private attributes must not serve the new lists
+    body = {**chat_body(3), "documents": []}
+    request = Request.from_openai(body)
+    total = count_request(request)
+    shorter = request.replace(messages=request.messages[:1])
+    assert shorter.to_openai().keys() == request.to_openai().keys() >= {"documents"}
+    assert shorter.to_openai()["messages"] == [request.messages[0].to_openai()]
+    assert count_request(shorter) < total == count_request(request)
+    assert request.replace(model="other").to_openai()["model"] == "other"

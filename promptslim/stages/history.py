@@ -607,7 +607,7 @@ class HistoryStage(BaseStage):
         try:
             alloc = allocate(request, budget, counter)
         except BudgetInfeasible as exc:  # the fixed part alone is over: pinned messages add
-            pinned_tokens = sum(tokens_of[i] for i in self._pinned(messages, start, end))
+            pinned_tokens = sum(tokens_of[i] for i in self._pinned(request, start, end))
             if not pinned_tokens:
                 raise
             raise BudgetInfeasible(
@@ -618,7 +618,7 @@ class HistoryStage(BaseStage):
             ) from exc
         if end <= start:
             return request
-        pinned = self._pinned(messages, start, end)
+        pinned = self._pinned(request, start, end)
         if alloc.history is None or alloc.history_needed <= alloc.history and not pinned:
             log.details.update(history_cap=alloc.history, folded_units=0, summary_tokens=0)
             return request  # fits as it is: no need to look at units at all
@@ -695,9 +695,10 @@ class HistoryStage(BaseStage):
         edges = sorted({b for b in boundaries if b <= fold} | {fold})
         return fold, list(pairwise(edges)), body_cap, reserve
 
-    def _pinned(self, messages: Sequence[Message], start: int, end: int) -> set[int]:
+    def _pinned(self, request: Request, start: int, end: int) -> set[int]:
+        messages = request.messages
         pinned: set[int] = set()
-        if _any_pinned(messages[start:end]):
+        if _any_pinned(request, start, end):
             pinned = {i for i in range(start, end) if messages[i].pinned}
         # a call whose result comes after the last user message (kept whole) must stay too
         answered = {m.tool_call_id for m in messages[end:] if m.tool_call_id}
