@@ -19,10 +19,12 @@ from promptslim.backends.summarisers import (
     OpenAISummariser,
 )
 from promptslim.stages.history import (
+    _FIELD_HASHES,
     SUMMARY_HEADER,
     HistoryStage,
     _atoms,
     _calls_json,
+    _CharBoundedMemo,
     _chunk_key,
     _ChunkKeys,
     _turn_units,
@@ -488,6 +490,21 @@ def test_chunk_key_memo_is_bounded_by_characters() -> None:
     big = [Message(role="user", content="y" * 5_000)]
     assert memo.key(big, [0], "h") == _chunk_key(big, [0], "h")
     assert memo._chars <= 1_000
+
+
+def test_field_hash_memo_is_bounded_by_entries_and_characters() -> None:
+    # message_hash's memo for tool messages holds their (possibly long) results alive
+    memo = _CharBoundedMemo(max_chars=100, max_entries=3)
+    for i in range(6):
+        memo.put((f"k{i}",), f"v{i}", 10)
+        assert len(memo._keys) <= 3 and memo._chars <= 100
+    assert memo.get(("k5",)) == "v5" and memo.get(("k0",)) is None  # the oldest went first
+    memo.put(("long",), "v", 60)
+    memo.put(("longer",), "v", 60)  # over the characters: the older long one goes
+    assert memo.get(("long",)) is None and memo._chars <= 100
+    memo.put(("huge",), "v", 101)  # never kept
+    assert memo.get(("huge",)) is None
+    assert isinstance(_FIELD_HASHES, _CharBoundedMemo) and _FIELD_HASHES.max_entries
 
 
 def test_fits_budget_untouched() -> None:

@@ -174,19 +174,12 @@ def message_hash(message: Message) -> str:
     # a tool call or result (a quarter of a tool-using history): memoised by its fields, as
     # _ChunkKeys finds chunks. Equal fields send equal bytes: the wire text is made of them
     key = (message.role, content, message.name, message.tool_call_id, _calls_identity(message))
-    found = _field_hashes.get(key)
+    found = _FIELD_HASHES.get(key)
     if found is None:
-        found = _digest(_wire_text(message), 16)
-        with _field_hashes_lock:
-            if len(_field_hashes) >= _HASH_MEMO_SIZE:
-                del _field_hashes[next(iter(_field_hashes))]  # the oldest
-            _field_hashes[key] = found
+        wire = _wire_text(message)
+        found = _digest(wire, 16)
+        _FIELD_HASHES.put(key, found, len(wire))
     return found
-
-
-#: message_hash's memo for messages with tool calls, a name or a call id, by their fields
-_field_hashes: dict[tuple[object, ...], str] = {}
-_field_hashes_lock = threading.Lock()
 
 
 _HASH_MEMO_SIZE = 16_384  # messages whose hashes are memoised, of each kind
@@ -315,7 +308,39 @@ def _digest(data: str, digits: int = 32) -> str:
 _head_digest = functools.lru_cache(maxsize=256)(_digest)
 
 
-class _ChunkKeys:
+class _CharBoundedMemo:
+    """Strings by keys that are tuples of strings, bounded by the characters the keys keep
+    alive (and, when given, by entries): the oldest entries go first. A hit compares the key's
+    strings themselves, so it is never another key's value."""
+
+    def __init__(self, max_chars: int = 4_000_000, max_entries: int | None = None) -> None:
+        self.max_chars = max_chars
+        self.max_entries = max_entries
+        self._keys: dict[tuple[object, ...], tuple[str, int]] = {}
+        self._chars = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[object, ...]) -> str | None:
+        """The value, or None; TypeError for a key holding a list (content parts)."""
+        hit = self._keys.get(key)
+        return None if hit is None else hit[0]
+
+    def put(self, key: tuple[object, ...], value: str, chars: int) -> None:
+        if chars > self.max_chars:
+            return
+        entries = self.max_entries
+        with self._lock:
+            while self._keys and (
+                self._chars + chars > self.max_chars
+                or (entries is not None and len(self._keys) >= entries)
+            ):
+                self._chars -= self._keys.pop(next(iter(self._keys)))[1]
+            if key not in self._keys:
+                self._keys[key] = (value, chars)
+                self._chars += chars
+
+
+class _ChunkKeys(_CharBoundedMemo):
     """Summary keys of chunks seen before, by their identity: ``(head, fields)`` from
     ``_span_fields``, else ``_general_identity``.
 
@@ -327,12 +352,6 @@ class _ChunkKeys:
     themselves: a hit is never a different chunk. The tuples keep their strings alive, so the
     memo is bounded by the characters it holds (oldest entries go first)."""
 
-    def __init__(self, max_chars: int = 4_000_000) -> None:
-        self.max_chars = max_chars
-        self._keys: dict[tuple[object, ...], tuple[str, int]] = {}
-        self._chars = 0
-        self._lock = threading.Lock()
-
     def key(self, messages: Sequence[Message], span: list[int], head: str) -> str:
         return self.chain(messages, [span], head)[-1]
 
@@ -343,16 +362,16 @@ class _ChunkKeys:
         keys: list[str] = []
         for j, span in enumerate(spans):
             ident: tuple[object, ...] | None = None if fields is None else (head, fields[j])
-            hit: tuple[str, int] | None = None
+            hit: str | None = None
             if ident is not None:
                 try:
-                    hit = self._keys.get(ident)
+                    hit = self.get(ident)
                 except TypeError:  # content parts: a list, unhashable
                     ident = None
             if ident is None:
                 ident = _general_identity(messages, span, head)
-                hit = self._keys.get(ident)
-            head = hit[0] if hit is not None else self._store(ident, messages, span, head)
+                hit = self.get(ident)
+            head = hit if hit is not None else self._store(ident, messages, span, head)
             keys.append(head)
         return keys
 
@@ -360,19 +379,14 @@ class _ChunkKeys:
         self, ident: tuple[object, ...], messages: Sequence[Message], span: list[int], head: str
     ) -> str:
         data = _chunk_data(messages, span, head)
-        key, chars = _digest(data), len(data)
-        if chars <= self.max_chars:
-            with self._lock:
-                while self._keys and self._chars + chars > self.max_chars:
-                    oldest = next(iter(self._keys))
-                    self._chars -= self._keys.pop(oldest)[1]
-                if ident not in self._keys:
-                    self._keys[ident] = (key, chars)
-                    self._chars += chars
+        key = _digest(data)
+        self.put(ident, key, len(data))
         return key
 
 
 _CHUNK_KEYS = _ChunkKeys()
+#: message_hash's memo for messages with tool calls, a name or a call id, by their fields
+_FIELD_HASHES = _CharBoundedMemo(max_entries=_HASH_MEMO_SIZE)
 
 
 # ---------------------------------------------------------------- units
