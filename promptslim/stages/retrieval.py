@@ -53,7 +53,17 @@ from ..budget import allocate
 from ..errors import BudgetInfeasible, ConfigError
 from ..tokens import count_document
 from ..types import Budget, Document, Request
+from ..text import Span
 from .base import BaseStage, StageLog, run_with_fallback
+from .windows import (
+    Window,
+    Windowed,
+    document_scores,
+    document_vectors,
+    select_units,
+    selected_text,
+    split_windows,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,6 +76,11 @@ Cutoff = Literal["gap", "fraction", "none"]
 Order = Literal["score", "original", "edges"]
 Dedup = Literal["auto", "embedding", "shingle", "none"]
 OnOverflow = Literal["keep_best", "drop", "raise"]
+
+_Parts = tuple[Windowed, "np.ndarray"]
+#: characters per scoring window of a long document, and the most windows of one request
+DEFAULT_WINDOW_CHARS = 600
+DEFAULT_MAX_WINDOWS = 64
 
 #: default near-duplicate thresholds: cosine of unit embeddings, Jaccard of word 5-shingles
 DEFAULT_COSINE_THRESHOLD = 0.95
@@ -185,6 +200,12 @@ class RetrievalStage(BaseStage):
         on_overflow: OnOverflow = "keep_best",
         strict: bool = False,
         time_limit_ms: float | None = None,
+        window_chars: int | None = DEFAULT_WINDOW_CHARS,
+        window_overlap: int = 1,
+        max_windows: int = DEFAULT_MAX_WINDOWS,
+        select_within: bool = True,
+        select_fraction: float | None = None,
+        context_sentences: int = 1,
     ) -> None:
         from ..backends.scorers import SCORERS, Scorer
 
@@ -221,6 +242,16 @@ class RetrievalStage(BaseStage):
             isinstance(time_limit_ms, (int, float)) and time_limit_ms > 0
         ):
             raise ConfigError("must be a positive number or None", field="time_limit_ms")
+        if window_chars is not None and window_chars < 50:
+            raise ConfigError("must be at least 50 characters (None: no windows)", field="window_chars")
+        if window_overlap < 0:
+            raise ConfigError("must be 0 or more sentences", field="window_overlap")
+        if max_windows < 1:
+            raise ConfigError("must be at least 1", field="max_windows")
+        if select_fraction is not None and not 0.0 <= select_fraction <= 1.0:
+            raise ConfigError("must be between 0 and 1 (None: cutoff_fraction)", field="select_fraction")
+        if context_sentences < 0:
+            raise ConfigError("must be 0 or more", field="context_sentences")
         if scorer == "cross_encoder" and not model:
             raise ConfigError("scorer='cross_encoder' needs a model path or name", field="model")
         self.scorer = scorer
@@ -242,6 +273,12 @@ class RetrievalStage(BaseStage):
         self.on_overflow = on_overflow
         self.strict = strict
         self.time_limit_ms = time_limit_ms
+        self.window_chars = window_chars
+        self.window_overlap = window_overlap
+        self.max_windows = max_windows
+        self.select_within = select_within
+        self.select_fraction = select_fraction
+        self.context_sentences = context_sentences
         self._scorer: Scorer | None = None if isinstance(scorer, str) else scorer
 
     # ---- scorer
@@ -286,8 +323,8 @@ class RetrievalStage(BaseStage):
 
         query = request.effective_query
         start = time.perf_counter()
-        scores, vectors = self._score(
-            query, [documents[i] for i in valid], log, request.query_embedding
+        scores, vectors, parts = self._score(
+            query, [documents[i] for i in valid], log, request.query_embedding, request.protect
         )
         log.details["scoring_ms"] = (time.perf_counter() - start) * 1e3
         score_of = {i: float(scores[j]) for j, i in enumerate(valid)}
@@ -312,6 +349,10 @@ class RetrievalStage(BaseStage):
                 if i not in selected:
                     self._drop(log, documents[i], tokens[i], score_of[i], "not selected by MMR")
 
+        tokens_given = sum(tokens)
+        trimmed: dict[int, str] = {}
+        if parts is not None and self.select_within:
+            trimmed = self._select_parts(selected, documents, valid, parts, tokens, log)
         kept = self._fit_budget(request, budget, selected, documents, tokens, score_of, log)
         log.details.update(
             scorer="bm25" if "fallback" in log.details else self.get_scorer().name,
@@ -319,12 +360,17 @@ class RetrievalStage(BaseStage):
             relevance_k=k_rel,
             kept=len(kept),
             tokens_kept=sum(tokens[i] for i in kept),
-            tokens_given=sum(tokens),
+            tokens_given=tokens_given,
         )
         ordered = self._order(kept)
         if ordered != sorted(ordered):
             log.change("reordered", "documents", reason=f"order={self.order}")
-        new_docs = [documents[i].model_copy(update={"score": score_of[i]}) for i in ordered]
+        new_docs = [
+            documents[i].model_copy(
+                update={"score": score_of[i], "text": trimmed[i]} if i in trimmed else {"score": score_of[i]}
+            )
+            for i in ordered
+        ]
         return request.replace(documents=new_docs)
 
     # ---- steps
@@ -335,20 +381,26 @@ class RetrievalStage(BaseStage):
         docs: list[Document],
         log: StageLog,
         query_embedding: Sequence[float] | None = None,
-    ) -> tuple[np.ndarray, np.ndarray | None]:
+        protect: Sequence[str] = (),
+    ) -> tuple[np.ndarray, np.ndarray | None, _Parts | None]:
+        """Each document's score and unit vector (None without embeddings), and its windows
+        with their scores (None when nothing was scored)."""
         import numpy as np
 
         if not docs:
-            return np.zeros(0), None
+            return np.zeros(0), None, None
         if not query.strip():
             # nothing to score against: keep the retriever's order (its scores when given)
             log.warning("no query to score documents against; the retriever's order is kept")
             given = [d.score for d in docs]
             if all(s is not None for s in given):
-                return np.asarray(given, dtype=np.float64), None
-            return -np.arange(len(docs), dtype=np.float64), None
-        texts = [_scoring_text(d) for d in docs]
-        embeddings = [d.embedding for d in docs] if any(d.embedding for d in docs) else None
+                return np.asarray(given, dtype=np.float64), None, None
+            return -np.arange(len(docs), dtype=np.float64), None, None
+        windowed = self._windows(docs, protect)
+        texts = [w.text for w in windowed.windows]
+        embeddings = _window_embeddings(docs, windowed)
+        if len(texts) > len(docs):
+            log.details["windows"] = len(texts)
         scorer = self.get_scorer()
         vectors_given: dict[str, Any] = {"embeddings": embeddings}
         if query_embedding is not None and _accepts_query_embedding(type(scorer)):
@@ -392,7 +444,72 @@ class RetrievalStage(BaseStage):
                 f"the request's query_embedding has {len(query_embedding or ())} values, not the "
                 "model's dimension; the query was embedded again"
             )
-        return np.asarray(scored.scores, dtype=np.float64), scored.vectors
+        window_scores = np.asarray(scored.scores, dtype=np.float64)
+        if len(texts) == len(docs):
+            return window_scores, scored.vectors, (windowed, window_scores)
+        return (
+            document_scores(windowed, window_scores, len(docs)),
+            document_vectors(windowed, scored.vectors, len(docs)),
+            (windowed, window_scores),
+        )
+
+    def _windows(self, docs: Sequence[Document], protect: Sequence[str]) -> Windowed:
+        if self.window_chars is None:  # whole documents, one input each
+            texts = [_scoring_text(d) for d in docs]
+            return Windowed(
+                units=[[Span(0, len(d.text), "sentence")] for d in docs],
+                windows=[Window(i, 0, 1, t) for i, t in enumerate(texts)],
+                window_chars=0,
+            )
+        return split_windows(
+            [d.text for d in docs],
+            [d.title for d in docs],
+            window_chars=self.window_chars,
+            overlap=self.window_overlap,
+            max_windows=self.max_windows,
+            protect=protect,
+        )
+
+    def _select_parts(
+        self,
+        selected: list[int],
+        documents: Sequence[Document],
+        valid: list[int],
+        parts: _Parts,
+        tokens: list[int],
+        log: StageLog,
+    ) -> dict[int, str]:
+        """Coarse to fine: of each selected multi-window document keep the windows that pass
+        the relevance cut-off over all windows (its best always), with the sentence before
+        each and the first sentence when there is no title. ``tokens`` is updated; the report
+        says which sentences of each document stayed."""
+        windowed, scores = parts
+        top, low = float(scores.max()), float(scores.min())
+        fraction = self.cutoff_fraction if self.select_fraction is None else self.select_fraction
+        threshold = low + fraction * (top - low) - 1e-12
+        row = {i: j for j, i in enumerate(valid)}
+        trimmed: dict[int, str] = {}
+        for i in selected:
+            doc, j = documents[i], row[i]
+            keep = select_units(
+                windowed, j, scores.tolist(), threshold,
+                context=self.context_sentences, first=not doc.title,
+            )
+            if keep is None or all(keep):
+                continue
+            units = windowed.units[j]
+            text = selected_text(doc.text, units, keep)
+            n = count_document(doc.model_copy(update={"text": text}), log.counter)
+            log.change(
+                "compressed", f"document:{doc.id}", tokens=tokens[i] - n,
+                reason=f"kept sentences {_ranges(keep)} of {len(units)} (the parts that match the query)",
+            )
+            log.details.setdefault("kept_parts", []).append(
+                {"id": doc.id, "spans": [[units[u].start, units[u].end] for u in range(len(keep)) if keep[u]]}
+            )
+            tokens[i] = n
+            trimmed[i] = text
+        return trimmed
 
     def _english_model_on_foreign_text(self, query: str, texts: Sequence[str]) -> bool:
         """True when this stage would embed with the default English model text whose main
@@ -619,6 +736,29 @@ def _accepts_query_embedding(scorer_type: type[Scorer]) -> bool:
     return "query_embedding" in parameters or any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
     )
+
+
+def _window_embeddings(docs: Sequence[Document], windowed: Windowed) -> list[Any] | None:
+    """A vector store's embedding per window: a document's own counts for its first window
+    (the part a store's embedder reads); its later windows are embedded here."""
+    if not any(d.embedding for d in docs):
+        return None
+    return [docs[w.doc].embedding if w.first == 0 else None for w in windowed.windows]
+
+
+def _ranges(keep: Sequence[bool]) -> str:
+    """``1, 4-6``: the kept positions (from 1) as ranges."""
+    out: list[str] = []
+    i = 0
+    while i < len(keep):
+        if keep[i]:
+            j = i
+            while j + 1 < len(keep) and keep[j + 1]:
+                j += 1
+            out.append(f"{i + 1}" if i == j else f"{i + 1}-{j + 1}")
+            i = j
+        i += 1
+    return ", ".join(out)
 
 
 def _scoring_text(document: Document) -> str:

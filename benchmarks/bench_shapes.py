@@ -1,0 +1,296 @@
+"""Shape suite: does the answer survive on the documents users actually send?
+
+Built from an NQ file in the "Lost in the Middle" format (question, answers, ctxs with title,
+text and isgold; ``--data``, or ``PROMPTSLIM_SHAPES_DATA``; default the shared nq20-dev file),
+every item is re-cut into the shapes RAG systems send:
+
+- ``passages``: the 20 passages as they are (title as ``Document.title``);
+- ``chunks2`` / ``chunks4`` / ``chunks8``: the passages joined k to a chunk (each passage a
+  paragraph: its title on a line, then its text), the gold passage at chunk position
+  ``item index mod k``, so every position is measured on its own share of the items;
+- ``langchain1000``: the passages concatenated in their order and re-split by LangChain's
+  ``RecursiveCharacterTextSplitter`` (1,000 characters, overlap 200);
+- ``llamaindex512`` / ``llamaindex1024``: the same text re-split by LlamaIndex's
+  ``SentenceSplitter`` (``chunk_size`` 512 / 1,024 tokens, its default overlap);
+- ``kv75``: the key-value file (``--kv``), one pair per document.
+
+Per shape and config: ``evidence`` (a gold answer still in what the model reads, with a
+bootstrap CI), ``token_ratio`` (document tokens kept / given, mean over items),
+``cold_p50_ms`` / ``cold_p99_ms`` (one ``Pipeline.run``, every cache emptied first: the
+embedding cache, BM25's term counts), and ``evidence_by_position`` for the chunk shapes.
+Configs, side by side on the same items in one run (interleaved per item):
+
+- ``default``: the full default pipeline (``full``: prefix, history, retrieval, compress);
+- ``bm25``: ``retrieval:scorer=bm25``;
+- ``dense_topk``: plain dense top-k, what a user has without promptslim: MiniLM at its full
+  length (256 word pieces) over each whole document, k = a fifth of the candidates;
+- ``longllmlingua`` (``--llmlingua N``, on the first N items only: seconds per item on a CPU):
+  ``compress:llmlingua@0.2``.
+
+``--config LABEL=SPEC`` adds any runner spec (``retrieval:window_chars=400``) to compare
+settings side by side. Usage::
+
+    python benchmarks/bench_shapes.py --quick --json
+    python benchmarks/bench_shapes.py --data my.jsonl.gz --items 300 --save bench_shapes
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import SHARED_DATA, emit, machine, parser  # noqa: E402
+
+from promptslim.bench.datasets import BenchItem, load_dataset  # noqa: E402
+from promptslim.bench.metrics import evidence_retention, mean_ci  # noqa: E402
+from promptslim.bench.runner import _context_text, build_config  # noqa: E402
+from promptslim.pipeline import Pipeline  # noqa: E402
+from promptslim.stages.retrieval import RetrievalStage  # noqa: E402
+from promptslim.tokens import count_documents, get_counter  # noqa: E402
+from promptslim.types import Document  # noqa: E402
+
+DATA_ENV = "PROMPTSLIM_SHAPES_DATA"
+KV_ENV = "PROMPTSLIM_SHAPES_KV"
+CHUNK_SIZES = (2, 4, 8)
+
+
+# ---------------------------------------------------------------- shapes
+
+
+def _paragraph(d: Document) -> str:
+    return f"{d.title}\n{d.text}" if d.title else d.text
+
+
+def _is_gold(d: Document) -> bool:
+    return bool(d.metadata.get("isgold"))
+
+
+def chunked(item: BenchItem, k: int, position: int) -> BenchItem:
+    """The item's passages k to a chunk, the gold passage at ``position`` in its chunk (its
+    chunk's place among the chunks as the gold passage's place among the passages)."""
+    docs = list(item.request.documents)
+    gold = next((i for i, d in enumerate(docs) if _is_gold(d)), 0)
+    others = [d for i, d in enumerate(docs) if i != gold]
+    n_chunks = -(-len(docs) // k)
+    at = min(n_chunks - 1, gold * n_chunks // max(1, len(docs)))
+    order = others[: at * k + position] + [docs[gold]] + others[at * k + position :]
+    chunks = [
+        Document(
+            id=f"chunk-{c}",
+            text="\n\n".join(_paragraph(d) for d in order[c * k : (c + 1) * k]),
+            metadata={"isgold": c == at},
+        )
+        for c in range(n_chunks)
+    ]
+    request = item.request.replace(documents=chunks)
+    return BenchItem(item.id, request, item.answers, {"position": position})
+
+
+def _joined(item: BenchItem) -> str:
+    return "\n\n".join(_paragraph(d) for d in item.request.documents)
+
+
+def resplit(item: BenchItem, split: Callable[[str], list[str]]) -> BenchItem:
+    """The item's passages concatenated and re-cut by a splitter, one document per piece."""
+    pieces = [p for p in split(_joined(item)) if p.strip()]
+    docs = [Document(id=f"split-{i}", text=p) for i, p in enumerate(pieces)]
+    return BenchItem(item.id, item.request.replace(documents=docs), item.answers, {})
+
+
+def splitters() -> dict[str, Callable[[str], list[str]]]:
+    """The real splitters, from their packages (extra ``bench``)."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+    from llama_index.core.node_parser import SentenceSplitter
+
+    lc = RecursiveCharacterTextSplitter(chunk_size=1000, chunk_overlap=200)
+    li512 = SentenceSplitter(chunk_size=512)
+    li1024 = SentenceSplitter(chunk_size=1024)
+    return {
+        "langchain1000": lc.split_text,
+        "llamaindex512": li512.split_text,
+        "llamaindex1024": li1024.split_text,
+    }
+
+
+def build_shapes(nq: list[BenchItem], kv: list[BenchItem]) -> dict[str, list[BenchItem]]:
+    shapes: dict[str, list[BenchItem]] = {"passages": nq}
+    for k in CHUNK_SIZES:
+        shapes[f"chunks{k}"] = [chunked(it, k, n % k) for n, it in enumerate(nq)]
+    for name, split in splitters().items():
+        shapes[name] = [resplit(it, split) for it in nq]
+    if kv:
+        shapes["kv75"] = kv
+    return shapes
+
+
+# ---------------------------------------------------------------- configs
+
+
+def dense_topk() -> Callable[[Any], Any]:
+    """Plain dense top-k (a vector store's answer): whole documents at the model's full length,
+    k = a fifth of the candidates, no cut-off, no windows, no selection inside."""
+    stages: dict[int, Pipeline] = {}
+
+    def run(request: Any) -> Any:
+        k = max(1, round(len(request.documents) / 5))
+        if k not in stages:
+            stage = RetrievalStage(
+                scorer="dense", max_seq_length=None, quantize=False, max_k=k, min_k=k,
+                cutoff="none", dedup="none", order="score", window_chars=None,
+                select_within=False,
+            )  # fmt: skip
+            stages[k] = Pipeline([stage])
+        return stages[k].run(request)
+
+    return run
+
+
+def configs(extra: list[str]) -> dict[str, Callable[[Any], Any]]:
+    out: dict[str, Callable[[Any], Any]] = {
+        "default": build_config("full").pipeline.run,
+        "bm25": build_config("retrieval:scorer=bm25").pipeline.run,
+        "dense_topk": dense_topk(),
+    }
+    for spec in extra:
+        label, _, body = spec.partition("=")
+        out[label] = build_config(body).pipeline.run
+    return out
+
+
+def cold() -> None:
+    """Empty every cache a new request would find empty (documents never seen before)."""
+    from promptslim.backends import lexical
+    from promptslim.backends.embeddings import EmbeddingService
+
+    EmbeddingService.clear_all_caches()
+    with lexical._stats_lock:
+        lexical._stats.clear()
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def measure(item: BenchItem, run: Callable[[Any], Any]) -> dict[str, float]:
+    counter = get_counter(item.request.tokenizer)
+    cold()
+    start = time.perf_counter()
+    result = run(item.request)
+    ms = (time.perf_counter() - start) * 1e3
+    given = count_documents(item.request.documents, counter) or 1
+    kept = count_documents(result.request.documents, counter)
+    context = _context_text(result.to_openai()["messages"])
+    return {"ms": ms, "ratio": kept / given, "evidence": evidence_retention(context, item.answers)}
+
+
+def _pct(xs: list[float], q: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
+
+
+def summarise(rows: list[dict[str, float]], positions: list[int | None]) -> dict[str, Any]:
+    evidence = [r["evidence"] for r in rows]
+    out: dict[str, Any] = {
+        "n": len(rows),
+        "evidence": mean_ci(evidence).as_dict(),
+        "token_ratio": sum(r["ratio"] for r in rows) / max(1, len(rows)),
+        "cold_p50_ms": _pct([r["ms"] for r in rows], 50),
+        "cold_p99_ms": _pct([r["ms"] for r in rows], 99),
+    }
+    if any(p is not None for p in positions):
+        by: dict[int, list[float]] = {}
+        for r, p in zip(rows, positions):
+            if p is not None:
+                by.setdefault(p, []).append(r["evidence"])
+        out["evidence_by_position"] = {
+            str(p): mean_ci(v).as_dict() for p, v in sorted(by.items())
+        }
+    return out
+
+
+def run_suite(
+    shapes: dict[str, list[BenchItem]], runs: dict[str, Callable[[Any], Any]], lingua: int
+) -> dict[str, dict[str, Any]]:
+    if lingua:
+        runs = dict(runs, longllmlingua=build_config("compress:llmlingua@0.2").pipeline.run)
+    results: dict[str, dict[str, Any]] = {}
+    for shape, items in shapes.items():
+        rows: dict[str, list[dict[str, float]]] = {label: [] for label in runs}
+        positions: dict[str, list[int | None]] = {label: [] for label in runs}
+        for n, item in enumerate(items):
+            for label, run in runs.items():  # interleaved: drift hits every config alike
+                if label == "longllmlingua" and n >= lingua:
+                    continue
+                rows[label].append(measure(item, run))
+                positions[label].append(item.metadata.get("position"))
+        results[shape] = {label: summarise(rows[label], positions[label]) for label in runs}
+        print(f"{shape}: done", file=sys.stderr)
+    return results
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| shape | config | n | evidence [95% CI] | token ratio | cold p50 ms | cold p99 ms | by position |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for shape, by_config in results.items():
+        for label, r in by_config.items():
+            e = r["evidence"]
+            pos = " / ".join(
+                f"{v['mean']:.2f}" for v in r.get("evidence_by_position", {}).values()
+            )
+            lines.append(
+                f"| {shape} | {label} | {r['n']} | {e['mean']:.3f} [{e['low']:.3f}, "
+                f"{e['high']:.3f}] | {r['token_ratio']:.3f} | {r['cold_p50_ms']:.1f} | "
+                f"{r['cold_p99_ms']:.1f} | {pos} |"
+            )
+    return "\n".join(lines)
+
+
+def _default_path(flag: str | None, env: str, name: str) -> Path:
+    path = flag or os.environ.get(env) or str(SHARED_DATA / name)
+    if not Path(path).is_file():
+        raise SystemExit(f"no dataset at {path}: give --data/--kv or set {env}")
+    return Path(path)
+
+
+def main() -> None:
+    p = parser(__doc__.split("\n")[0])
+    p.add_argument("--data", help=f"NQ-format jsonl(.gz) (default ${DATA_ENV} or the shared file)")
+    p.add_argument("--kv", help=f"kv-format jsonl(.gz) (default ${KV_ENV} or the shared file)")
+    p.add_argument("--items", type=int, default=200, help="NQ items (kv: the same, at most)")
+    p.add_argument("--shapes", help="comma-separated shape names (default: all)")
+    p.add_argument("--llmlingua", type=int, default=0, metavar="N", help="LongLLMLingua on N items")
+    p.add_argument("--config", action="append", default=[], metavar="LABEL=SPEC")
+    args = p.parse_args()
+    n = 12 if args.quick else args.items
+    nq = load_dataset(f"nq:{_default_path(args.data, DATA_ENV, 'nq20-dev.jsonl.gz')}", limit=n)
+    kv_path = args.kv or os.environ.get(KV_ENV) or str(SHARED_DATA / "kv75-dev.jsonl.gz")
+    kv = load_dataset(f"kv:{kv_path}", limit=n).items if Path(kv_path).is_file() else []
+    shapes = build_shapes(nq.items, kv)
+    if args.shapes:
+        wanted = args.shapes.split(",")
+        shapes = {k: v for k, v in shapes.items() if k in wanted}
+    runs = configs(args.config)
+    for run in runs.values():  # models load once, outside the timings
+        run(shapes[next(iter(shapes))][0].request)
+    results = run_suite(shapes, runs, args.llmlingua)
+    out = {
+        "benchmark": "bench_shapes",
+        "machine": machine(),
+        "data": nq.name,
+        "items": n,
+        "skipped": nq.skipped,
+        "shapes": results,
+    }
+    emit(out, args, table(results))
+
+
+if __name__ == "__main__":
+    main()

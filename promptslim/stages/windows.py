@@ -1,0 +1,216 @@
+"""Sentence-aligned windows of long documents: scored as parts, selected as parts.
+
+A retrieved chunk of 300-1,000 tokens is about many things; the answer may be in any of its
+sentences. Scored as one text, its relevance is that of its head (an embedder reads a few dozen
+word pieces) or a blur of everything in it (BM25 over all of it). So the retrieval stage cuts
+each long document into windows of whole sentences, about ``window_chars`` characters each
+(cut by characters, before any tokenizer runs: the cost of cutting is a scan of the text),
+consecutive windows sharing ``overlap`` sentences so that a sentence and the one before it are
+read together somewhere. A document no longer than about one window is one window: its whole
+text, scored exactly as before.
+
+The windows of a request are bounded (``max_windows``): past it, the window size grows for
+that request, so a request of any length costs at most that many model inputs; each window's
+scoring text is cut to ``SCORING_CHARS_PER_WINDOW`` times the window size as well.
+
+Units are sentences (``split_units``: a protected span crossing a sentence boundary merges the
+sentences), and a sentence longer than a window is cut at spaces outside protected spans, so
+what the selection keeps is always whole units, byte-exact, protected spans never split.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from typing import TYPE_CHECKING
+
+from ..backends.compress.extractive import join_units, split_units
+from ..text import Span, find_protected_spans
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "Window",
+    "Windowed",
+    "document_scores",
+    "document_vectors",
+    "select_units",
+    "selected_text",
+    "split_windows",
+]
+
+#: a window's scoring text is cut to this many times the window size (a huge protected unit)
+SCORING_CHARS_PER_WINDOW = 3
+# a document up to this much longer than one window stays one window: a 10 % longer passage
+# is not worth two model inputs
+_SLACK = 1.25
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Window:
+    """Units ``first`` to ``last`` (exclusive) of document ``doc``, and what the scorers read."""
+
+    doc: int
+    first: int
+    last: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Windowed:
+    """The units of each document and the windows over them, in document order."""
+
+    units: list[list[Span]]
+    windows: list[Window]
+    window_chars: int
+
+    def of_document(self, doc: int) -> list[int]:
+        """Indexes (into ``windows``) of document ``doc``'s windows."""
+        return [w for w, window in enumerate(self.windows) if window.doc == doc]
+
+
+def _cut_long(text: str, unit: Span, limit: int, protected: Sequence[Span]) -> list[Span]:
+    """``unit`` cut at spaces into pieces of about ``limit`` characters, never inside a
+    protected span (a unit without a usable space stays whole)."""
+    if unit.end - unit.start <= limit:
+        return [unit]
+    inside = [(p.start, p.end) for p in protected if p.start < unit.end and p.end > unit.start]
+    pieces: list[Span] = []
+    start = unit.start
+    for match in _SPACE.finditer(text, unit.start, unit.end):
+        cut = match.end()
+        if cut - start < limit or cut >= unit.end:
+            continue
+        if any(a < cut < b for a, b in inside):
+            continue
+        pieces.append(Span(start, cut, "sentence"))
+        start = cut
+    pieces.append(Span(start, unit.end, "sentence"))
+    return pieces
+
+
+def document_units(text: str, protected: Sequence[Span], limit: int) -> list[Span]:
+    """Sentence units of ``text`` (protected spans whole), none much over ``limit`` chars."""
+    units: list[Span] = []
+    for unit in split_units(text, protected):
+        units.extend(_cut_long(text, unit, limit, protected))
+    return units or [Span(0, len(text), "sentence")]
+
+
+def _windows_of(
+    doc: int, text: str, title: str | None, units: list[Span], size: int, overlap: int
+) -> list[Window]:
+    head = f"{title}\n" if title else ""
+    limit = SCORING_CHARS_PER_WINDOW * size
+    if len(text) <= _SLACK * size or len(units) == 1:
+        return [Window(doc, 0, len(units), (head + text)[:limit])]
+    out: list[Window] = []
+    first = 0
+    while first < len(units):
+        last = first + 1
+        while last < len(units) and units[last].end - units[first].start <= size:
+            last += 1
+        body = text[units[first].start : units[last - 1].end]
+        out.append(Window(doc, first, last, (head + body)[:limit]))
+        if last >= len(units):
+            break
+        first = max(first + 1, last - overlap)
+    return out
+
+
+def split_windows(
+    texts: Sequence[str],
+    titles: Sequence[str | None],
+    *,
+    window_chars: int,
+    overlap: int,
+    max_windows: int,
+    protect: Sequence[str] = (),
+) -> Windowed:
+    """Windows of every document, at most ``max_windows`` in all (the size grows past it;
+    a request with more documents than that gets one window per document). ``protect``: the
+    request's own protected literals, on top of ``find_protected_spans``'s kinds."""
+    size = max(window_chars, math.ceil(sum(len(t) for t in texts) / max(1, max_windows)))
+    # a document of about one window needs no sentence split (nor protected spans) at all
+    units = [
+        document_units(t, find_protected_spans(t, extra=protect), size)
+        if len(t) > _SLACK * size
+        else [Span(0, len(t), "sentence")]
+        for t in texts
+    ]
+    for _ in range(8):  # overlap can push the count past the cap: grow and cut again
+        windows = [
+            w
+            for d, (t, title, u) in enumerate(zip(texts, titles, units))
+            for w in _windows_of(d, t, title, u, size, overlap)
+        ]
+        if len(windows) <= max(max_windows, len(texts)):
+            break
+        size = math.ceil(size * len(windows) / max(1, max_windows)) + 1
+    return Windowed(units=units, windows=windows, window_chars=size)
+
+
+def document_scores(windowed: Windowed, scores: np.ndarray, n_docs: int) -> np.ndarray:
+    """Each document's relevance: its best window's score (its answer may be in any part)."""
+    import numpy as np
+
+    out = np.full(n_docs, -np.inf, dtype=np.float64)
+    owners = np.fromiter((w.doc for w in windowed.windows), dtype=np.int64)
+    np.maximum.at(out, owners, np.asarray(scores, dtype=np.float64))
+    return out
+
+
+def document_vectors(windowed: Windowed, vectors: np.ndarray | None, n_docs: int) -> np.ndarray | None:
+    """One unit vector per document for near-duplicate checks and MMR: the normalised mean of
+    its windows' vectors (a one-window document's own vector)."""
+    import numpy as np
+
+    if vectors is None:
+        return None
+    if len(windowed.windows) == n_docs:
+        return vectors
+    out = np.zeros((n_docs, vectors.shape[1]), dtype=np.float32)
+    owners = np.fromiter((w.doc for w in windowed.windows), dtype=np.int64)
+    np.add.at(out, owners, vectors)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(out / norms, dtype=np.float32)
+
+
+def select_units(
+    windowed: Windowed,
+    doc: int,
+    scores: Sequence[float],
+    threshold: float,
+    *,
+    context: int,
+    first: bool,
+) -> list[bool] | None:
+    """Which units of document ``doc`` to keep: those of its windows scoring at least
+    ``threshold`` (its best window always), the ``context`` units before each, and its first
+    unit when ``first`` (what the document is about, when it has no title). None: the document
+    is one window, kept whole."""
+    ids = windowed.of_document(doc)
+    if len(ids) <= 1:
+        return None
+    best = max(ids, key=lambda w: (scores[w], -w))
+    keep = [False] * len(windowed.units[doc])
+    for w in ids:
+        if w == best or scores[w] >= threshold:
+            window = windowed.windows[w]
+            for u in range(max(0, window.first - context), window.last):
+                keep[u] = True
+    if first:
+        keep[0] = True
+    return keep
+
+
+def selected_text(text: str, units: Sequence[Span], keep: Sequence[bool]) -> str:
+    """The kept units of ``text`` in their order, joined as the extractive compressor joins
+    them (separators kept between neighbours, squeezed across a dropped stretch)."""
+    return join_units(text, units, keep)

@@ -1,0 +1,203 @@
+"""Long documents scored by their parts and trimmed to them (``promptslim.stages.windows``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from promptslim.errors import ConfigError
+from promptslim.pipeline import Pipeline
+from promptslim.stages.retrieval import RetrievalStage
+from promptslim.stages.windows import select_units, split_windows
+from promptslim.types import Document, Message, Request
+
+QUESTION = "When did the Marlow Harbour Bridge open to traffic?"
+ANSWER = "19 March 1932"
+
+# the town's history: the bridge's opening date only in its last sentence
+HISTORY = " ".join(
+    [
+        "Marlow grew from a fishing village on the northern shore of the estuary.",
+        "Its first market charter was granted by the crown in the thirteenth century.",
+        "The parish church of Saint Peter was rebuilt in stone after a fire in 1402.",
+        "Wool merchants built the guildhall and the long warehouses along the quay.",
+        "During the civil war the town changed hands twice and its walls were slighted.",
+        "The canal to the inland mills was dug in the 1790s and carried coal and grain.",
+        "Shipyards on the eastern bank launched clippers and later iron steamers.",
+        "A railway station opened on the western side of the town in 1847.",
+        "The grammar school, founded by a merchant's bequest, moved to new buildings.",
+        "Population doubled in the Victorian era as the docks and foundries expanded.",
+        "Trams ran along the high street from 1901 until buses replaced them.",
+        "The town hall, with its clock tower, was completed in the Edwardian style.",
+        "Ferries were the only link across the estuary for most of the town's history.",
+        "Engineers proposed a crossing several times before work finally began in 1924.",
+        f"After eight years of construction the Marlow Harbour Bridge was opened to traffic on {ANSWER}.",
+    ]
+)
+OVERVIEW = (
+    "The Marlow Harbour Bridge is a steel through arch bridge across the harbour of Marlow. "
+    "The Marlow Harbour Bridge carries rail, vehicle, bicycle and pedestrian traffic between "
+    "the town centre and the northern shore. The bridge is nicknamed the Coathanger."
+)
+# a near-duplicate of the overview (a second crawl of the same page)
+OVERVIEW_COPY = OVERVIEW.replace("The bridge is nicknamed", "Locals call the bridge")
+DISTRACTORS = [
+    "The Tamar Bridge is a suspension bridge carrying road traffic over the River Tamar.",
+    "Marlow Harbour hosts a sailing regatta every summer with boats from the whole coast.",
+    "Harbour bridges need regular repainting; the work on a large arch takes ten years.",
+]
+
+
+def knowledge_base() -> list[Document]:
+    docs = [
+        Document(id="overview", text=OVERVIEW),
+        Document(id="overview-copy", text=OVERVIEW_COPY),
+        Document(id="history", text=HISTORY),
+    ]
+    docs += [Document(id=f"other-{i}", text=t) for i, t in enumerate(DISTRACTORS)]
+    return docs
+
+
+def request_of(docs: list[Document], question: str = QUESTION) -> Request:
+    return Request(
+        messages=[
+            Message(role="system", content="Answer from the documents."),
+            Message(role="user", content=question),
+        ],
+        documents=docs,
+    )
+
+
+# ---------------------------------------------------------------- windows
+
+
+def test_windows_are_sentence_aligned_and_overlap() -> None:
+    windowed = split_windows([HISTORY], [None], window_chars=300, overlap=1, max_windows=64)
+    assert len(windowed.windows) > 3
+    units = windowed.units[0]
+    starts = {u.start for u in units}
+    for a, b in zip(windowed.windows, windowed.windows[1:]):
+        assert units[a.first].start in starts
+        assert b.first == a.last - 1  # one sentence shared with the window before
+    assert windowed.windows[-1].last == len(units)
+
+
+def test_short_document_is_one_window_read_as_before() -> None:
+    windowed = split_windows([OVERVIEW], ["Title"], window_chars=600, overlap=1, max_windows=64)
+    assert [w.text for w in windowed.windows] == [f"Title\n{OVERVIEW}"]
+
+
+def test_windows_are_bounded_per_request() -> None:
+    huge = "This sentence is about nothing in particular at all. " * 4000  # ~220 KB
+    windowed = split_windows([huge, HISTORY], [None, None], window_chars=300, overlap=1, max_windows=16)
+    assert len(windowed.windows) <= 16
+    assert all(len(w.text) <= 3 * windowed.window_chars for w in windowed.windows)
+
+
+def test_unpunctuated_text_is_cut_at_spaces_outside_protected_spans() -> None:
+    url = "https://example.com/" + "a" * 500
+    text = ("word " * 200) + url + (" word" * 200)
+    windowed = split_windows([text], [None], window_chars=200, overlap=0, max_windows=64)
+    pieces = [u.of(text) for u in windowed.units[0]]
+    assert "".join(pieces) == text
+    assert any(url in p for p in pieces)  # the URL is one unit's, never cut
+
+
+def test_select_units_keeps_best_window_and_its_context() -> None:
+    windowed = split_windows([HISTORY], [None], window_chars=300, overlap=0, max_windows=64)
+    n = len(windowed.windows)
+    scores = [0.0] * n
+    scores[-1] = 1.0
+    keep = select_units(windowed, 0, scores, 0.5, context=1, first=True)
+    assert keep is not None
+    last = windowed.windows[-1]
+    assert keep[0] and all(keep[last.first - 1 : last.last])
+    assert not all(keep)
+
+
+# ---------------------------------------------------------------- the stage
+
+
+@pytest.mark.slow
+def test_answer_late_in_a_long_document_is_kept() -> None:
+    result = Pipeline([RetrievalStage()]).run(request_of(knowledge_base()))
+    kept = {d.id: d.text for d in result.request.documents}
+    assert "history" in kept
+    assert ANSWER in kept["history"]
+    assert len(kept["history"]) < len(HISTORY) / 2  # trimmed to the part that answers
+
+
+@pytest.mark.slow
+def test_near_duplicates_do_not_push_out_the_document_holding_the_answer() -> None:
+    result = Pipeline([RetrievalStage()]).run(request_of(knowledge_base()))
+    ids = [d.id for d in result.request.documents]
+    assert "history" in ids
+    assert not {"overview", "overview-copy"} <= set(ids)  # one twin goes, as a duplicate
+    reasons = [c.reason for c in result.report.stages[0].changes if c.kind == "dropped"]
+    assert any("near-duplicate" in r for r in reasons)
+
+
+@pytest.mark.slow
+def test_the_report_lists_what_was_kept_of_each_document() -> None:
+    result = Pipeline([RetrievalStage()]).run(request_of(knowledge_base()))
+    stage = result.report.stages[0]
+    compressed = [c for c in stage.changes if c.kind == "compressed"]
+    assert [c.target for c in compressed] == ["document:history"]
+    assert compressed[0].reason.startswith("kept sentences ") and compressed[0].tokens > 0
+    (parts,) = stage.details["kept_parts"]
+    kept_text = next(d.text for d in result.request.documents if d.id == "history")
+    for start, end in parts["spans"]:
+        assert HISTORY[start:end] in kept_text  # byte-exact sentences of the original
+
+
+@pytest.mark.slow
+def test_protected_spans_survive_selection_byte_exact() -> None:
+    blob = json.dumps({"bridge": "Marlow", "opened": ANSWER, "id": "c0ffee-42"})
+    text = HISTORY.replace("The town hall", f"Records: {blob}. The town hall")
+    docs = [Document(id="history", text=text), Document(id="o", text=OVERVIEW)]
+    result = Pipeline([RetrievalStage(window_chars=200)]).run(request_of(docs, "bridge records json"))
+    for d in result.request.documents:
+        if "{" in d.text:
+            assert blob in d.text
+
+
+@pytest.mark.slow
+def test_a_vector_store_embedding_does_not_blind_the_stage_to_later_parts() -> None:
+    from promptslim.backends.embeddings import EmbeddingService
+
+    service = EmbeddingService.get()
+    docs = knowledge_base()
+    # the store's vectors (whole-document, as a store indexes them), the query's too
+    vectors = service.embed([d.text for d in docs] + [QUESTION])
+    docs = [d.model_copy(update={"embedding": v.tolist()}) for d, v in zip(docs, vectors)]
+    request = request_of(docs).replace(query_embedding=vectors[-1].tolist())
+    result = Pipeline([RetrievalStage()]).run(request)
+    kept = {d.id: d.text for d in result.request.documents}
+    assert ANSWER in kept.get("history", "")
+    assert result.report.stages[0].details["embeddings_reused"] == len(docs)
+
+
+def test_whole_documents_when_windows_are_off() -> None:
+    stage = RetrievalStage(scorer="bm25", window_chars=None)
+    result = Pipeline([stage]).run(request_of(knowledge_base()))
+    assert all(c.kind != "compressed" for c in result.report.stages[0].changes)
+    assert "windows" not in result.report.stages[0].details
+
+
+def test_selection_inside_can_be_turned_off() -> None:
+    stage = RetrievalStage(scorer="bm25", window_chars=300, select_within=False)
+    result = Pipeline([stage]).run(request_of(knowledge_base()))
+    texts = {d.id: d.text for d in result.request.documents}
+    assert texts.get("history") == HISTORY
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("window_chars", 10), ("window_overlap", -1), ("max_windows", 0),
+     ("select_fraction", 1.5), ("context_sentences", -1)],
+)  # fmt: skip
+def test_bad_window_options_name_the_field(option: str, value: float) -> None:
+    with pytest.raises(ConfigError) as info:
+        RetrievalStage(**{option: value})
+    assert info.value.field == option
