@@ -30,7 +30,6 @@ import argparse
 import gzip
 import inspect
 import json
-import platform
 import re
 import statistics
 import string
@@ -38,12 +37,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import data_file, machine
+
 from promptslim.render import insert_documents
 from promptslim.stages.compress import CompressStage
+from promptslim.stats import percentile
 from promptslim.tokens import count_documents, get_counter
 from promptslim.types import Document, Request
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "nq20-dev.jsonl.gz"
 RATES = (0.5, 0.33)
 #: benchmark labels that are a compressor with options: the lm compressor on the float model
 #: (``lm`` itself scores with an int8 copy on a CPU, its default there)
@@ -94,11 +95,6 @@ def prefill_seconds(lm: Any, ids: Any) -> float:
         start = time.perf_counter()
         lm.model(input_ids=ids, **keep)
         return time.perf_counter() - start
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def answer_kept(row: dict[str, Any], documents: list[Document]) -> bool:
@@ -156,13 +152,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for native in ("lm", "lm_fp32"):
         if native in args.compressors and "llmlingua" in args.compressors:
             out.update(_versus(records, sizes["llmlingua"], native))
-    import os
-
     out.update(
         N=len(rows),
         N_per_compressor=sizes,
         prefill_items=min(args.prefill_items, len(rows)),
-        machine=f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} (shared with other jobs: timings are noisy)",
+        machine=machine(),
         model=(
             "SmolLM2-135M-Instruct on CPU: fp32 for prefill, llmlingua and lm_fp32; its int8 copy "
             "(Linear layers dynamically quantised) for lm"
@@ -211,9 +205,9 @@ def _entry(recs: list[dict[str, Any]]) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "rate": round(statistics.mean(r["rate"] for r in recs), 4),
         "retention": round(sum(r["kept"] for r in recs) / n, 4),
-        "p50_ms": round(percentile(times, 0.5), 2),
-        "p99_ms": round(percentile(times, 0.99), 2),
-        "p50_cpu_ms": round(percentile([r["cpu_ms"] for r in recs], 0.5), 2),
+        "p50_ms": round(percentile(times, 50), 2),
+        "p99_ms": round(percentile(times, 99), 2),
+        "p50_cpu_ms": round(percentile([r["cpu_ms"] for r in recs], 50), 2),
         "net_ratio": None,
         "n": n,
     }
@@ -258,7 +252,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="50 rows (4 for lm, 1 for llmlingua, 1 prefilled)")
     parser.add_argument("--json", action="store_true", help="one JSON object as the last line")
-    parser.add_argument("--dataset", default=str(DATA))
+    parser.add_argument(
+        "--dataset", help="nq20-dev.jsonl.gz or a file of its format (default: $PROMPTSLIM_DATA_DIR's)"
+    )
     parser.add_argument("--n", type=int, default=None)
     parser.add_argument("--n-lm", type=int, default=None)
     parser.add_argument("--n-llmlingua", type=int, default=None)
@@ -266,6 +262,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--compressors", nargs="+", default=["extractive", "lm", "lm_fp32", "llmlingua"])
     args = parser.parse_args()
+    args.dataset = args.dataset or str(data_file("nq20-dev.jsonl.gz"))
 
     def pick(value: int | None, quick: int, full: int) -> int:
         return value if value is not None else (quick if args.quick else full)

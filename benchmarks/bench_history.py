@@ -46,12 +46,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from common import emit, machine, parser, reference_loop_ms, summary
+from common import emit, machine, parser, reference_loop_ms
 
 from promptslim import Budget, Request
 from promptslim.backends.summarisers import LRUSummaryCache
 from promptslim.backends.summary_store import SqliteSummaryCache
 from promptslim.stages.history import HistoryStage
+from promptslim.stats import spread
 from promptslim.tokens import count_request, get_counter
 
 WORDS = ["cache", "prefill", "token", "budget", "request", "latency", "model", "server", "document", "history", "retrieval", "answer", "question", "system", "prompt", "context", "window", "queue", "batch", "throughput", "user", "assistant", "region", "storage", "limit", "policy", "price", "update", "version", "schema", "field", "value", "number", "deploy", "cluster", "replica", "shard", "index", "migration", "backup", "release", "rollout", "incident", "review"]
@@ -177,12 +178,12 @@ def latency(size: dict[str, int], n: int, n_cold: int) -> dict[str, Any]:
         "messages": messages,
         "tokens_in": tokens,
         "tokens_out": res.report.tokens_out,
-        "last": summary(last_ms),
-        "extractive_cold": summary(cold_ms),
-        "extractive_warm": summary(warm_ms),
-        "extractive_fold_step": summary(step_ms),
-        "extractive_shared": summary(shared_ms),
-        "reference_loop_beside_cold": summary(gauge),
+        "last": spread(last_ms),
+        "extractive_cold": spread(cold_ms),
+        "extractive_warm": spread(warm_ms),
+        "extractive_fold_step": spread(step_ms),
+        "extractive_shared": spread(shared_ms),
+        "reference_loop_beside_cold": spread(gauge),
     }
 
 

@@ -19,13 +19,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from common import emit, machine, parser, summary
+from common import emit, machine, parser
 from langchain_core.documents import Document as LCDocument
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from promptslim import Document, Message, PassThrough, Request
 from promptslim.integrations.langchain import PromptSlimCompressor
 from promptslim.integrations.llamaindex import PromptSlimPostprocessor
+from promptslim.stats import spread
 
 N_DOCS = 20
 GOAL_MS = 0.5
@@ -81,7 +82,7 @@ def paired(adapter: Callable[[], Any], bare: Callable[[], Any], n: int) -> dict[
             diffs.append(((t1 - t0) - (t2 - t1)) * 1e3)
     finally:
         gc.enable()
-    return {**summary(diffs), "adapter": summary(adapter_ms), "bare": summary(bare_ms)}
+    return {**spread(diffs), "adapter": spread(adapter_ms), "bare": spread(bare_ms)}
 
 
 def main() -> None:

@@ -17,12 +17,13 @@ import os
 import time
 from typing import Any
 
-from common import emit, machine, parser, summary
+from common import emit, machine, parser
 
 from promptslim.bench.datasets import load_dataset
 from promptslim.pipeline import Pipeline
 from promptslim.stages.compress import CompressStage
 from promptslim.stages.retrieval import RetrievalStage
+from promptslim.stats import spread
 from promptslim.text import chinese_segmenter, normalise_width
 from promptslim.tokens import count_documents, get_counter
 from promptslim.types import Budget
@@ -46,7 +47,7 @@ def run(n: int, fraction: float, chinese: str) -> dict[str, Any]:
         fractions.append(count_documents(result.request.documents, counter) / before)
         context = normalise_width("".join(f"{d.title}\n{d.text}" for d in result.request.documents))
         kept += any(normalise_width(a) in context for a in item.answers)
-    timing = summary(times)
+    timing = spread(times)
     return {
         "retention": round(kept / len(items), 4),
         "token_fraction_kept": round(sum(fractions) / len(fractions), 4),

@@ -32,16 +32,12 @@ this CPU, more than one working session), then the outputs cover every item.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from common import SHARED_DATA, LlamaServer, emit, machine, parser
+from common import LlamaServer, data_file, emit, machine, parser
 
 from promptslim.bench.backends import Measurement, OpenAIBackend, load_backend
 from promptslim.bench.command import DEFAULT_CONFIGS
@@ -89,7 +85,7 @@ def compact(summary: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     p = parser(__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", default=str(SHARED_DATA / "nq20-dev.jsonl.gz"))
+    p.add_argument("--dataset", help="default: nq20-dev.jsonl.gz in $PROMPTSLIM_DATA_DIR")
     p.add_argument("--limit", type=int, default=200)
     p.add_argument("--configs", default=DEFAULT_CONFIGS)
     p.add_argument("--model", choices=("hf", "llama-server"), default="hf")
@@ -102,6 +98,7 @@ def main() -> None:
         "--resume", action="store_true", help="skip the items finished in OUT/progress.jsonl"
     )
     args = p.parse_args()
+    args.dataset = args.dataset or str(data_file("nq20-dev.jsonl.gz"))
     limit = 4 if args.quick else args.limit
     if args.resume and not args.out:
         p.error("--resume needs --out")

@@ -20,9 +20,10 @@ import gc
 import random
 import time
 
-from common import emit, machine, parser, summary
+from common import emit, machine, parser
 
 from promptslim import Budget, PassThrough, Pipeline, Request, count_request, get_counter
+from promptslim.stats import spread
 
 WORDS = ["cache", "prefill", "token", "budget", "request", "latency", "model", "server", "document", "history", "retrieval", "answer", "question", "system", "prompt", "context", "window", "queue", "batch", "throughput", "user", "assistant", "region", "storage", "limit", "policy", "price", "update", "version", "schema", "field", "value", "number"]
 
@@ -92,7 +93,7 @@ def main() -> None:
         count_request(r, counter)
         cold_ms.append((time.perf_counter() - t) * 1e3)
 
-    pipe, warm, cold = summary(pipe_ms), summary(warm_ms), summary(cold_ms)
+    pipe, warm, cold = spread(pipe_ms), spread(warm_ms), spread(cold_ms)
     result = {
         "benchmark": "bench_overhead",
         "machine": machine(),

@@ -22,18 +22,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import statistics
-import sys
 import time
 import tracemalloc
 from typing import Any
 
 import numpy as np
+from common import machine
 
 from promptslim.cache import BlockHashCache, PrefixCacheSimulator, request_tokens
 from promptslim.stages.prefix import PrefixStage
+from promptslim.stats import percentile
 from promptslim.tokens import get_counter
 from promptslim.types import Request
 
@@ -81,11 +81,6 @@ WORDS = [
 ]
 LOAD_AT_START = os.getloadavg()[0]
 NAMES = ["Ann Lee", "Bo Chen", "Carla Diaz", "Dmitri Ivanov", "Eve Adams", "Farah Khan"]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def policy_text(tokens: int, seed: int = 0) -> str:
@@ -168,13 +163,13 @@ def bench_stage(n: int, policy: str) -> dict[str, Any]:
         "prefix_tokens": prefix_tokens,
         "tools": len(body_tools),
         "system_prompt_tokens": get_counter().count(header(0) + policy),
-        "p50_ms": percentile(warm_ms, 0.50),
-        "p99_ms": percentile(warm_ms, 0.99),
-        "cpu_p50_ms": percentile(warm_cpu_ms, 0.50),
-        "cpu_p99_ms": percentile(warm_cpu_ms, 0.99),
+        "p50_ms": percentile(warm_ms, 50),
+        "p99_ms": percentile(warm_ms, 99),
+        "cpu_p50_ms": percentile(warm_cpu_ms, 50),
+        "cpu_p99_ms": percentile(warm_cpu_ms, 99),
         "cold_n": len(cold_ms),
-        "cold_p50_ms": percentile(cold_ms, 0.50),
-        "cold_p99_ms": percentile(cold_ms, 0.99),
+        "cold_p50_ms": percentile(cold_ms, 50),
+        "cold_p99_ms": percentile(cold_ms, 99),
     }
 
 
@@ -332,10 +327,7 @@ def main() -> None:
         },
         "quick": quick,
         "machine": {
-            "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(),
-            "python": sys.version.split()[0],
+            **machine(),
             "numpy": np.__version__,
             "load_average_1m_at_start": LOAD_AT_START,
         },

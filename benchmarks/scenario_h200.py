@@ -67,8 +67,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from common import emit, machine, parser, with_vectors
 
 from promptslim.loadsim import (
@@ -82,6 +80,7 @@ from promptslim.loadsim import (
     simulate_server,
 )
 from promptslim.loadsim.roofline import LLAMA3_8B
+from promptslim.stats import percentile
 
 GOAL_P99_RATIO = 2.0
 GOAL_QUALITY_POINTS = -1.0
@@ -219,12 +218,6 @@ def quality_delta(path: Path, *, config: str | None, metric: str) -> dict[str, A
 # ---------------------------------------------------------------- the run
 
 
-def _quantile(values: list[float], q: str) -> float:
-    """``q`` as ``"p99"``: the nearest-rank quantile of ``values``."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(float(q[1:]) / 100 * (len(ordered) - 1)))]
-
-
 def planned_config(
     args: Any,
     base_p99_s: float,
@@ -332,7 +325,7 @@ def run(args: Any) -> dict[str, Any]:
         # promptslim's own time, paid before the request reaches the engine: the same quantile
         # of the slimming times measured here added on top (the sum of the two quantiles is at
         # least the quantile of the per-request sum, so this errs against promptslim)
-        own[label] = {q: _quantile(built["slim_s"][label], q) for q in base_t}
+        own[label] = {q: percentile(built["slim_s"][label], float(q[1:])) for q in base_t}
         with_own[label] = {q: base_t[q] / (slim[q] + own[label][q]) for q in base_t}
     result: dict[str, Any] = {
         "benchmark": "scenario_h200",

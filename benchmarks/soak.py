@@ -50,7 +50,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from common import emit, machine, parser, summary
+from common import emit, machine, parser
 
 from promptslim import Budget, Document, Pipeline, Request
 from promptslim import text as _text
@@ -61,6 +61,7 @@ from promptslim.stages import retrieval as _retrieval
 from promptslim.stages.history import DEFAULT_SUMMARY_CACHE
 from promptslim.stages.prefix import PrefixStage
 from promptslim.stages.retrieval import RetrievalStage
+from promptslim.stats import spread
 from promptslim.tokens import get_counter
 
 BUDGET = 1500
@@ -412,7 +413,7 @@ def main() -> None:
     rss_end = rss_mb()
     caches["end"] = cache_sizes(pipeline)
 
-    lat = summary(latencies)
+    lat = spread(latencies)
     growth = None if math.isnan(rss_half) else (rss_end - rss_half) / rss_half
     result: dict[str, Any] = {
         "benchmark": "soak",
@@ -431,7 +432,7 @@ def main() -> None:
         "p50_ms": round(lat.get("p50", float("nan")), 3),
         "p99_ms": round(lat.get("p99", float("nan")), 3),
         "latency_ms": lat,
-        "latency_ms_by_kind": {k: summary(v) for k, v in by_kind.items()},
+        "latency_ms_by_kind": {k: spread(v) for k, v in by_kind.items()},
         # texts the pipeline's MiniLM encoded, per kind (the warm rag path should need none
         # once the retrieval stage reuses Request.query_embedding)
         "embedded_texts_by_kind": {k: embedded_by_kind[k] for k in KINDS},

@@ -64,11 +64,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from common import RESULTS, LlamaServer, emit, machine, parser
 
-from promptslim.bench.metrics import percentile
 from promptslim.loadsim import (
     CostModel,
     LoadtestOptions,
@@ -81,6 +78,7 @@ from promptslim.loadsim import (
     run_loadtest,
     simulate_server,
 )
+from promptslim.stats import percentile
 
 GOAL = 0.15
 CONCURRENCIES = (1, 2, 4, 8)

@@ -22,14 +22,22 @@ settings.register_profile("invariants", max_examples=10_000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+#: the sample of the evaluation data committed with the tests (tests/data/README.md)
+SAMPLE_DATA = Path(__file__).resolve().parent / "data"
+DATA_FILES = ("nq20-dev.jsonl.gz", "kv75-dev.jsonl.gz")
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    if not SHARED_DATA.exists():
-        pytest.skip(f"shared dev data not found at {SHARED_DATA}")
-    return SHARED_DATA
+def eval_data() -> Path:
+    """The folder holding nq20-dev.jsonl.gz and kv75-dev.jsonl.gz: ``PROMPTSLIM_DATA_DIR`` when
+    set (the full files), else the sample in tests/data. A test reads the first rows it needs;
+    the sample's rows are the full files' first rows, so either gives the same rows."""
+    folder = Path(os.environ.get("PROMPTSLIM_DATA_DIR") or SAMPLE_DATA)
+    missing = [name for name in DATA_FILES if not (folder / name).is_file()]
+    if missing:
+        # a wrong PROMPTSLIM_DATA_DIR is a set-up error, not a reason to skip
+        raise FileNotFoundError(f"PROMPTSLIM_DATA_DIR={folder} lacks {', '.join(missing)}")
+    return folder
 
 
 def chat_body(n_turns: int = 3, *, system: str = "You are helpful.") -> dict:

@@ -1,4 +1,4 @@
-"""Dataset loaders: the real shared files, generated data, and malformed lines."""
+"""Dataset loaders: the real evaluation data (tests/data), generated data, and malformed lines."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from promptslim.errors import ConfigError, DatasetError
 from promptslim.render import render_documents
 
 
-def test_nq_loader_on_the_shared_file_builds_the_lost_in_the_middle_prompt(shared_data: Path) -> None:
-    data = load_dataset(f"nq:{shared_data / 'nq20-dev.jsonl.gz'}", limit=3)
+def test_nq_loader_on_the_sample_builds_the_lost_in_the_middle_prompt(eval_data: Path) -> None:
+    data = load_dataset(f"nq:{eval_data / 'nq20-dev.jsonl.gz'}", limit=3)
     assert len(data.items) == 3 and data.skipped == 0
     item = data.items[0]
     request = item.request
@@ -27,8 +27,8 @@ def test_nq_loader_on_the_shared_file_builds_the_lost_in_the_middle_prompt(share
     assert "Document [1](Title: " in render_documents(request.documents)
 
 
-def test_kv_loader_on_the_shared_file_keeps_uuids_exact(shared_data: Path) -> None:
-    path = shared_data / "kv75-dev.jsonl.gz"
+def test_kv_loader_on_the_sample_keeps_uuids_exact(eval_data: Path) -> None:
+    path = eval_data / "kv75-dev.jsonl.gz"
     data = load_dataset(f"kv:{path}", limit=2)
     assert len(data.items) == 2
     item = data.items[0]

@@ -50,9 +50,9 @@ def _normalise(s: str) -> str:
 # ---------------------------------------------------------------- protected spans
 
 
-def test_kv75_pairs_as_lines_stay_intact(shared_data: Path) -> None:
+def test_kv75_pairs_as_lines_stay_intact(eval_data: Path) -> None:
     """Each kept line is an original key/value line, byte for byte; the asked key survives."""
-    for row in _rows(shared_data / "kv75-dev.jsonl.gz", 20):
+    for row in _rows(eval_data / "kv75-dev.jsonl.gz", 20):
         lines = [f'"{k}": "{v}",' for k, v in row["ordered_kv_records"]]
         doc = Document(id="kv", text="\n".join(lines))
         request = Request(
@@ -68,8 +68,8 @@ def test_kv75_pairs_as_lines_stay_intact(shared_data: Path) -> None:
             assert f'"{row["key"]}": "{row["value"]}",' in kept  # query-aware
 
 
-def test_kv75_json_object_is_kept_whole_or_dropped(shared_data: Path) -> None:
-    for row in _rows(shared_data / "kv75-dev.jsonl.gz", 5):
+def test_kv75_json_object_is_kept_whole_or_dropped(eval_data: Path) -> None:
+    for row in _rows(eval_data / "kv75-dev.jsonl.gz", 5):
         text = json.dumps(dict(row["ordered_kv_records"]), indent=1)
         prose = "The following record was exported by the archive service. It has no summary."
         docs = [Document(id="json", text=text), Document(id="prose", text=prose)]
@@ -145,17 +145,17 @@ def test_units_never_split_a_protected_span() -> None:
 
 
 @pytest.mark.parametrize("rate", [0.2, 0.33, 0.5, 0.65, 0.8])
-def test_achieved_rate_within_ten_percent(shared_data: Path, rate: float) -> None:
+def test_achieved_rate_within_ten_percent(eval_data: Path, rate: float) -> None:
     counter = get_counter()
-    for row in _rows(shared_data / "nq20-dev.jsonl.gz", 15):
+    for row in _rows(eval_data / "nq20-dev.jsonl.gz", 15):
         request = _nq_request(row)
         out = CompressStage(rate=rate).run(request).documents
         achieved = count_documents(out, counter) / count_documents(request.documents, counter)
         assert abs(achieved - rate) <= 0.1 * rate, (rate, achieved)
 
 
-def test_budget_total_is_met_and_fixed_parts_untouched(shared_data: Path) -> None:
-    row = _rows(shared_data / "nq20-dev.jsonl.gz", 1)[0]
+def test_budget_total_is_met_and_fixed_parts_untouched(eval_data: Path) -> None:
+    row = _rows(eval_data / "nq20-dev.jsonl.gz", 1)[0]
     request = _nq_request(row)
     result = CompressStage().run(request, Budget(total=900))
     assert count_request(result.request) <= 900
@@ -163,8 +163,8 @@ def test_budget_total_is_met_and_fixed_parts_untouched(shared_data: Path) -> Non
     assert result.report.stages[0].details["documents_target"] is not None
 
 
-def test_ids_metadata_order_kept(shared_data: Path) -> None:
-    row = _rows(shared_data / "nq20-dev.jsonl.gz", 2)[1]
+def test_ids_metadata_order_kept(eval_data: Path) -> None:
+    row = _rows(eval_data / "nq20-dev.jsonl.gz", 2)[1]
     request = _nq_request(row)
     before = {d.id: d for d in request.documents}
     out = CompressStage(rate=0.4).run(request).documents
@@ -175,22 +175,22 @@ def test_ids_metadata_order_kept(shared_data: Path) -> None:
         assert all(s.of(d.text) in before[d.id].text for s in split_units(d.text))
 
 
-def test_deterministic(shared_data: Path) -> None:
-    row = _rows(shared_data / "nq20-dev.jsonl.gz", 3)[2]
+def test_deterministic(eval_data: Path) -> None:
+    row = _rows(eval_data / "nq20-dev.jsonl.gz", 3)[2]
     request = _nq_request(row)
     first = CompressStage(rate=0.33).run(request).to_openai()
     for _ in range(3):
         assert CompressStage(rate=0.33).run(request).to_openai() == first
 
 
-def test_no_target_changes_nothing(shared_data: Path) -> None:
-    request = _nq_request(_rows(shared_data / "nq20-dev.jsonl.gz", 1)[0])
+def test_no_target_changes_nothing(eval_data: Path) -> None:
+    request = _nq_request(_rows(eval_data / "nq20-dev.jsonl.gz", 1)[0])
     assert CompressStage().run(request).request == request
 
 
-def test_evidence_kept_at_a_third(shared_data: Path) -> None:
+def test_evidence_kept_at_a_third(eval_data: Path) -> None:
     """Query-aware selection keeps the answer far more often than position would."""
-    rows = _rows(shared_data / "nq20-dev.jsonl.gz", 60)
+    rows = _rows(eval_data / "nq20-dev.jsonl.gz", 60)
     kept = 0
     for row in rows:
         out = CompressStage(rate=0.33).run(_nq_request(row)).documents
@@ -349,13 +349,13 @@ def test_lm_quantize_is_validated() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("rate", [0.2, 0.5, 0.8])
-def test_lm_achieved_rate_within_ten_percent(shared_data: Path, rate: float) -> None:
+def test_lm_achieved_rate_within_ten_percent(eval_data: Path, rate: float) -> None:
     """The native LM compressor lands within 10 % of the target on nq20 (all 20 documents),
     and every number it keeps is byte-exact (numbers are protected spans)."""
     pytest.importorskip("torch")
     _need_smollm2()
     counter = get_counter()
-    for row in _rows(shared_data / "nq20-dev.jsonl.gz", 2):
+    for row in _rows(eval_data / "nq20-dev.jsonl.gz", 2):
         request = _nq_request(row)
         out = CompressStage(compressor="lm", rate=rate, strict=True).run(request).documents
         achieved = count_documents(out, counter) / count_documents(request.documents, counter)

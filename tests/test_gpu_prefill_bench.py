@@ -9,14 +9,9 @@ import json
 import sys
 from pathlib import Path
 
+import gpu_prefill
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import scenario_h200
-
-from benchmarks import gpu_prefill
 
 
 @pytest.fixture

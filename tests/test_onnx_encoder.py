@@ -144,10 +144,10 @@ def test_threads_share_one_encoder_safely() -> None:
         np.testing.assert_allclose(r, expected, atol=1e-5)
 
 
-def test_retrieval_stage_on_onnx_int8_keeps_the_gold_passage_as_often(shared_data: Path) -> None:
+def test_retrieval_stage_on_onnx_int8_keeps_the_gold_passage_as_often(eval_data: Path) -> None:
     """Dense recall@5 on the first 40 nq20-dev rows: int8 within 0.05 of the float export
     (which the first test ties to the torch vectors)."""
-    with gzip.open(shared_data / "nq20-dev.jsonl.gz", "rt", encoding="utf-8") as f:
+    with gzip.open(eval_data / "nq20-dev.jsonl.gz", "rt", encoding="utf-8") as f:
         rows = [json.loads(line) for _, line in zip(range(40), f)]
     hits: dict[bool, list[bool]] = {False: [], True: []}
     for quantize in (False, True):

@@ -63,8 +63,8 @@ def to_request(row: dict[str, Any]) -> Request:
 
 
 @pytest.fixture(scope="session")
-def nq_requests(shared_data: Path) -> list[Request]:
-    return [to_request(r) for r in load_rows(shared_data)]
+def nq_requests(eval_data: Path) -> list[Request]:
+    return [to_request(r) for r in load_rows(eval_data)]
 
 
 @pytest.fixture(scope="session")
@@ -99,7 +99,7 @@ def test_hybrid_recall_at_5_is_at_least_the_better_single_scorer(
     recall = {
         name: {k: float(np.mean([x < k for x in rs])) for k in (1, 3, 5)} for name, rs in ranks.items()
     }
-    print(f"\nrecall@k on the first {N_ROWS} nq20-dev rows: {json.dumps(recall)}")
+    print(f"\nrecall@k on the first {len(nq_requests)} nq20-dev rows: {json.dumps(recall)}")
     best_single = max(recall["bm25"][5], recall["dense"][5])
     assert recall["hybrid"][5] >= best_single - 0.02
     assert recall["dense"][5] > recall["bm25"][1]  # the scorers are doing real work

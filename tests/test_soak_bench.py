@@ -5,14 +5,9 @@ system prompts carry volatile values). No model is loaded here."""
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
 import soak
 
 from promptslim import Budget, Pipeline, Request

@@ -22,9 +22,9 @@ from .test_history import chat, request
 BUDGET = Budget(total=700)
 
 # the same conversation in another process: the test module's own builder, imported there
+# (``python -c`` run in the repository root imports ``tests`` from there)
 _OTHER_PROCESS = """
-import json, sys
-sys.path.insert(0, {root!r})
+import json
 from promptslim import Budget, HistoryStage
 from tests.test_history import chat, request
 out = HistoryStage(summary_cache={spec!r}).run(request(chat(30)), Budget(total=700))
@@ -48,9 +48,9 @@ def test_get_set_and_persistence(tmp_path: Path) -> None:
 
 def test_another_process_reuses_the_summaries(tmp_path: Path) -> None:
     spec = f"sqlite:{tmp_path / 'shared.db'}"
-    root = str(Path(__file__).resolve().parent.parent)
     proc = subprocess.run(
-        [sys.executable, "-c", _OTHER_PROCESS.format(root=root, spec=spec)],
+        [sys.executable, "-c", _OTHER_PROCESS.format(spec=spec)],
+        cwd=Path(__file__).resolve().parent.parent,
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     there = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import importlib
 import statistics
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -15,16 +13,10 @@ import pytest
 
 from promptslim.loadsim import CostModel, ServerTiming
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-
 
 @pytest.fixture(scope="module")
 def vs() -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return importlib.import_module("validate_simulator")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return importlib.import_module("validate_simulator")
 
 
 def _records(n: int, *, ttft: float = 1.0) -> list[dict[str, Any]]:

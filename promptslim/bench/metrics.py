@@ -7,7 +7,9 @@
 - ``token_f1``: SQuAD token-overlap F1, best over the gold answers; Chinese (CJK) text counts
   characters as tokens, as CMRC-style Chinese QA evaluations do, Latin words stay words.
 - ``evidence_retention``: 1.0 when a gold answer is still in the prompt text (needs no model).
-- ``paired_bootstrap_ci``: mean of paired deltas with a seeded percentile-bootstrap interval.
+
+The statistics the reports use (``percentile``, ``percentiles``, ``paired_bootstrap_ci``,
+``mean_ci``, ``Interval``) live in :mod:`promptslim.stats` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 
+from ..stats import Interval, mean_ci, paired_bootstrap_ci, percentile, percentiles
 from ..text import normalise_width
 
 __all__ = [
     "Interval",
     "best_subspan_em",
     "evidence_retention",
+    "mean_ci",
     "normalize_answer",
     "paired_bootstrap_ci",
     "percentile",
@@ -87,71 +90,3 @@ def token_f1(prediction: str, answers: Iterable[str]) -> float:
 def evidence_retention(prompt_text: str, answers: Iterable[str]) -> float:
     """1.0 when a gold answer still occurs in the prompt (both normalised), else 0.0."""
     return best_subspan_em(prompt_text, answers)
-
-
-# ---------------------------------------------------------------- statistics
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A point estimate with its confidence interval."""
-
-    mean: float
-    low: float
-    high: float
-    n: int
-    confidence: float = 0.95
-
-    def as_dict(self) -> dict[str, float | int]:
-        return {"mean": self.mean, "low": self.low, "high": self.high, "n": self.n}
-
-
-def paired_bootstrap_ci(
-    treatment: Sequence[float],
-    control: Sequence[float],
-    *,
-    resamples: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> Interval:
-    """Mean of ``treatment[i] - control[i]`` and its percentile-bootstrap interval: items are
-    resampled as pairs, so per-item difficulty cancels out. Seeded: the same input gives the
-    same interval."""
-    import numpy as np
-
-    if len(treatment) != len(control):
-        raise ValueError(f"paired samples differ in length: {len(treatment)} vs {len(control)}")
-    deltas = np.asarray(treatment, dtype=float) - np.asarray(control, dtype=float)
-    n = len(deltas)
-    if n == 0:
-        nan = float("nan")
-        return Interval(nan, nan, nan, 0, confidence)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(resamples, n))
-    means = deltas[idx].mean(axis=1)
-    alpha = (1.0 - confidence) / 2
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return Interval(float(deltas.mean()), float(low), float(high), n, confidence)
-
-
-def mean_ci(
-    values: Sequence[float], *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0
-) -> Interval:
-    """Mean of ``values`` with a bootstrap interval (a paired one against zeros)."""
-    return paired_bootstrap_ci(
-        values, [0.0] * len(values), resamples=resamples, confidence=confidence, seed=seed
-    )
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0-100, linear interpolation); NaN for no values."""
-    import numpy as np
-
-    if len(values) == 0:
-        return float("nan")
-    return float(np.percentile(np.asarray(values, dtype=float), q))
-
-
-def percentiles(values: Sequence[float], qs: Sequence[float] = (50, 95, 99)) -> dict[str, float]:
-    """``{"p50": ..., "p95": ..., "p99": ...}`` of ``values``."""
-    return {f"p{q:g}": percentile(values, q) for q in qs}

@@ -26,21 +26,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import BackendError, ConfigError, PromptSlimError
+from ..errors import BackendError, BackendUnavailable, ConfigError, PromptSlimError
 from ..pipeline import Pipeline
 from ..registry import STAGES
+from ..stats import mean_ci, paired_bootstrap_ci, percentile
 from ..tokens import count_documents, count_message, get_counter
 from ..types import Request
 from .backends import Measurement, ModelBackend
 from .datasets import BenchItem, LoadedDataset
-from .metrics import (
-    best_subspan_em,
-    evidence_retention,
-    mean_ci,
-    paired_bootstrap_ci,
-    percentile,
-    token_f1,
-)
+from .metrics import best_subspan_em, evidence_retention, token_f1
 
 __all__ = [
     "BASELINE",
@@ -307,36 +301,43 @@ def run_item(
 
 
 class Progress:
-    """``[done/total] pct elapsed ETA`` on a stream (stderr): redrawn in place on a terminal,
-    one line per step otherwise (logs)."""
+    """A progress bar over a run's steps (tqdm) on a stream, stderr by default:
+    ``label [done/total] pct elapsed ETA note``. Redrawn in place; a log file gets each redraw."""
+
+    #: the line tqdm draws: counts first, so a log line reads the same as a terminal's
+    FORMAT = (
+        "{desc} [{n_fmt}/{total_fmt}] {percentage:3.0f}% elapsed {elapsed} ETA {remaining}{postfix}"
+    )
 
     def __init__(self, total: int, *, stream: TextIO | None = None, label: str = "bench") -> None:
+        try:
+            from tqdm import tqdm
+        except ImportError as exc:
+            raise BackendUnavailable("tqdm (for the bench progress bar)", extra="bench") from exc
         self.total = total
-        self.done = 0
-        self.stream = stream if stream is not None else sys.stderr
-        self.label = label
-        self.start = time.perf_counter()
-        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._bar = tqdm(
+            total=total,
+            desc=label,
+            file=stream if stream is not None else sys.stderr,
+            bar_format=self.FORMAT,
+            mininterval=0,  # one redraw a step: a step is a whole item run, seconds apart
+            dynamic_ncols=False,
+            leave=True,
+        )
+
+    @property
+    def done(self) -> int:
+        return int(self._bar.n)
+
+    def restart(self) -> None:
+        """Time the ETA from now (after a warm-up that is not one of the steps)."""
+        self._bar.reset(total=self.total)
 
     def step(self, note: str = "") -> None:
-        self.done += 1
-        elapsed = time.perf_counter() - self.start
-        eta = elapsed / self.done * (self.total - self.done)
-        line = (
-            f"{self.label} [{self.done}/{self.total}] {100 * self.done / max(self.total, 1):3.0f}% "
-            f"elapsed {_clock(elapsed)} ETA {_clock(eta)} {note}"
-        )
-        if self._tty:
-            end = "\n" if self.done >= self.total else ""
-            self.stream.write("\r" + line.ljust(100) + end)
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-
-def _clock(seconds: float) -> str:
-    m, s = divmod(int(seconds + 0.5), 60)
-    return f"{m}m{s:02d}s"
+        self._bar.set_postfix_str(note, refresh=False)
+        self._bar.update(1)
+        if self.done >= self.total:
+            self._bar.close()
 
 
 # ---------------------------------------------------------------- a run
@@ -382,7 +383,7 @@ def run_bench(
             except PromptSlimError:
                 pass  # the real run records it
     if progress is not None:
-        progress.start = time.perf_counter()  # the ETA is about items, not the warm-up
+        progress.restart()  # the ETA is about items, not the warm-up
     for item in todo:
         baseline_first: float | None = None
         measured: dict[str, Measurement] = {}

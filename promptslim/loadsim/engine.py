@@ -27,6 +27,7 @@ from typing import Any
 
 from ..cache import BlockHashCache, Tokens, as_token_array
 from ..errors import ConfigError
+from ..stats import percentiles
 from .costmodel import CostModel
 
 __all__ = ["RequestTiming", "ServerConfig", "ServerRun", "SimRequest", "simulate_server"]
@@ -119,8 +120,6 @@ class ServerRun:
 
     def summary(self) -> dict[str, Any]:
         """Numbers only: TTFT, queueing and prefill percentiles (seconds), hit rate, utilisation."""
-        from ..bench.metrics import percentiles
-
         qs = (50, 95, 99)
         rs = self.requests
         return {

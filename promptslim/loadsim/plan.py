@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BudgetInfeasible, ConfigError
+from ..stats import percentile
 from .costmodel import CostModel
 from .engine import ServerConfig, SimRequest, simulate_server
 
@@ -111,8 +112,6 @@ def _p99(
     output_tokens: int,
     slim: Slimmer | None = None,
 ) -> float:
-    from ..bench.metrics import percentile
-
     sent = slim(cap) if slim is not None else [p[:cap] for p in prompts]
     reqs = [SimRequest(p, output_tokens) for p in sent]
     run = simulate_server(reqs, cost=cost, server=server, concurrency=concurrency)
