@@ -30,6 +30,10 @@ def data_dir() -> Path:
     return Path(os.environ.get(DATA_DIR_ENV) or SAMPLE_DATA)
 
 
+#: the data folder under its former name (bench_shapes.py reads it; prefer ``data_file``)
+SHARED_DATA = data_dir()
+
+
 def data_file(name: str) -> Path:
     """The evaluation file ``name`` in ``data_dir()``; on stderr, a note when it is the sample."""
     folder = data_dir()
