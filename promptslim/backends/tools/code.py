@@ -1,0 +1,224 @@
+"""Code and file reads: keep what the turn asked about, with the signatures around it.
+
+Kept: the first ``head`` lines; an outline (every definition line indented at most
+``outline_indent``); each line holding the turn's literals or query words with ``context``
+lines around it, and the definitions that enclose it (walking out by indentation); the body
+of a definition the turn names (up to ``body_lines``). Everything else is elided in runs, each
+replaced by one comment line in the file's syntax that gives the line range and the id of
+its original.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ...errors import ConfigError
+from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
+from .match import line_starts, matcher_for
+
+__all__ = ["CodeCompressor", "comment_prefix", "looks_like_code"]
+
+_DEFINITION = re.compile(
+    r"^[ \t]*(?:@\w|(?:async[ \t]+)?def[ \t]|class[ \t]|(?:export[ \t]+)?(?:default[ \t]+)?"
+    r"(?:async[ \t]+)?function\b|func[ \t]|(?:pub(?:\([\w:]+\))?[ \t]+)?(?:fn|struct|enum|trait|"
+    r"impl|mod)\b|interface[ \t]|(?:public|private|protected|static|internal)[ \t]|module[ \t]|"
+    r"package[ \t]|type[ \t]+\w+[ \t]*(?:=|struct|interface))",
+    re.MULTILINE,
+)
+_CODE_LINE = re.compile(
+    r"^[ \t]*(?:def |class |import |from [\w.]+ import |function |const |let |var |return\b|"
+    r"#include|package |public |private |fn |func |if \(|for \(|\}|//|/\*|\* |@\w)|[;{:]$",
+    re.MULTILINE,
+)
+_HASH_COMMENT = frozenset(
+    [
+        "py",
+        "pyi",
+        "sh",
+        "bash",
+        "zsh",
+        "rb",
+        "pl",
+        "r",
+        "yaml",
+        "yml",
+        "toml",
+        "cfg",
+        "ini",
+        "mk",
+        "cmake",
+        "txt",
+    ]
+)
+_SLASH_COMMENT = frozenset(
+    [
+        "c",
+        "h",
+        "cc",
+        "cpp",
+        "hpp",
+        "cxx",
+        "js",
+        "jsx",
+        "ts",
+        "tsx",
+        "mjs",
+        "go",
+        "rs",
+        "java",
+        "kt",
+        "kts",
+        "swift",
+        "cs",
+        "scala",
+        "dart",
+        "php",
+        "proto",
+    ]
+)
+_DASH_COMMENT = frozenset(["sql", "lua", "hs", "elm"])
+
+
+def looks_like_code(text: str, path: str | None = None) -> bool:
+    """A file read by its path's extension, else by the share of lines that look like code."""
+    if path and comment_prefix(path) and "." in path.rsplit("/", 1)[-1]:
+        return path.rsplit(".", 1)[-1].lower() not in ("txt", "md", "log", "json")
+    lines = text.count("\n") + 1
+    return lines >= 8 and sum(1 for _ in _CODE_LINE.finditer(text)) >= 0.25 * lines
+
+
+def comment_prefix(path: str | None, text: str = "") -> str:
+    """The line-comment syntax for ``path`` (by extension), guessed from ``text`` without one."""
+    ext = path.rsplit(".", 1)[-1].lower() if path and "." in path else ""
+    if ext in _HASH_COMMENT:
+        return "# "
+    if ext in _SLASH_COMMENT:
+        return "// "
+    if ext in _DASH_COMMENT:
+        return "-- "
+    if not ext and text:
+        return "# " if re.search(r"^\s*(?:def |import |class \w+:)", text, re.MULTILINE) else "// "
+    return ""
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+class CodeCompressor(ToolCompressor):
+    """File-read compression (see the module docstring)."""
+
+    name = "code"
+
+    def __init__(
+        self,
+        *,
+        head: int = 3,
+        context: int = 2,
+        outline_indent: int = 4,
+        body_lines: int = 30,
+        max_word_lines: int = 8,
+    ) -> None:
+        for fld, value in (
+            ("head", head),
+            ("context", context),
+            ("outline_indent", outline_indent),
+            ("body_lines", body_lines),
+            ("max_word_lines", max_word_lines),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"must be an int >= 0, got {value!r}", field=fld)
+        self.head = head
+        self.context = context
+        self.outline_indent = outline_indent
+        self.body_lines = body_lines
+        self.max_word_lines = max_word_lines
+
+    def compress(self, text: str, context: ToolContext) -> Compressed | None:
+        lines = text.split("\n")
+        n = len(lines)
+        if n <= self.head + 2 * self.context + 4:
+            return None
+        starts = line_starts(text)
+        definitions = sorted({_line_of(starts, m.start()) for m in _DEFINITION.finditer(text)})
+        keep = [i < self.head for i in range(n)]
+        for i in definitions:
+            if _indent(lines[i]) <= self.outline_indent:
+                keep[i] = True
+        self._relevant(text, lines, starts, definitions, keep, context)
+        return _render(lines, keep, comment_prefix(context.path, text))
+
+    def _relevant(
+        self,
+        text: str,
+        lines: list[str],
+        starts: list[int],
+        definitions: list[int],
+        keep: list[bool],
+        context: ToolContext,
+    ) -> None:
+        relevance = matcher_for(context).lines_hit(text, starts)
+        if not relevance:
+            return
+        strong = sorted(i for i, r in relevance.items() if r >= 2.0)[:40]
+        words = sorted(
+            (i for i, r in relevance.items() if r < 2.0), key=lambda i: (-relevance[i], i)
+        )
+        is_definition = set(definitions)
+        n = len(lines)
+        for i in strong + words[: self.max_word_lines]:
+            for j in range(max(0, i - self.context), min(n, i + self.context + 1)):
+                keep[j] = True
+            if i in is_definition:  # the turn names this definition: show its body
+                self._body(lines, i, keep)
+            self._enclosing(lines, i, definitions, keep)
+
+    def _body(self, lines: list[str], start: int, keep: list[bool]) -> None:
+        base = _indent(lines[start])
+        for j in range(start + 1, min(len(lines), start + 1 + self.body_lines)):
+            if lines[j].strip() and _indent(lines[j]) <= base:
+                break
+            keep[j] = True
+
+    @staticmethod
+    def _enclosing(lines: list[str], i: int, definitions: list[int], keep: list[bool]) -> None:
+        level = _indent(lines[i]) if lines[i].strip() else 1 << 30
+        for d in reversed(definitions):
+            if d >= i:
+                continue
+            if _indent(lines[d]) < level:
+                keep[d] = True
+                level = _indent(lines[d])
+                if level == 0:
+                    break
+
+
+def _line_of(starts: list[int], offset: int) -> int:
+    from bisect import bisect_right
+
+    return bisect_right(starts, offset) - 1
+
+
+def _render(lines: list[str], keep: list[bool], prefix: str) -> Compressed | None:
+    out: list[str] = []
+    elisions: list[Elision] = []
+    i, n = 0, len(lines)
+    while i < n:
+        if keep[i]:
+            out.append(lines[i])
+            i += 1
+            continue
+        j = i
+        while j < n and not keep[j]:
+            j += 1
+        original = "\n".join(lines[i:j])
+        ident = elision_id(original)
+        where = f"lines {i + 1}-{j}"
+        elisions.append(Elision(ident, "lines", j - i, where, original))
+        body = [line for line in lines[i:j] if line.strip()]
+        pad = " " * _indent(body[0]) if body else ""
+        out.append(pad + prefix + marker(j - i, "lines" if j - i > 1 else "line", ident, where))
+        i = j
+    if not elisions:
+        return None
+    return Compressed("\n".join(out), tuple(elisions), "code")

@@ -1,0 +1,389 @@
+"""JSON tool results: crush long arrays to the items that carry information, keep the rest
+of the structure, and stay valid JSON.
+
+For each array longer than ``head + tail`` items, kept are: the first ``head`` and last
+``tail`` items; items holding a literal of the turn (an id, name or number from the query or
+the tool-call arguments); the items that match the most query words; items whose status-like
+fields (``state``, ``status``, ``error``, ``level``...) differ from the array's majority or
+that carry an error key the majority lacks; numeric outliers (robust z-score over a field);
+and, so that the schema stays visible, enough further items that every key path of the array
+appears at least once. Each run of left-out items becomes one string item, a marker saying
+how many were left out and what their status fields held, with the id their original is
+stored under. Long strings keep their head and a marker.
+
+Numbers, ``NaN`` and ``Infinity`` are written back as the input spelled them, objects keep
+duplicate keys and key order: what is kept is byte-exact data, written compactly.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from ...errors import ConfigError
+from ...text import find_protected_spans
+from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
+from .match import Matcher, matcher_for
+
+__all__ = ["JsonCompressor", "dump_json", "load_json"]
+
+_STATUS_KEYS = frozenset(
+    [
+        "state",
+        "status",
+        "error",
+        "errors",
+        "level",
+        "severity",
+        "conclusion",
+        "result",
+        "ok",
+        "success",
+        "failed",
+        "failure",
+        "code",
+        "status_code",
+        "exit_code",
+        "exception",
+        "outcome",
+        "health",
+    ]
+)
+_ERROR_KEYS = frozenset(["error", "errors", "exception", "failure", "traceback", "stack", "fault"])
+# keys whose numbers are labels, not measurements: an id far from the median is no anomaly
+_LABEL_SUFFIXES = ("id", "_id", "number", "_at", "_ts", "timestamp", "version", "sha", "hash")
+_MAX_DEPTH = 96
+
+
+class _Num(str):
+    """A JSON number (or NaN/Infinity) as the input spelled it."""
+
+    __slots__ = ()
+
+
+class _Obj(list[tuple[str, Any]]):
+    """A JSON object as its (key, value) pairs: order and duplicate keys kept."""
+
+    __slots__ = ()
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def load_json(text: str) -> Any:
+    """Parse ``text`` keeping number spellings and duplicate keys; raises ValueError."""
+    return json.loads(
+        text, object_pairs_hook=_Obj, parse_float=_Num, parse_int=_Num, parse_constant=_Num
+    )
+
+
+def dump_json(value: Any, *, ascii_only: bool = False) -> str:
+    """Compact JSON for a value from ``load_json`` (or plain Python data)."""
+    out: list[str] = []
+    _dump(value, out, json.encoder.encode_basestring_ascii if ascii_only else _encode_str)
+    return "".join(out)
+
+
+_encode_str = json.encoder.encode_basestring
+
+
+def _dump(value: Any, out: list[str], enc: Any) -> None:
+    if isinstance(value, _Num):
+        out.append(str.__str__(value))
+    elif isinstance(value, str):
+        out.append(enc(value))
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif value is None:
+        out.append("null")
+    elif isinstance(value, (_Obj, dict)):
+        pairs = value if isinstance(value, _Obj) else list(value.items())
+        out.append("{")
+        for i, (k, v) in enumerate(pairs):
+            if i:
+                out.append(",")
+            out.append(enc(k))
+            out.append(":")
+            _dump(v, out, enc)
+        out.append("}")
+    elif isinstance(value, list):
+        out.append("[")
+        for i, v in enumerate(value):
+            if i:
+                out.append(",")
+            _dump(v, out, enc)
+        out.append("]")
+    else:  # plain ints and floats from callers' data
+        out.append(json.dumps(value))
+
+
+def _leaves(value: Any, path: str, depth: int) -> Iterator[tuple[str, Any]]:
+    """(key path, scalar) for every scalar under ``value``; array indexes become ``[]``."""
+    if depth > _MAX_DEPTH:
+        raise _TooDeep
+    if isinstance(value, _Obj):
+        for k, v in value:
+            yield from _leaves(v, f"{path}.{k}", depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v, f"{path}[]", depth + 1)
+    else:
+        yield path, value
+
+
+class JsonCompressor(ToolCompressor):
+    """Structure-aware crushing of JSON tool results (see the module docstring).
+
+    ``head``/``tail``: items kept at each end of a long array. ``max_matches``: items kept for
+    the turn's literals; ``word_matches``: items kept for query words. ``max_anomalies``:
+    items kept for status fields that differ from the majority; ``max_outliers``: numeric
+    outliers; ``max_schema``: further items kept to show key paths no kept item has.
+    ``max_string``: strings longer than this keep their head (half of it) and a marker.
+    """
+
+    name = "json"
+
+    def __init__(
+        self,
+        *,
+        head: int = 2,
+        tail: int = 1,
+        max_matches: int = 8,
+        word_matches: int = 2,
+        max_anomalies: int = 4,
+        max_outliers: int = 2,
+        max_schema: int = 3,
+        max_string: int = 1000,
+    ) -> None:
+        for fld, value in (
+            ("head", head),
+            ("tail", tail),
+            ("max_matches", max_matches),
+            ("word_matches", word_matches),
+            ("max_anomalies", max_anomalies),
+            ("max_outliers", max_outliers),
+            ("max_schema", max_schema),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"must be an int >= 0, got {value!r}", field=fld)
+        if isinstance(max_string, bool) or not isinstance(max_string, int) or max_string < 16:
+            raise ConfigError(f"must be an int >= 16, got {max_string!r}", field="max_string")
+        self.head = head
+        self.tail = tail
+        self.max_matches = max_matches
+        self.word_matches = word_matches
+        self.max_anomalies = max_anomalies
+        self.max_outliers = max_outliers
+        self.max_schema = max_schema
+        self.max_string = max_string
+
+    def compress(self, text: str, context: ToolContext) -> Compressed | None:
+        stripped = text.strip()
+        if not stripped or stripped[0] not in "[{":
+            return None
+        try:
+            data = load_json(stripped)
+            run = _Run(self, matcher_for(context), ascii_only=text.isascii() and "\\u" in text)
+            out = run.crush(data, "$", 0)
+        except (ValueError, RecursionError, _TooDeep):
+            return None  # not JSON (or too deep to walk): the text compressor's business
+        if not run.elisions:
+            return None
+        return Compressed(dump_json(out, ascii_only=run.ascii_only), tuple(run.elisions), "json")
+
+
+class _Run:
+    """One compression: the settings, the turn's matcher, and the elisions found so far."""
+
+    def __init__(self, cfg: JsonCompressor, matcher: Matcher, *, ascii_only: bool) -> None:
+        self.cfg = cfg
+        self.matcher = matcher
+        self.ascii_only = ascii_only
+        self.elisions: list[Elision] = []
+
+    def dump(self, value: Any) -> str:
+        return dump_json(value, ascii_only=self.ascii_only)
+
+    def crush(self, value: Any, path: str, depth: int) -> Any:
+        if depth > _MAX_DEPTH:
+            raise _TooDeep
+        if isinstance(value, _Obj):
+            return _Obj((k, self.crush(v, f"{path}.{k}", depth + 1)) for k, v in value)
+        if isinstance(value, list):
+            return self._array(value, path, depth)
+        if (
+            isinstance(value, str)
+            and not isinstance(value, _Num)
+            and len(value) > self.cfg.max_string
+        ):
+            return self._string(value, path)
+        return value
+
+    # ---- strings
+
+    def _string(self, value: str, path: str) -> str:
+        cut = self.cfg.max_string // 2
+        for span in find_protected_spans(value[: cut + 200]):
+            if span.start < cut < span.end:  # never split an id or a URL: cut before it
+                cut = span.start
+        # a line break, when there is one near the cut, makes a cleaner edge
+        newline = value.rfind("\n", cut // 2, cut)
+        cut = newline if newline > 0 else cut
+        rest = value[cut:]
+        ident = elision_id(rest)
+        self.elisions.append(Elision(ident, "chars", len(rest), f"{path}[{cut}:]", rest))
+        return value[:cut] + " " + marker(len(rest), "chars", ident)
+
+    # ---- arrays
+
+    def _array(self, items: list[Any], path: str, depth: int) -> list[Any]:
+        cfg = self.cfg
+        n = len(items)
+        if n <= cfg.head + cfg.tail + 1:
+            return [self.crush(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(items)]
+        leaves = [list(_leaves(v, "", depth + 1)) for v in items]
+        keep: set[int] = set(range(cfg.head)) | set(range(n - cfg.tail, n))
+        keep |= self._matches(leaves)
+        keep |= self._anomalies(leaves)
+        keep |= self._outliers(leaves)
+        keep |= self._schema(leaves, keep)
+        out: list[Any] = []
+        gap: list[int] = []
+        for i, v in enumerate(items):
+            if i in keep:
+                if gap:
+                    out.append(self._gap(items, leaves, gap, path))
+                    gap = []
+                out.append(self.crush(v, f"{path}[{i}]", depth + 1))
+            else:
+                gap.append(i)
+        if gap:
+            out.append(self._gap(items, leaves, gap, path))
+        return out
+
+    def _gap(
+        self, items: list[Any], leaves: list[list[tuple[str, Any]]], gap: list[int], path: str
+    ) -> str:
+        original = self.dump([items[i] for i in gap])
+        ident = elision_id(original)
+        note = _status_note([leaves[i] for i in gap])
+        where = f"{path}[{gap[0]}:{gap[-1] + 1}]"
+        self.elisions.append(Elision(ident, "items", len(gap), where, original, note))
+        return marker(len(gap), "items" if len(gap) > 1 else "item", ident, note)
+
+    def _matches(self, leaves: list[list[tuple[str, Any]]]) -> set[int]:
+        m = self.matcher
+        if m.empty:
+            return set()
+        scalars = [
+            [str.__str__(v) if isinstance(v, str) else str(v) for _, v in lv] for lv in leaves
+        ]
+        texts = ["\x1f".join(s) for s in scalars]
+        found: list[set[str]] = []
+        for s, t in zip(scalars, texts):
+            hits = m.literals_in(t)
+            # a number names an item only as a whole value (``21`` is in every 2021 date)
+            numeric = {h for h in hits if h.isdigit()}
+            if numeric:
+                hits -= numeric - set(s)
+            found.append(hits)
+        # a literal that most items hold (the repository every URL names) picks out nothing
+        spread = Counter(h for hits in found for h in hits)
+        limit = max(2, len(leaves) // 4)
+        score = [sum(1 for h in hits if spread[h] <= limit) for hits in found]
+        ranked = sorted((i for i, s in enumerate(score) if s), key=lambda i: (-score[i], i))
+        chosen = set(ranked[: self.cfg.max_matches])
+        words = [m.word_hits(t) for t in texts]
+        if words and self.cfg.word_matches:
+            floor = max(2.0, statistics.median(words) + 1)
+            ranked = sorted(
+                (i for i, w in enumerate(words) if w >= floor), key=lambda i: (-words[i], i)
+            )
+            chosen |= set(ranked[: self.cfg.word_matches])
+        return chosen
+
+    def _anomalies(self, leaves: list[list[tuple[str, Any]]]) -> set[int]:
+        n = len(leaves)
+        values: dict[str, dict[int, str]] = {}
+        for i, lv in enumerate(leaves):
+            for p, v in lv:
+                key = p.rsplit(".", 1)[-1].rstrip("[]").lower()
+                if key in _STATUS_KEYS and (v is None or isinstance(v, (str, bool, _Num))):
+                    values.setdefault(p, {})[i] = str(v)
+        odd: Counter[int] = Counter()
+        for p, by_item in values.items():
+            key = p.rsplit(".", 1)[-1].rstrip("[]").lower()
+            if key in _ERROR_KEYS and len(by_item) <= n // 2:
+                odd.update({i: 2 for i in by_item if by_item[i] not in ("None", "False", "")})
+                continue
+            counts = Counter(by_item.values())
+            if len(counts) < 2:
+                continue
+            major, _ = counts.most_common(1)[0]
+            odd.update({i: 1 for i, v in by_item.items() if v != major and counts[v] <= n // 2})
+        ranked = sorted(odd, key=lambda i: (-odd[i], i))
+        return set(ranked[: self.cfg.max_anomalies])
+
+    def _outliers(self, leaves: list[list[tuple[str, Any]]]) -> set[int]:
+        if len(leaves) < 8 or not self.cfg.max_outliers:
+            return set()
+        numbers: dict[str, dict[int, float]] = {}
+        for i, lv in enumerate(leaves):
+            for p, v in lv:
+                if isinstance(v, _Num) and not p.lower().endswith(_LABEL_SUFFIXES):
+                    try:
+                        numbers.setdefault(p, {})[i] = float(v)
+                    except ValueError:
+                        continue
+        scored: list[tuple[float, int]] = []
+        for by_item in numbers.values():
+            if len(by_item) < 8:
+                continue
+            med = statistics.median(by_item.values())
+            mad = statistics.median(abs(x - med) for x in by_item.values())
+            if mad <= 0:
+                continue
+            for i, x in by_item.items():
+                z = 0.6745 * abs(x - med) / mad
+                if z > 5.0:
+                    scored.append((-z, i))
+        chosen: list[int] = []
+        for _, i in sorted(scored):
+            if i not in chosen:
+                chosen.append(i)
+        return set(chosen[: self.cfg.max_outliers])
+
+    def _schema(self, leaves: list[list[tuple[str, Any]]], keep: set[int]) -> set[int]:
+        shown = {p for i in keep for p, _ in leaves[i]}
+        extra: set[int] = set()
+        for i, lv in enumerate(leaves):
+            if len(extra) >= self.cfg.max_schema:
+                break
+            if i in keep:
+                continue
+            paths = {p for p, _ in lv}
+            if not paths <= shown:
+                extra.add(i)
+                shown |= paths
+        return extra
+
+
+def _status_note(leaves: list[list[tuple[str, Any]]]) -> str:
+    """What the left-out items' status fields held: ``state: open 20, closed 4``."""
+    values: dict[str, Counter[str]] = {}
+    for lv in leaves:
+        for p, v in lv:
+            key = p.rsplit(".", 1)[-1].rstrip("[]")
+            if p.count(".") == 1 and key.lower() in _STATUS_KEYS and not isinstance(v, list):
+                values.setdefault(key, Counter())[str(v)] += 1
+    parts = []
+    for key in sorted(values)[:3]:
+        common = values[key].most_common(3)
+        parts.append(f"{key}: " + ", ".join(f"{v} {c}" for v, c in common))
+    return "; ".join(parts)
