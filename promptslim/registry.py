@@ -74,5 +74,6 @@ STAGES: Registry[type] = Registry(
         "history": "promptslim.stages.history:HistoryStage",
         "retrieval": "promptslim.stages.retrieval:RetrievalStage",
         "compress": "promptslim.stages.compress:CompressStage",
+        "tools": "promptslim.stages.tools:ToolsStage",
     },
 )
