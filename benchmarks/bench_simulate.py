@@ -1,7 +1,8 @@
 """Simulator speed and a TTFT-vs-concurrency sweep on built-in RAG data.
 
-The cost model is the SmolLM2-135M CPU prefill curve from ../shared/ENV-NOTES.md (fitted), a
-small-model CPU figure: the sweep shows the simulator's shape, not a GPU server's numbers.
+The cost model is fitted to SmolLM2-135M's fp32 prefill on a 2-core CPU (median of three
+passes: 256 tokens 0.43 s, 512 0.89 s, 1,024 1.86 s, 2,048 4.23 s), a small-model CPU figure:
+the sweep shows the simulator's shape, not a GPU server's numbers.
 ``--quick`` runs 100 requests at concurrency 1-100; the full run 1,000 requests at 1-1,000.
 """
 
@@ -13,14 +14,15 @@ from common import emit, machine, parser
 
 from promptslim.loadsim import CostModel, ServerConfig, SimRequest, load_prompts, simulate_server
 
-ENV_NOTES_POINTS = [[256, 0.43], [512, 0.89], [1024, 1.86], [2048, 4.23]]
+#: (prompt tokens, prefill seconds): SmolLM2-135M fp32, 2 CPU cores, median of three passes
+CPU_PREFILL_POINTS = [[256, 0.43], [512, 0.89], [1024, 1.86], [2048, 4.23]]
 
 
 def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     requests = 100 if args.quick else 1000
     sweep = (1, 10, 100) if args.quick else (1, 10, 100, 500, 1000)
-    cost = CostModel.from_dict({"points": ENV_NOTES_POINTS, "decode_step_s": 0.02})
+    cost = CostModel.from_dict({"points": CPU_PREFILL_POINTS, "decode_step_s": 0.02})
     server = ServerConfig(max_num_seqs=256, max_batched_tokens=8192)
     streams = load_prompts("builtin:rag", configs=["baseline"], requests=requests, max_items=100)
     reqs = [SimRequest(p, 32) for p in streams["baseline"]]
@@ -46,7 +48,7 @@ def main() -> None:
     result = {
         "bench": "simulate",
         "requests": requests,
-        "cost_model": {**cost.as_dict(), "source": "ENV-NOTES SmolLM2-135M CPU prefill, fitted"},
+        "cost_model": {**cost.as_dict(), "source": "SmolLM2-135M fp32 prefill on 2 CPU cores, fitted"},
         "server": server.as_dict(),
         "sweep": rows,
         "machine": machine(),

@@ -17,7 +17,7 @@ The stream: items from ``builtin:rag`` and ``builtin:chat`` alternated, each sen
 (baseline) and after the pipeline of ``--pipeline`` (token counts from actually running it).
 Its default, ``scenario_pipeline.json`` beside this script, is every default stage plus what a
 service declares about its own system prompt: the chat template writes the user's name into it
-(``User: {name}``), so the prefix stage is told that value varies per request, as DESIGN.md's
+(``User: {name}``), so the prefix stage is told that value varies per request, as
 declared variables intend; without it each user's name would end the cacheable prefix. The
 move is cost-aware (``min_gain`` 1): made only where the prefix tokens it makes cacheable are
 at least the tokens it adds. builtin:chat's short system prompts end with their volatile

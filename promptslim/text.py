@@ -208,7 +208,7 @@ def may_match(kind: str, text: str) -> bool:
         return True
     return needs[1] and _ASCII_DIGIT.search(text) is not None
 
-#: kinds protected by default in compression (DESIGN.md invariant 5)
+#: kinds protected by default in compression (docs/architecture.md, invariant 5)
 PROTECTED_KINDS: tuple[str, ...] = (
     "code_block", "inline_code", "url", "email", "uuid", "jwt", "api_key", "hex_id",
     "iso_datetime", "date", "time", "zh_date", "zh_time", "zh_weekday", "number_unit", "quoted",

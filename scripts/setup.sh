@@ -10,7 +10,7 @@ VENV=.venv
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
 
-# 1. torch first. Without a GPU, the CPU build pinned in ENV-NOTES (an unpinned torch pulls a
+# 1. torch first. Without a GPU, the CPU build pinned here (an unpinned torch pulls a
 #    several-GB CUDA build). With a GPU, the user's own choice: we install nothing if torch exists.
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then

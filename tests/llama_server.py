@@ -71,7 +71,7 @@ def llama_server() -> Iterator[str]:
         "--model", str(gguf),
         "--host", "127.0.0.1",
         "--port", str(port),
-        # the default cuts concurrent streams off (ENV-NOTES.md)
+        # the default cuts concurrent streams off
         "--interrupt_requests", "False",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -1,4 +1,4 @@
-"""DESIGN.md's nine invariants, as hypothesis properties over generated requests.
+"""The invariants of docs/architecture.md, as hypothesis properties over generated requests.
 
 Every example is an OpenAI-format body (every role, tool rounds, content parts, unicode, empty
 and huge fields, odd documents) run through the full pipeline (prefix, history, retrieval with

@@ -1,4 +1,4 @@
-"""Malformed-input corpus (issue 8, DESIGN.md invariant 9): every bad input to ``promptslim
+"""Malformed-input corpus (docs/architecture.md, invariant 9): every bad input to ``promptslim
 compress``, ``promptslim lint`` and the bench dataset loaders ends in a typed error naming the
 field or line, never a traceback, and the valid parts of a dataset still load. The fixtures are
 generated here (no large committed files), the 50 MB one in ``tmp_path``."""

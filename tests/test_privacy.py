@@ -1,4 +1,4 @@
-"""Privacy (issue 8, DESIGN.md invariant 8): a full pipeline run logs sizes and timings, never
+"""Privacy (docs/architecture.md, invariant 8): a full pipeline run logs sizes and timings, never
 prompt text, at every level, with and without OpenTelemetry; and it makes no network calls."""
 
 from __future__ import annotations

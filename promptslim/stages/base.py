@@ -104,7 +104,7 @@ def run_with_fallback(
     time_limit_ms: float | None = None,
 ) -> T:
     """``primary()``, or ``fallback()`` when the primary backend is missing, fails or runs past
-    ``time_limit_ms``: the request is never lost to an optional backend (DESIGN.md, issue 8).
+    ``time_limit_ms``: the request is never lost to an optional backend (docs/architecture.md).
 
     The fallback is recorded as a warning and in ``log.details["fallback"]``. With ``strict``
     the error is raised instead, mapped into the promptslim tree: ``BackendUnavailable`` for a

@@ -2,9 +2,10 @@
 its budget with a compressor from ``promptslim.backends.compress.COMPRESSORS``.
 
 Never touched: the stable prefix (``messages[:prefix_end()]``) and the last user message
-(unless ``Request.compress_last_user``). Protected spans (DESIGN.md invariant 5: code, JSON,
-ids, numbers, dates, quotes and the caller's ``Request.protect`` literals) are found here once
-with ``text.find_protected_spans`` and handed to the compressor, which keeps them byte-exact.
+(unless ``Request.compress_last_user``). Protected spans (docs/architecture.md, invariant 5:
+code, JSON, ids, numbers, dates, quotes and the caller's ``Request.protect`` literals) are found
+here once with ``text.find_protected_spans`` and handed to the compressor, which keeps them
+byte-exact.
 
 The target is the tightest of ``rate`` × the documents' tokens, ``target_tokens``, and the
 documents cap that ``budget.allocate`` gives when the Budget sets a total or a documents cap.

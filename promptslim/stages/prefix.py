@@ -10,7 +10,7 @@ For the leading system/developer messages (and ``Request.tools``) it
 3. with ``policy="move"`` replaces each volatile span by a stable reference (``[date 1]``) and
    puts the values, verbatim, into one context block after the stable prefix: a message of its
    own (``placement="message"``) or the start of the first user turn (``"first_user"``, used
-   only when that turn is not the last user message, DESIGN.md invariant 1). The block is
+   only when that turn is not the last user message: docs/architecture.md invariant 1). The block is
    ``pinned`` so history trimming keeps it. ``policy="flag"`` only reports. By default every
    volatile value moves, so requests differing only in those values share their prefix bytes.
    ``min_gain`` makes the move cost-aware: it happens only when the prefix tokens it makes

@@ -92,7 +92,7 @@ class LLMLinguaCompressor(Compressor):
         device = self.device or default_device()
         # llmlingua defaults to trust_remote_code=True, which would run Python shipped inside a
         # user-supplied model folder; and without local_files_only a name could go to the Hub
-        # (DESIGN.md invariant 8). A fresh dict each time: llmlingua mutates the one it gets.
+        # (docs/architecture.md, inv. 8). A fresh dict each time: llmlingua mutates the one it gets.
         safe: dict[str, Any] = {"trust_remote_code": False, "local_files_only": True}
         try:
             if self.mode == "llmlingua2":

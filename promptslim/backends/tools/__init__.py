@@ -78,7 +78,7 @@ class Elision:
 
     def as_dict(self) -> dict[str, Any]:
         """The report entry: everything but the original text (prompt text stays out of
-        reports, DESIGN.md invariant 8)."""
+        reports: docs/architecture.md, invariant 8)."""
         out: dict[str, Any] = {"id": self.id, "kind": self.kind, "count": self.count}
         out["where"] = self.where
         if self.note:
