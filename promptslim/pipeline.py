@@ -2,14 +2,13 @@
 
 It times each stage, checks that no stage touched the stable prefix (invariant 7), enforces
 the total budget at the end (invariant 3), and merges the stage reports into one Report.
-OpenTelemetry spans are emitted per stage when opentelemetry is installed (sizes and timings
-only, never prompt text).
+With an OpenTelemetry tracer provider set, a run is one span with a child per stage
+(promptslim/tracing.py: sizes, counts and timings only, never prompt text).
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import inspect
 import json
 import sys
@@ -24,6 +23,9 @@ from .errors import BudgetInfeasible, ConfigError, InvalidRequest, PromptSlimErr
 from .registry import STAGES
 from .stages.base import BaseStage, Stage, prefix_figures
 from .tokens import count_request, get_counter
+from .tracing import run_stage as _run_traced
+from .tracing import traced as _traced
+from .tracing import tracer as _tracer
 from .types import Budget, Report, Request, Result, StageReport, invalid_from_validation, trusted
 
 __all__ = ["DEFAULT_STAGES", "Pipeline", "PipelineConfig", "StageSpec"]
@@ -95,9 +97,12 @@ class Pipeline:
         return cls(stages, budget=parsed.budget, on_infeasible=parsed.on_infeasible)
 
     @classmethod
-    def default(cls, *, budget: Budget | None = None) -> Pipeline:
+    def default(
+        cls, *, budget: Budget | None = None, on_infeasible: OnInfeasible = "raise"
+    ) -> Pipeline:
         """Every built-in stage with its defaults."""
-        return cls([STAGES.get(n)() for n in DEFAULT_STAGES], budget=budget)
+        stages = [STAGES.get(n)() for n in DEFAULT_STAGES]
+        return cls(stages, budget=budget, on_infeasible=on_infeasible)
 
     def to_config(self) -> dict[str, Any]:
         """The configuration as a dict ``from_config`` accepts (built-in stages only)."""
@@ -121,6 +126,13 @@ class Pipeline:
                 field="request",
             )
         budget = _check_budget(budget) or self.budget
+        tracer = _tracer()
+        if tracer is None:
+            return self._run_all(request, budget)
+        run = lambda: self._run_all(request, budget)  # noqa: E731
+        return _traced(tracer, "promptslim.pipeline", run, lambda result: result.report)
+
+    def _run_all(self, request: Request, budget: Budget) -> Result:
         start = time.perf_counter()
         attempt = budget
         for _ in range(_BEST_EFFORT_RETRIES):  # a later stage may name a larger minimum
@@ -410,45 +422,3 @@ def _check_prefix_kept(before: Request, after: Request, stage: str) -> None:
     old, new = before.messages[:n], after.messages[:n]
     if len(new) != n or any(a is not b and a != b for a, b in zip(old, new)):
         raise PromptSlimError(f"stage {stage!r} changed the frozen stable prefix")
-
-
-#: the tracer: None until first looked up, False when opentelemetry is not installed
-_otel: Any = None
-#: opentelemetry.trace, its ProxyTracer and its ProxyTracerProvider, when it has them
-_proxy: tuple[Any, type, type] | None = None
-
-
-def _tracer() -> Any:
-    """The tracer for this run, or None when spans would go nowhere.
-
-    Without a configured TracerProvider, opentelemetry's tracer is a proxy whose spans are
-    non-recording: starting one still costs several microseconds a stage (context attach and
-    detach), more than a pass-through stage itself. The provider is asked on every run, since
-    an application may configure one after its first request.
-    """
-    global _otel, _proxy
-    if _otel is None:
-        _otel = False
-        if importlib.util.find_spec("opentelemetry") is not None:
-            from opentelemetry import trace
-
-            tracer_cls = getattr(trace, "ProxyTracer", None)
-            provider_cls = getattr(trace, "ProxyTracerProvider", None)
-            if tracer_cls is not None and provider_cls is not None:  # else: always trace
-                _proxy = (trace, tracer_cls, provider_cls)
-            _otel = trace.get_tracer("promptslim")
-    if not _otel:
-        return None
-    if _proxy is not None:
-        api, tracer_cls, provider_cls = _proxy
-        if isinstance(_otel, tracer_cls) and isinstance(api.get_tracer_provider(), provider_cls):
-            return None
-    return _otel
-
-
-def _run_traced(tracer: Any, stage: Stage, request: Request, budget: Budget) -> Result:
-    with tracer.start_as_current_span(f"promptslim.{stage.name}") as span:
-        result = stage.run(request, budget)
-        span.set_attribute("promptslim.tokens_in", result.report.tokens_in)
-        span.set_attribute("promptslim.tokens_out", result.report.tokens_out)
-    return result

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.documents import Document as LCDocument
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.language_models.fake_chat_models import ParrotFakeChatModel
@@ -188,6 +189,81 @@ def test_retriever_runs_the_stage_and_caps_k() -> None:
     )
     assert len(retriever.invoke("topic 2", k=2)) == 2
     assert len(asyncio.run(retriever.ainvoke("topic 2", k=3))) == 3
+
+
+class ScoreByNumber(BaseStage):
+    """Scores documents by the number in their text (higher is better) and puts them in the
+    retrieval stage's default ``edges`` order: best first, second best last."""
+
+    name = "score_by_number"
+
+    def __init__(self) -> None:
+        pass
+
+    def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        from promptslim.stages.retrieval import _edges
+
+        scored = [d.model_copy(update={"score": float(d.text.split()[-1])}) for d in request.documents]
+        best = sorted(range(len(scored)), key=lambda i: -(scored[i].score or 0.0))
+        return request.replace(documents=[scored[i] for i in _edges(best)])
+
+
+def test_retriever_k_takes_the_best_by_score_then_the_stage_order() -> None:
+    docs = [LCDocument(page_content=f"doc {n}", id=f"d{n}") for n in (3, 9, 5, 7, 1)]
+    retriever = PromptSlimRetriever(
+        base_retriever=_Fixed(documents=docs),
+        compressor=PromptSlimCompressor(stage=ScoreByNumber()),
+        k=2,
+    )
+    # all five in edges order: 9, 5, 1, 3, 7; a plain cut at 2 would give 9 and 5
+    assert [d.id for d in retriever.invoke("q", k=None)] == ["d9", "d5", "d1", "d3", "d7"]
+    assert [d.id for d in retriever.invoke("q")] == ["d9", "d7"]  # best first, second last
+    assert [d.id for d in retriever.invoke("q", k=3)] == ["d9", "d5", "d7"]
+    assert [d.id for d in asyncio.run(retriever.ainvoke("q", k=4))] == ["d9", "d5", "d3", "d7"]
+
+
+class _Fixed(BaseRetriever):
+    documents: list[LCDocument]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[LCDocument]:
+        return list(self.documents)
+
+
+class _Events(BaseCallbackHandler):
+    """A real LangChain callback handler: records custom events, as tracers do."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
+        self.events.append((name, data))
+
+
+def test_callback_handlers_see_the_report_figures() -> None:
+    handler = _Events()
+    retriever = PromptSlimRetriever(
+        base_retriever=_Fixed(documents=lc_docs()),
+        compressor=PromptSlimCompressor(stage=DropAndRank()),
+    )
+    retriever.invoke("q", config={"callbacks": [handler]})
+    asyncio.run(retriever.ainvoke("q", config={"callbacks": [handler]}))
+    slimmer = PromptSlimRunnable(stage=Shout())
+    slimmer.invoke(conversation(), config={"callbacks": [handler]})
+    asyncio.run(slimmer.ainvoke(conversation(), config={"callbacks": [handler]}))
+    assert [name for name, _ in handler.events] == ["promptslim.report"] * 4
+    figures = handler.events[0][1]
+    assert figures["tokens_in"] > figures["tokens_out"] > 0
+    assert figures["stages"]["drop_and_rank"]["tokens_in"] == figures["tokens_in"]
+    assert figures["degraded"] is False and figures["cacheable_tokens"] is None
+    shout = handler.events[2][1]
+    assert shout["tokens_out"] >= shout["tokens_in"] and set(shout["stages"]) == {"shout"}
+    assert "PARIS" not in repr(handler.events) and "drop me" not in repr(handler.events)
+
+
+def test_no_handler_no_event() -> None:
+    # without callbacks the adapters run as before (no error for a missing parent run)
+    assert PromptSlimRunnable(stage=Shout()).invoke(conversation())
+    assert PromptSlimCompressor(stage=DropAndRank()).compress_documents(lc_docs(), "q")
 
 
 # ---------------------------------------------------------------- messages

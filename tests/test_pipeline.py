@@ -199,17 +199,17 @@ def test_stage_counts_chain_and_follow_in_place_edits() -> None:
 
 def test_spans_only_when_a_tracer_provider_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
     trace = pytest.importorskip("opentelemetry.trace")
-    from promptslim import pipeline as pipeline_module
+    from promptslim import tracing
 
-    monkeypatch.setattr(pipeline_module, "_otel", None)  # look it up again
-    assert pipeline_module._tracer() is None  # proxy tracer, no provider: spans go nowhere
+    monkeypatch.setattr(tracing, "_otel", None)  # look it up again
+    assert tracing.tracer() is None  # proxy tracer, no provider: spans go nowhere
 
     class Provider(trace.NoOpTracerProvider):  # stands in for the SDK's provider
         pass
 
     monkeypatch.setattr(trace, "get_tracer_provider", Provider)
-    assert pipeline_module._tracer() is pipeline_module._otel
-    assert isinstance(pipeline_module._otel, trace.ProxyTracer)
+    assert tracing.tracer() is tracing._otel
+    assert isinstance(tracing._otel, trace.ProxyTracer)
 
 
 class _Seen(BaseStage):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from promptslim import pipeline as pipeline_module
+from promptslim import tracing
 from promptslim.pipeline import Pipeline
 from promptslim.stages.compress import CompressStage
 from promptslim.stages.history import HistoryStage
@@ -54,32 +54,24 @@ def test_no_prompt_text_in_debug_logs(caplog: pytest.LogCaptureFixture, offline:
 
 
 def test_no_prompt_text_in_traces(monkeypatch: pytest.MonkeyPatch, offline: None) -> None:
-    """With a tracer present, span names and attributes carry no prompt text."""
-    seen: list[Any] = []
+    """With a tracer provider set (the real SDK's), spans carry no prompt text."""
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    class Span:
-        def set_attribute(self, key: str, value: Any) -> None:
-            seen.append((key, value))
-
-        def __enter__(self) -> Span:  # noqa: PYI034 (a local test double, never subclassed)
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            pass
-
-    class Tracer:
-        def start_as_current_span(self, name: str, **kwargs: Any) -> Span:
-            seen.append((name, kwargs))
-            return Span()
-
-    monkeypatch.setattr(pipeline_module, "_otel", Tracer())
+    exporter = InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(tracing, "_otel", provider.get_tracer("promptslim"))
     _pipeline().run(_request(), Budget(total=700))
-    assert any(name == "promptslim.history" for name, _ in seen)
-    assert MARKER not in repr(seen)
+    spans = exporter.get_finished_spans()
+    assert any(s.name == "promptslim.history" for s in spans)
+    for span in spans:
+        assert MARKER not in span.name and MARKER not in repr(dict(span.attributes or {}))
 
 
 def test_otel_absent_is_fine(monkeypatch: pytest.MonkeyPatch, offline: None) -> None:
-    monkeypatch.setattr(pipeline_module, "_otel", False)  # as when opentelemetry is not installed
+    monkeypatch.setattr(tracing, "_otel", False)  # as when opentelemetry is not installed
     assert _pipeline().run(_request(), Budget(total=700)).request.messages
 
 

@@ -17,14 +17,28 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..errors import ConfigError
 from ..pipeline import Pipeline
 from ..registry import STAGES
 from ..stages.base import Stage
-from ..types import Budget, Message, Request, Result
+from ..types import Budget, Document, Message, Request, Result
 
-__all__ = ["arun_stage", "default_stage", "origin", "query_messages", "tag", "unique_ids"]
+__all__ = [
+    "REPORT_EVENT",
+    "arun_stage",
+    "check_budget",
+    "default_stage",
+    "origin",
+    "query_messages",
+    "tag",
+    "top_k",
+    "unique_ids",
+]
 
 _ORIGIN = "_promptslim_origin"
+
+#: the name under which the adapters hand the Report's figures to a framework's tracers
+REPORT_EVENT = "promptslim.report"
 
 
 # ---------------------------------------------------------------- stages
@@ -34,6 +48,17 @@ def default_stage(names: Sequence[str]) -> Stage:
     """The named built-in stages with their defaults: one stage alone, several as a Pipeline."""
     stages: list[Stage] = [STAGES.get(name)() for name in names]
     return stages[0] if len(stages) == 1 else Pipeline(stages)
+
+
+def check_budget(budget: object, *, field: str = "budget") -> Budget | None:
+    """``budget`` when it is a Budget or None; else the ConfigError a Pipeline gives (a dict
+    would otherwise fail deep inside a stage with an AttributeError)."""
+    if budget is None or isinstance(budget, Budget):
+        return budget
+    raise ConfigError(
+        f"expected a Budget, got {type(budget).__name__}; build one with Budget(**options)",
+        field=field,
+    )
 
 
 async def arun_stage(stage: Stage, request: Request, budget: Budget | None) -> Result:
@@ -64,6 +89,27 @@ def unique_ids(ids: Iterable[str | None]) -> list[str]:
     return out
 
 
+def top_k(documents: Sequence[Document], k: int | None, ids: Sequence[str]) -> list[Document]:
+    """The ``k`` best of the stage's kept ``documents`` by score, in the stage's order.
+
+    Cutting the stage's output at ``k`` would keep whatever its order put first: under the
+    ``edges`` order (best first, second best last) the first two are the best and the
+    fifth. The best ``k`` keep their relative order instead, which for each built-in order
+    (score, original, edges) is that order applied to them alone. Equal scores go by input
+    position (``ids``); without scores the stage's own first ``k`` are kept."""
+    if k is None or k >= len(documents):
+        return list(documents)
+    if any(d.score is None for d in documents):
+        return list(documents)[:k]
+    position = {doc_id: i for i, doc_id in enumerate(ids)}
+    ranked = sorted(
+        range(len(documents)),
+        key=lambda i: (-(documents[i].score or 0.0), position.get(documents[i].id, i)),
+    )
+    best = set(ranked[:k])
+    return [d for i, d in enumerate(documents) if i in best]
+
+
 def query_messages(query: str | None) -> list[Message]:
     """The query as the last user message, so the request looks like the prompt it becomes
     (documents are rendered just before the last user message) and a total budget counts it."""
@@ -75,7 +121,11 @@ def query_messages(query: str | None) -> list[Message]:
 
 def tag(message: Message, index: int) -> Message:
     """Mark ``message`` as the input message at ``index`` (see the module docstring)."""
-    message.__pydantic_private__[_ORIGIN] = index  # type: ignore[index]
+    private: dict[str, Any] | None = message.__pydantic_private__
+    if private is None:  # a model without private attributes: give it the dict copies carry
+        object.__setattr__(message, "__pydantic_private__", {_ORIGIN: index})
+    else:
+        private[_ORIGIN] = index
     return message
 
 

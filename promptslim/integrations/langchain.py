@@ -24,12 +24,35 @@ from typing import Any
 
 from ..errors import BackendUnavailable, InvalidRequest
 from ..stages.base import Stage
-from ..types import Budget, ContentPart, Document, FunctionCall, Message, Request, Result, ToolCall
-from ._common import arun_stage, default_stage, origin, query_messages, tag, unique_ids
+from ..tracing import report_figures
+from ..types import (
+    Budget,
+    ContentPart,
+    Document,
+    FunctionCall,
+    Message,
+    Report,
+    Request,
+    ToolCall,
+)
+from ._common import (
+    REPORT_EVENT,
+    arun_stage,
+    default_stage,
+    origin,
+    query_messages,
+    tag,
+    top_k,
+    unique_ids,
+)
 
 try:
     from langchain_core.callbacks import (
+        AsyncCallbackManager,
+        AsyncCallbackManagerForChainRun,
         AsyncCallbackManagerForRetrieverRun,
+        CallbackManager,
+        CallbackManagerForChainRun,
         CallbackManagerForRetrieverRun,
         Callbacks,
     )
@@ -55,10 +78,13 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise BackendUnavailable("langchain-core", extra="langchain") from exc
 
 __all__ = [
+    "REPORT_EVENT",
     "PromptSlimCompressor",
     "PromptSlimRetriever",
     "PromptSlimRunnable",
+    "areport_event",
     "from_langchain_messages",
+    "report_event",
     "to_langchain_messages",
 ]
 
@@ -66,6 +92,30 @@ __all__ = [
 MessagesInput = PromptValue | Sequence[MessageLikeRepresentation]
 #: what it returns: a ChatPromptValue for a prompt value, else a list of messages
 MessagesOutput = ChatPromptValue | list[BaseMessage]
+
+
+# ---------------------------------------------------------------- the report
+
+
+def report_event(callbacks: Callbacks, report: Report) -> None:
+    """The Report's figures (``promptslim.tracing.report_figures``: counts and sizes, no
+    prompt text) to the run's callback handlers, as the custom event ``promptslim.report``:
+    what LangChain callbacks and LangSmith-style tracers record. Nothing is built when no
+    handler listens."""
+    listening = isinstance(callbacks, CallbackManager) and bool(callbacks.handlers)
+    if listening and callbacks.parent_run_id is not None:  # type: ignore[union-attr]
+        figures = report_figures(report)
+        callbacks.on_custom_event(REPORT_EVENT, figures, run_id=callbacks.parent_run_id)  # type: ignore[union-attr]
+
+
+async def areport_event(callbacks: Callbacks, report: Report) -> None:
+    """``report_event`` for an async run's callback manager."""
+    if isinstance(callbacks, AsyncCallbackManager) and callbacks.handlers:
+        if callbacks.parent_run_id is not None:
+            figures = report_figures(report)
+            await callbacks.on_custom_event(REPORT_EVENT, figures, run_id=callbacks.parent_run_id)
+    else:
+        report_event(callbacks, report)
 
 
 # ---------------------------------------------------------------- documents
@@ -100,10 +150,7 @@ class PromptSlimCompressor(BaseDocumentCompressor):
         query: str,
         callbacks: Callbacks | None = None,
     ) -> Sequence[LCDocument]:
-        if not documents:
-            return []
-        request, by_id = self._request(documents, query)
-        return self._documents(self._stage.run(request, self.budget), by_id)
+        return self._compress(documents, query, None, callbacks)
 
     async def acompress_documents(
         self,
@@ -111,10 +158,27 @@ class PromptSlimCompressor(BaseDocumentCompressor):
         query: str,
         callbacks: Callbacks | None = None,
     ) -> Sequence[LCDocument]:
+        return await self._acompress(documents, query, None, callbacks)
+
+    def _compress(
+        self, documents: Sequence[LCDocument], query: str, k: int | None, callbacks: Callbacks
+    ) -> list[LCDocument]:
         if not documents:
             return []
         request, by_id = self._request(documents, query)
-        return self._documents(await arun_stage(self._stage, request, self.budget), by_id)
+        result = self._stage.run(request, self.budget)
+        report_event(callbacks, result.report)
+        return self._documents(top_k(result.request.documents, k, list(by_id)), by_id)
+
+    async def _acompress(
+        self, documents: Sequence[LCDocument], query: str, k: int | None, callbacks: Callbacks
+    ) -> list[LCDocument]:
+        if not documents:
+            return []
+        request, by_id = self._request(documents, query)
+        result = await arun_stage(self._stage, request, self.budget)
+        await areport_event(callbacks, result.report)
+        return self._documents(top_k(result.request.documents, k, list(by_id)), by_id)
 
     # ---- translation
 
@@ -135,9 +199,11 @@ class PromptSlimCompressor(BaseDocumentCompressor):
         request = Request(messages=query_messages(query), documents=docs, query=query)
         return request, dict(zip(ids, documents))
 
-    def _documents(self, result: Result, by_id: dict[str, LCDocument]) -> list[LCDocument]:
+    def _documents(
+        self, documents: Sequence[Document], by_id: dict[str, LCDocument]
+    ) -> list[LCDocument]:
         out: list[LCDocument] = []
-        for kept in result.request.documents:
+        for kept in documents:
             original = by_id[kept.id]
             metadata = dict(original.metadata)  # a copy: the caller's documents stay as they were
             if kept.score is not None:
@@ -161,8 +227,9 @@ def _document_id(document: LCDocument, id_key: str) -> str | None:
 
 class PromptSlimRetriever(BaseRetriever):
     """``base_retriever`` followed by ``compressor``; at most ``k`` documents (None: all the
-    stage kept). ``k`` can also be given per call: ``retriever.invoke(query, k=3)``; other
-    keyword arguments go to the base retriever."""
+    stage kept): the ``k`` best by score, in the stage's order (``top_k``). ``k`` can also be
+    given per call: ``retriever.invoke(query, k=3)``; other keyword arguments go to the base
+    retriever. Callback handlers get the stage's figures as a ``promptslim.report`` event."""
 
     base_retriever: BaseRetriever
     compressor: PromptSlimCompressor = Field(default_factory=PromptSlimCompressor)
@@ -175,8 +242,7 @@ class PromptSlimRetriever(BaseRetriever):
         docs = self.base_retriever.invoke(
             query, config={"callbacks": run_manager.get_child()}, **kwargs
         )
-        kept = self.compressor.compress_documents(docs, query, callbacks=run_manager.get_child())
-        return _first(kept, k)
+        return self.compressor._compress(docs, query, k, run_manager.get_child())
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
@@ -185,15 +251,7 @@ class PromptSlimRetriever(BaseRetriever):
         docs = await self.base_retriever.ainvoke(
             query, config={"callbacks": run_manager.get_child()}, **kwargs
         )
-        kept = await self.compressor.acompress_documents(
-            docs, query, callbacks=run_manager.get_child()
-        )
-        return _first(kept, k)
-
-
-def _first(documents: Sequence[LCDocument], k: int | None) -> list[LCDocument]:
-    # The stage decides order and what is kept; ``k`` only caps the count, LangChain-style.
-    return list(documents) if k is None else list(documents)[:k]
+        return await self.compressor._acompress(docs, query, k, run_manager.get_child())
 
 
 # ---------------------------------------------------------------- messages
@@ -228,21 +286,27 @@ class PromptSlimRunnable(RunnableSerializable[MessagesInput, MessagesOutput]):
     ) -> MessagesOutput:
         return await self._acall_with_config(self._aslim, input, config, run_type="prompt")
 
-    def _slim(self, input: MessagesInput) -> MessagesOutput:
+    def _slim(
+        self, input: MessagesInput, run_manager: CallbackManagerForChainRun
+    ) -> MessagesOutput:
         messages = _as_messages(input)
         if not messages:
             return _like(input, [])
         assert self.stage is not None  # set in model_post_init
         result = self.stage.run(Request(messages=from_langchain_messages(messages)), self.budget)
+        report_event(run_manager.get_child(), result.report)
         return _like(input, to_langchain_messages(result.request.messages, messages))
 
-    async def _aslim(self, input: MessagesInput) -> MessagesOutput:
+    async def _aslim(
+        self, input: MessagesInput, run_manager: AsyncCallbackManagerForChainRun
+    ) -> MessagesOutput:
         messages = _as_messages(input)
         if not messages:
             return _like(input, [])
         assert self.stage is not None
         request = Request(messages=from_langchain_messages(messages))
         result = await arun_stage(self.stage, request, self.budget)
+        await areport_event(run_manager.get_child(), result.report)
         return _like(input, to_langchain_messages(result.request.messages, messages))
 
 
