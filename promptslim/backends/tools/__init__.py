@@ -104,9 +104,10 @@ def elision_id(original: str) -> str:
 
 def marker(count: int, unit: str, ident: str, note: str = "") -> str:
     """The short text that stands where a stretch was elided (one wording everywhere, so a
-    model learns it once): ``[… 24 items elided (2 errors); promptslim_expand id=ps1a2b3c]``."""
+    model learns it once, and the ``promptslim_expand`` tool's description names it): short,
+    since a marker costs tokens on every turn: ``[… 24 items elided (state: open 24) id=ps…]``."""
     extra = f" ({note})" if note else ""
-    return f"[… {count} {unit} elided{extra}; promptslim_expand id={ident}]"
+    return f"[… {count} {unit} elided{extra} id={ident}]"
 
 
 class ToolCompressor(ABC):

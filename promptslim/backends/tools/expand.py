@@ -33,7 +33,7 @@ EXPAND_TOOL: dict[str, Any] = {
         "name": EXPAND_TOOL_NAME,
         "description": (
             "Some tool output was shortened; each left-out part is marked "
-            "'[… N items elided …; promptslim_expand id=…]'. Call this with that id to get "
+            "'[… N items elided … id=ps…]'. Call this with that id to get "
             "the left-out part back verbatim."
         ),
         "parameters": {

@@ -152,7 +152,7 @@ class JsonCompressor(ToolCompressor):
     def __init__(
         self,
         *,
-        head: int = 2,
+        head: int = 1,
         tail: int = 1,
         max_matches: int = 8,
         word_matches: int = 2,

@@ -19,7 +19,7 @@ from collections import Counter
 
 from ...errors import ConfigError
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
-from .match import line_starts, matcher_for
+from .match import keep_small_gaps, line_starts, matcher_for
 
 __all__ = ["LogCompressor", "mask_line"]
 
@@ -60,7 +60,7 @@ class LogCompressor(ToolCompressor):
     name = "log"
 
     def __init__(
-        self, *, head: int = 5, tail: int = 15, keep_ratio: float = 0.12, max_line: int = 400
+        self, *, head: int = 3, tail: int = 10, keep_ratio: float = 0.06, max_line: int = 400
     ) -> None:
         for fld, value in (("head", head), ("tail", tail), ("max_line", max_line)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -86,6 +86,7 @@ class LogCompressor(ToolCompressor):
             masks = [mask_line(line) for line in lines]
         keep = self._must_keep(text, lines, masks, context)
         self._fill(lines, masks, keep)
+        keep_small_gaps(lines, keep)
         return _render(lines, masks, keep, "log")
 
     def _must_keep(

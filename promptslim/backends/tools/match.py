@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 
 from ...text import find_protected_spans
 from . import ToolContext
 
-__all__ = ["Matcher", "line_starts", "matcher_for"]
+__all__ = ["Matcher", "keep_small_gaps", "line_starts", "matcher_for"]
 
 # the words a question is made of that say nothing about which item it wants
 _STOPWORDS = frozenset(
@@ -196,40 +196,61 @@ class Matcher:
     def literal_hits(self, text: str) -> int:
         if self._literal_re is None:
             return 0
-        return sum(1 for _ in self._literal_re.finditer(text))
+        return sum(1 for _ in _finditer(self._literal_re, text))
 
     def literals_in(self, text: str) -> set[str]:
         """The distinct literals found in ``text``."""
         if self._literal_re is None:
             return set()
-        return {m.group(0) for m in self._literal_re.finditer(text)}
+        return {m.group(0) for m in _finditer(self._literal_re, text)}
 
     def word_hits(self, text: str) -> int:
         """Distinct query words in ``text``."""
         if self._word_re is None:
             return 0
-        return len({m.group(0).lower() for m in self._word_re.finditer(text)})
+        return len({m.group(0) for m in _finditer(self._word_re, text.lower())})
 
     def lines_hit(self, text: str, starts: Sequence[int]) -> dict[int, float]:
         """Line index -> relevance (2 per distinct literal, 1 per distinct query word)."""
         seen: dict[int, set[str]] = {}
-        for pattern, weight in ((self._literal_re, "L"), (self._word_re, "W")):
-            if pattern is None:
-                continue
-            for m in pattern.finditer(text):
+        if self._literal_re is not None:
+            for m in _finditer(self._literal_re, text):
                 line = bisect_right(starts, m.start()) - 1
-                seen.setdefault(line, set()).add(weight + m.group(0).lower())
+                seen.setdefault(line, set()).add("L" + m.group(0))
+        if self._word_re is not None:
+            low = text.lower()
+            if len(low) != len(text):  # a character lowercased to two: offsets would drift
+                low = text
+            for m in _finditer(self._word_re, low):
+                line = bisect_right(starts, m.start()) - 1
+                seen.setdefault(line, set()).add("W" + m.group(0))
         return {line: sum(2.0 if k[0] == "L" else 1.0 for k in keys) for line, keys in seen.items()}
 
 
 def _alternation(needles: Sequence[str], *, word_bounded: bool) -> re.Pattern[str] | None:
+    """One pattern for all needles. Words (already lowercase) are matched in lowercased text
+    with plain ``\\b``: a case-insensitive pattern with look-behinds cost 3 ms on a 20 KB
+    file, this one a tenth of that. A literal must not be the middle of a longer number or
+    word (``123`` in ``41234``)."""
     if not needles:
         return None
     body = "|".join(map(re.escape, needles))
+    # no look-behind in front: the engine then scans for the literals' first characters fast;
+    # the character before a match is checked by ``_finditer``
     if word_bounded:
-        return re.compile(rf"(?<![A-Za-z0-9_])(?:{body})(?![A-Za-z0-9_])", re.IGNORECASE)
-    # a literal must not be the middle of a longer number or word (``123`` in ``41234``)
-    return re.compile(rf"(?<![A-Za-z0-9])(?:{body})(?![A-Za-z0-9])")
+        return re.compile(rf"(?:{body})\b")
+    return re.compile(rf"(?:{body})(?![A-Za-z0-9])")
+
+
+_WORDCHAR = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _finditer(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """``pattern``'s matches that do not start in the middle of a word or number."""
+    for m in pattern.finditer(text):
+        at = m.start()
+        if at == 0 or text[at - 1] not in _WORDCHAR:
+            yield m
 
 
 @lru_cache(maxsize=256)
@@ -251,3 +272,22 @@ def line_starts(text: str) -> list[int]:
         starts.append(i + 1)
         i = find("\n", i + 1)
     return starts
+
+
+def keep_small_gaps(
+    lines: Sequence[str], keep: list[bool], *, max_lines: int = 2, max_chars: int = 120
+) -> None:
+    """Keep the lines of short gaps between kept lines: a marker would cost more than they do."""
+    n = len(lines)
+    i = 0
+    while i < n:
+        if keep[i]:
+            i += 1
+            continue
+        j = i
+        while j < n and not keep[j]:
+            j += 1
+        if j - i <= max_lines and sum(len(x) for x in lines[i:j]) <= max_chars:
+            for k in range(i, j):
+                keep[k] = True
+        i = j

@@ -1,0 +1,363 @@
+"""Tool-result compression on agent traces built from real tool output.
+
+Data (fetched into ``~/.cache/promptslim`` at run time, never committed): PyGithub 2.10.0's
+sdist (LGPL) for its ~1,000 recorded GitHub API responses; pip's verbose install log and
+pytest ``-v`` output made on this machine; source files of installed packages. Traces come
+from ``promptslim.bench.tool_traces`` (one question, 5-30 tool calls, the answer one value in
+one result).
+
+Configs, side by side on the same traces:
+
+- ``none``: tool results as they are.
+- ``tools``: the tools stage (compressed once per result and turn context; memo across turns).
+- ``every_turn``: the same compressors run afresh on every request with that request's
+  context (the newest tool call's arguments as hints), as a stateless proxy would.
+- ``headroom``: headroom-ai's SmartCrusher on JSON results, every request, with the task as
+  its query (other results unchanged: it is the JSON peer).
+
+Figures: per content type, ``token_ratio`` (tokens out / in over the distinct results),
+``needle_retention`` (the answer still in the result that held it) and ``p99_ms`` per 10k
+tokens of tool output (compressing one result, normalised by its tokens, p99 over results of
+at least 1,500 characters); over whole traces, ``token_ratio`` of the final request,
+``needle_retention`` in it, and ``cache_hit_share`` (prefix-cache hit tokens / prompt tokens
+over every turn of 30-call traces, vLLM's block-16 chained hashes, one fresh cache per trace).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from common import emit, machine, parser
+
+from promptslim.backends.tools import TOOL_COMPRESSORS
+from promptslim.backends.tools.router import route
+from promptslim.bench.tool_traces import TraceSources, build_traces, trace_requests
+from promptslim.cache import BlockHashCache
+from promptslim.stages.tools import ToolsStage, _context
+from promptslim.stats import percentile
+from promptslim.tokens import get_counter
+from promptslim.types import Message, Request
+
+CACHE = Path.home() / ".cache" / "promptslim"
+PYGITHUB = "PyGithub==2.10.0"
+Transform = Callable[[Request], Request]
+
+
+# ---------------------------------------------------------------- data
+
+
+def replay_dir() -> Path:
+    root = CACHE / "pygithub-2.10.0" / "tests" / "ReplayData"
+    if root.is_dir():
+        return root
+    CACHE.mkdir(parents=True, exist_ok=True)
+    sdist = CACHE / "pygithub-2.10.0.tar.gz"
+    if not sdist.is_file():
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                PYGITHUB,
+                "-d",
+                str(CACHE),
+            ],
+            check=True,
+            capture_output=True,
+        )
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers() if "/tests/ReplayData/" in m.name]
+        tar.extractall(CACHE, members=members, filter="data")
+    return root
+
+
+def logs() -> list[tuple[str, Path]]:
+    """pip's verbose log and pytest -v output, made here once and kept in the cache."""
+    folder = CACHE / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    pytest_log = folder / "pytest_v.log"
+    if not pytest_log.is_file():
+        tests = Path(__file__).resolve().parent.parent / "tests"
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-v",
+                "-p",
+                "no:cacheprovider",
+                str(tests / "test_text_robustness.py"),
+                str(tests / "test_types.py"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        pytest_log.write_text(out.stdout)
+    found = [("pytest -v tests/", pytest_log)]
+    found += [
+        ("pip install -v " + p.stem.removeprefix("pip_install_"), p)
+        for p in sorted(folder.glob("pip_*.log"))
+    ]
+    if not any(p.name.startswith("pip_") for _, p in found):
+        pip_log = folder / "pip_download_v.log"
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-v",
+                "--no-deps",
+                "-d",
+                str(folder / "dl"),
+                "rank-bm25",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        pip_log.write_text(out.stdout + out.stderr)
+        found.append(("pip download -v rank-bm25", pip_log))
+    return found
+
+
+def source_files(limit: int) -> list[Path]:
+    files: list[Path] = []
+    for package in (
+        "json",
+        "email",
+        "http",
+        "logging",
+        "asyncio",
+        "pydantic",
+        "tiktoken",
+        "urllib",
+    ):
+        spec = importlib.util.find_spec(package)
+        for root in spec.submodule_search_locations or [] if spec else []:
+            files += sorted(
+                p for p in Path(root).glob("*.py") if 2_000 <= p.stat().st_size <= 40_000
+            )
+    return files[:limit]
+
+
+# ---------------------------------------------------------------- configs
+
+
+def every_turn(backends: dict[str, Any]) -> Transform:
+    def run(request: Request) -> Request:
+        calls = [c.function for m in request.messages if m.tool_calls for c in m.tool_calls]
+        context = _context(request.effective_query, calls[-1] if calls else None, request.protect)
+        messages = list(request.messages)
+        for i, m in enumerate(messages):
+            if m.role == "tool" and len(m.text) >= 1500:
+                out = route(m.text, context, backends)
+                if out is not None:
+                    messages[i] = m.with_text(out.text)
+        return request.replace(messages=messages)
+
+    return run
+
+
+def headroom() -> Transform | None:
+    try:
+        from headroom.transforms.smart_crusher import SmartCrusher
+    except ImportError:
+        return None
+    crusher = SmartCrusher()
+
+    def run(request: Request) -> Request:
+        messages = list(request.messages)
+        for i, m in enumerate(messages):
+            if m.role == "tool" and m.text.lstrip()[:1] in "[{":
+                messages[i] = m.with_text(
+                    crusher.crush(m.text, query=request.effective_query).compressed
+                )
+        return request.replace(messages=messages)
+
+    return run
+
+
+def configs() -> dict[str, Callable[[], Transform | None]]:
+    def tools() -> Transform:
+        stage = ToolsStage(store="memory:268435456")
+        return lambda r: stage.run(r).request
+
+    backends = {n: TOOL_COMPRESSORS.get(n)() for n in ("json", "log", "code", "text")}
+    return {
+        "none": lambda: lambda r: r,
+        "tools": tools,
+        "every_turn": lambda: every_turn(backends),
+        "headroom": headroom,
+    }
+
+
+# ---------------------------------------------------------------- measuring
+
+
+class Tokens:
+    """Messages tokenised as ``request_tokens`` does, memoised per message text."""
+
+    def __init__(self) -> None:
+        self.counter = get_counter()
+        self._memo: dict[tuple[str, str], list[int]] = {}
+
+    def message(self, m: Message) -> list[int]:
+        key = (m.role, m.text)
+        if key not in self._memo:
+            self._memo[key] = self.counter.encode(f"<|{m.role}|>\n{m.text}\n")
+        return self._memo[key]
+
+    def request(self, r: Request) -> list[int]:
+        return [t for m in r.messages for t in self.message(m)]
+
+
+def per_type(items: Sequence[Any], tok: Tokens) -> dict[str, Any]:
+    """Each distinct result compressed alone in its introducing context, by routed kind."""
+    backends = {n: TOOL_COMPRESSORS.get(n)() for n in ("json", "log", "code", "text")}
+    rows: dict[str, dict[str, list[float]]] = {}
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        calls: dict[str, Any] = {}
+        query = item.request.messages[1].text
+        for i, m in enumerate(item.request.messages):
+            if m.tool_calls:
+                calls.update((c.id, c.function) for c in m.tool_calls)
+            if m.role != "tool" or len(m.text) < 1500 or (query, m.text) in seen:
+                continue
+            seen.add((query, m.text))
+            context = _context(query, calls.get(m.tool_call_id or ""), [])
+            start = time.perf_counter()
+            out = route(m.text, context, backends)
+            ms = (time.perf_counter() - start) * 1e3
+            kind = out.kind if out is not None else "unchanged"
+            n_in = tok.counter.count(m.text)
+            n_out = tok.counter.count(out.text) if out else n_in
+            row = rows.setdefault(kind, {"in": [], "out": [], "ms10k": [], "needle": []})
+            row["in"].append(n_in)
+            row["out"].append(n_out)
+            row["ms10k"].append(ms * 10_000 / max(1, n_in))
+            if i == item.metadata["needle_message"]:
+                row["needle"].append(float(item.answers[0] in (out.text if out else m.text)))
+    return {
+        k: {
+            "results": len(r["in"]),
+            "token_ratio": sum(r["out"]) / max(1, sum(r["in"])),
+            "needle_retention": sum(r["needle"]) / len(r["needle"]) if r["needle"] else None,
+            "needles": len(r["needle"]),
+            "p99_ms_per_10k": percentile(r["ms10k"], 99),
+            "p50_ms_per_10k": percentile(r["ms10k"], 50),
+        }
+        for k, r in sorted(rows.items())
+    }
+
+
+def over_traces(
+    items: Sequence[Any], transform: Transform, tok: Tokens, *, cache: bool
+) -> dict[str, Any]:
+    ratios, kept, hit, total, turn_ms = [], [], 0, 0, []
+    for item in items:
+        model = BlockHashCache(block_size=16)
+        requests = trace_requests(item) if cache else [item.request]
+        final: Request | None = None
+        for r in requests:
+            start = time.perf_counter()
+            final = transform(r)
+            turn_ms.append((time.perf_counter() - start) * 1e3)
+            if cache:
+                ids = tok.request(final)
+                hit += model.observe(ids)
+                total += len(ids)
+        assert final is not None
+        ratios.append(len(tok.request(final)) / max(1, len(tok.request(item.request))))
+        kept.append(float(item.answers[0] in "\n".join(m.text for m in final.messages)))
+    out: dict[str, Any] = {
+        "traces": len(items),
+        "token_ratio": sum(ratios) / len(ratios),
+        "needle_retention": sum(kept) / len(kept),
+        "turn_ms_p50": percentile(turn_ms, 50),
+        "turn_ms_p99": percentile(turn_ms, 99),
+    }
+    if cache:
+        out["cache_hit_share"] = hit / max(1, total)
+    return out
+
+
+def main() -> None:
+    p = parser(__doc__ or "")
+    p.add_argument(
+        "--traces", type=int, default=None, help="traces of 5-30 calls (default 200, quick 24)"
+    )
+    args = p.parse_args()
+    n = args.traces or (24 if args.quick else 200)
+    sources = TraceSources.from_paths(
+        replay_dir=replay_dir(), logs=logs(), source_files=source_files(120)
+    )
+    items = build_traces(sources, n=n, seed=0, calls=(5, 30))
+    long_items = build_traces(
+        sources, n=3 if args.quick else 30, seed=1, calls=(30, 30), max_result_chars=30_000
+    )
+    tok = Tokens()
+    result: dict[str, Any] = {"machine": machine(), "traces": n, "long_traces": len(long_items)}
+    result["per_type"] = per_type(items, tok)
+    result["configs"] = {}
+    for name, make in configs().items():
+        transform = make()
+        if transform is None:
+            result["configs"][name] = {"unavailable": "pip install headroom-ai"}
+            continue
+        row = over_traces(items, transform, tok, cache=False)
+        row.update(
+            {
+                f"long_{k}": v
+                for k, v in over_traces(long_items, make() or transform, tok, cache=True).items()
+            }
+        )
+        result["configs"][name] = row
+    emit(result, args, _table(result))
+
+
+def _table(result: dict[str, Any]) -> str:
+    lines = [
+        "| kind | results | token_ratio | needle_retention | p99 ms / 10k tok |",
+        "|---|---|---|---|---|",
+    ]
+    for k, r in result["per_type"].items():
+        nr = (
+            "-"
+            if r["needle_retention"] is None
+            else f"{r['needle_retention']:.3f} ({r['needles']})"
+        )
+        lines.append(
+            f"| {k} | {r['results']} | {r['token_ratio']:.3f} | {nr} | {r['p99_ms_per_10k']:.2f} |"
+        )
+    lines += [
+        "",
+        "| config | token_ratio | needle_retention | cache_hit_share (30 calls) | turn p99 ms |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in result["configs"].items():
+        if "unavailable" in r:
+            lines.append(f"| {name} | unavailable: {r['unavailable']} | | | |")
+            continue
+        lines.append(
+            f"| {name} | {r['token_ratio']:.3f} | {r['needle_retention']:.3f} | "
+            f"{r['long_cache_hit_share']:.3f} | {r['long_turn_ms_p99']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
