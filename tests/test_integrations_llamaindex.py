@@ -7,6 +7,8 @@ exercised at the end when they import.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -18,16 +20,23 @@ from llama_index.core.base.llms.types import (
     TextBlock,
     ToolCallBlock,
 )
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.llms import MockLLM
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from promptslim import Budget, Message, PassThrough, Request
+from promptslim import Budget, ConfigError, Message, PassThrough, Request
 from promptslim.integrations.llamaindex import (
     PromptSlimPostprocessor,
+    PromptSlimReportEvent,
     aslim_chat_history,
     from_llamaindex_messages,
     slim_chat_history,
     to_llamaindex_messages,
 )
+from promptslim.integrations.llamaindex_memory import PromptSlimMemory
 from promptslim.stages.base import BaseStage, StageLog
 
 from .conftest import assert_missing_extra
@@ -292,3 +301,186 @@ def test_history_helper_with_the_real_history_stage() -> None:
     history.append(ChatMessage(role=MessageRole.USER, content="summarise"))
     out = slim_chat_history(history, stage=_real("history")(), budget=Budget(total=400))
     assert len(out) < len(history) and out[-1] is history[-1] and out[0] is history[0]
+
+
+# ---------------------------------------------------------------- retriever conventions
+
+
+class ScoreByNumber(BaseStage):
+    """Scores nodes by the number in their text and puts them in the retrieval stage's
+    ``edges`` order (best first, second best last)."""
+
+    name = "score_by_number"
+
+    def __init__(self) -> None:
+        pass
+
+    def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+        from promptslim.stages.retrieval import _edges
+
+        docs = request.documents
+        scored = [d.model_copy(update={"score": float(d.text.split()[-1])}) for d in docs]
+        best = sorted(range(len(scored)), key=lambda i: -(scored[i].score or 0.0))
+        return request.replace(documents=[scored[i] for i in _edges(best)])
+
+
+def numbered() -> list[NodeWithScore]:
+    return [
+        NodeWithScore(node=TextNode(text=f"node {n}", id_=f"n{n}"), score=n / 10)
+        for n in (3, 9, 5, 7, 1)
+    ]
+
+
+def test_top_n_takes_the_best_by_score_then_the_stage_order() -> None:
+    post = PromptSlimPostprocessor(stage=ScoreByNumber(), top_n=2)
+    assert [n.node.node_id for n in post.postprocess_nodes(numbered())] == ["n9", "n7"]
+    three = PromptSlimPostprocessor(stage=ScoreByNumber(), top_n=3)
+    out = asyncio.run(three.apostprocess_nodes(numbered()))
+    assert [n.node.node_id for n in out] == ["n9", "n5", "n7"]  # edges order of the best three
+    every = PromptSlimPostprocessor(stage=ScoreByNumber()).postprocess_nodes(numbered())
+    assert [n.node.node_id for n in every] == ["n9", "n5", "n1", "n3", "n7"]
+
+
+def test_keep_retrieval_score_keeps_the_retrievers_score_in_metadata() -> None:
+    given_nodes = numbered()
+    post = PromptSlimPostprocessor(stage=ScoreByNumber(), top_n=1, keep_retrieval_score=True)
+    (best,) = post.postprocess_nodes(given_nodes)
+    assert best.score == 9.0 and best.node.metadata["retrieval_score"] == 0.9
+    plain = PromptSlimPostprocessor(stage=ScoreByNumber(), top_n=1).postprocess_nodes(numbered())
+    assert "retrieval_score" not in plain[0].node.metadata
+
+
+def test_the_query_bundles_embedding_is_reused() -> None:
+    seen: list[Request] = []
+
+    class Spy(PassThrough):
+        def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+            seen.append(request)
+            return request
+
+    bundle = QueryBundle("why?", embedding=[0.1, 0.2, 0.3])
+    PromptSlimPostprocessor(stage=Spy()).postprocess_nodes(nodes(), bundle)
+    PromptSlimPostprocessor(stage=Spy()).postprocess_nodes(nodes(), QueryBundle("why?"))
+    assert seen[0].query_embedding == [0.1, 0.2, 0.3] and seen[1].query_embedding is None
+
+
+def test_to_dict_keeps_the_budget_and_round_trips() -> None:
+    post = PromptSlimPostprocessor(budget=Budget(documents=300), top_n=4, keep_retrieval_score=True)
+    data = post.to_dict()
+    assert data["budget"]["documents"] == 300 and data["top_n"] == 4
+    again = PromptSlimPostprocessor.from_json(post.to_json())
+    assert again.budget == Budget(documents=300) and again.top_n == 4
+    assert again.keep_retrieval_score is True
+
+
+def test_a_dict_budget_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="budget"):
+        PromptSlimPostprocessor(budget={"documents": 10})
+    with pytest.raises(ConfigError, match="budget"):
+        slim_chat_history(chat(), budget={"history": 10})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="budget"):
+        PromptSlimMemory(budget={"history": 10})
+
+
+# ---------------------------------------------------------------- instrumentation
+
+
+class Collect(BaseEventHandler):
+    """A real LlamaIndex event handler on the root dispatcher: keeps promptslim's events."""
+
+    events: list[PromptSlimReportEvent] = Field(default_factory=list)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "Collect"
+
+    def handle(self, event: Any, **kwargs: Any) -> None:
+        if isinstance(event, PromptSlimReportEvent):
+            self.events.append(event)
+
+
+@pytest.fixture
+def collect() -> Iterator[Collect]:
+    handler = Collect()
+    root = get_dispatcher()
+    root.add_event_handler(handler)
+    yield handler
+    root.event_handlers.remove(handler)
+
+
+def test_instrumentation_sees_the_report_figures(collect: Collect) -> None:
+    PromptSlimPostprocessor(stage=DropAndRank()).postprocess_nodes(nodes(), query_str="q")
+    slim_chat_history(chat(), stage=FoldHistory())
+    assert [e.source for e in collect.events] == ["postprocessor", "memory"]
+    figures = collect.events[0].figures
+    assert figures["tokens_out"] < figures["tokens_in"]
+    assert figures["stages"]["drop_and_rank"]["tokens_in"] == figures["tokens_in"]
+    assert "drop me" not in repr([e.figures for e in collect.events])
+
+
+# ---------------------------------------------------------------- memory
+
+
+def long_chat(turns: int = 12) -> list[ChatMessage]:
+    messages = []
+    for i in range(turns):
+        messages += [
+            ChatMessage(role="user", content=f"question {i}: where did order 77{i} ship to?"),
+            ChatMessage(role="assistant", content=f"answer {i}: order 77{i} went to Lisbon."),
+        ]
+    return messages
+
+
+class RecordingLLM(MockLLM):
+    """LlamaIndex's MockLLM, keeping each list of messages a chat engine sends it."""
+
+    sent: list[list[ChatMessage]] = Field(default_factory=list)
+
+    def chat(self, messages: Any, **kwargs: Any) -> Any:
+        self.sent.append(list(messages))
+        return super().chat(messages, **kwargs)
+
+    async def achat(self, messages: Any, **kwargs: Any) -> Any:
+        self.sent.append(list(messages))
+        return super().chat(messages, **kwargs)
+
+
+def test_memory_in_a_chat_engine_sends_the_slimmed_history(collect: Collect) -> None:
+    history = long_chat()
+    n = len(history)  # the store keeps this very list, and appends to it
+    memory = PromptSlimMemory.from_defaults(chat_history=history, budget=Budget(history=60))
+    llm = RecordingLLM(max_tokens=4)
+    engine = SimpleChatEngine.from_defaults(llm=llm, memory=memory)
+    engine.chat("Which order did I ask about first?")
+    sent = llm.sent[0]
+    assert len(sent) < n + 1
+    assert sent[-1].content == "Which order did I ask about first?"  # the question unchanged
+    assert len(memory.get_all()) == n + 2  # the store keeps the whole conversation
+    assert memory.get_all()[0] is history[0]
+    assert collect.events and collect.events[-1].source == "memory"
+    asyncio.run(engine.achat("And the second one?"))
+    assert len(llm.sent[1]) < n + 3 and llm.sent[1][-1].content == "And the second one?"
+
+
+def test_memory_keeps_what_fits_as_the_same_objects() -> None:
+    history = long_chat(2)
+    memory = PromptSlimMemory.from_defaults(chat_history=history, budget=Budget(history=10_000))
+    out = memory.get()
+    assert len(out) == len(history) and all(a is b for a, b in zip(out, history))
+    assert asyncio.run(memory.aget()) == out
+    memory.reset()
+    assert memory.get() == []
+
+
+def test_memory_total_budget_leaves_room_for_the_engines_prefix() -> None:
+    memory = PromptSlimMemory.from_defaults(chat_history=long_chat(), budget=Budget(total=120))
+    roomy, tight = memory.get(), memory.get(initial_token_count=60)
+    assert len(tight) < len(roomy)
+
+
+def test_memory_serialises_its_budget() -> None:
+    memory = PromptSlimMemory.from_defaults(budget=Budget(history=50), chat_store_key="k")
+    data = memory.to_dict(exclude={"chat_store"})
+    assert data["budget"]["history"] == 50 and "stage" not in data
+    again = PromptSlimMemory.from_dict(data)
+    assert again.budget == Budget(history=50) and again.chat_store_key == "k"

@@ -19,8 +19,28 @@ from typing import Any
 
 from ..errors import BackendUnavailable
 from ..stages.base import Stage
-from ..types import Budget, ContentPart, Document, FunctionCall, Message, Request, Result, ToolCall
-from ._common import arun_stage, default_stage, origin, query_messages, tag, unique_ids
+from ..tracing import report_figures
+from ..types import (
+    Budget,
+    ContentPart,
+    Document,
+    FunctionCall,
+    Message,
+    Report,
+    Request,
+    Result,
+    ToolCall,
+)
+from ._common import (
+    arun_stage,
+    check_budget,
+    default_stage,
+    origin,
+    query_messages,
+    tag,
+    top_k,
+    unique_ids,
+)
 
 try:
     from llama_index.core.base.llms.types import (
@@ -30,15 +50,21 @@ try:
         ToolCallBlock,
     )
     from llama_index.core.bridge.pydantic import Field
+    from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
+    from llama_index.core.instrumentation.events import BaseEvent
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
     from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise BackendUnavailable("llama-index-core", extra="llamaindex") from exc
 
+_dispatcher = get_dispatcher(__name__)
+
 __all__ = [
     "PromptSlimPostprocessor",
+    "PromptSlimReportEvent",
     "aslim_chat_history",
     "from_llamaindex_messages",
+    "report_event",
     "slim_chat_history",
     "to_llamaindex_messages",
 ]
@@ -47,18 +73,49 @@ __all__ = [
 # ---------------------------------------------------------------- nodes
 
 
+class PromptSlimReportEvent(BaseEvent):
+    """The Report's figures (``promptslim.tracing.report_figures``: counts and sizes, no prompt
+    text), dispatched through LlamaIndex's instrumentation after each run of a stage: an event
+    handler on the root dispatcher (or a tracing integration) sees it inside the span of the
+    postprocessor or memory call that ran the stage."""
+
+    figures: dict[str, Any]
+    #: which component ran the stage: "postprocessor" or "memory"
+    source: str
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PromptSlimReportEvent"
+
+
+def report_event(report: Report, source: str) -> None:
+    """Dispatch ``report``'s figures as a ``PromptSlimReportEvent``."""
+    _dispatcher.event(PromptSlimReportEvent(figures=report_figures(report), source=source))
+
+
 class PromptSlimPostprocessor(BaseNodePostprocessor):
     """Runs a promptslim stage over retrieved nodes.
 
     ``stage``: any promptslim Stage or Pipeline; default the ``retrieval`` stage (followed by
     ``compress`` when ``compress=True``). ``budget``: passed to the stage (None: the stage's
-    own default). A kept node's score becomes promptslim's score when the stage set one.
+    own default). ``top_n``: at most that many nodes, the best by score, in the stage's order
+    (None: all the stage kept). A kept node's score becomes promptslim's score when the stage
+    set one; ``keep_retrieval_score=True`` keeps the retriever's in
+    ``node.metadata["retrieval_score"]`` first, as LlamaIndex's rerankers do. A query
+    bundle's ``embedding`` is reused by dense scoring instead of embedding the query again.
+    ``to_dict()`` keeps everything but ``stage`` (not serialisable: ``from_dict`` builds the
+    default one).
     """
 
-    # not serialisable configuration objects: kept out of LlamaIndex's to_dict/to_json
+    # a Stage is not a serialisable configuration object: kept out of to_dict/to_json
     stage: Any = Field(default=None, exclude=True)
-    budget: Budget | None = Field(default=None, exclude=True)
+    budget: Budget | None = None
     compress: bool = False
+    top_n: int | None = Field(default=None, ge=1)
+    keep_retrieval_score: bool = False
+
+    def __init__(self, *, budget: Any = None, **data: Any) -> None:
+        super().__init__(budget=check_budget(budget), **data)  # type: ignore[call-arg]
 
     def model_post_init(self, context: Any, /) -> None:
         if self.stage is None:
@@ -70,6 +127,13 @@ class PromptSlimPostprocessor(BaseNodePostprocessor):
     def class_name(cls) -> str:
         return "PromptSlimPostprocessor"
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> PromptSlimPostprocessor:
+        data = {**data, **kwargs}
+        data.pop("class_name", None)
+        budget = data.pop("budget", None)
+        return cls(budget=Budget(**budget) if isinstance(budget, dict) else budget, **data)
+
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
@@ -77,7 +141,7 @@ class PromptSlimPostprocessor(BaseNodePostprocessor):
             return []
         stage: Stage = self.stage
         request, by_id = _request(nodes, query_bundle)
-        return _nodes(stage.run(request, self.budget), by_id)
+        return self._nodes(stage.run(request, self.budget), by_id)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -85,7 +149,12 @@ class PromptSlimPostprocessor(BaseNodePostprocessor):
         if not nodes:
             return []
         request, by_id = _request(nodes, query_bundle)
-        return _nodes(await arun_stage(self.stage, request, self.budget), by_id)
+        return self._nodes(await arun_stage(self.stage, request, self.budget), by_id)
+
+    def _nodes(self, result: Result, by_id: _Originals) -> list[NodeWithScore]:
+        report_event(result.report, "postprocessor")
+        kept = top_k(result.request.documents, self.top_n, list(by_id))
+        return _nodes(kept, by_id, keep_retrieval_score=self.keep_retrieval_score)
 
 
 _Originals = dict[str, tuple[NodeWithScore, str]]
@@ -109,18 +178,26 @@ def _request(
         for doc_id, text, n in zip(ids, texts, nodes)
     ]
     query = query_bundle.query_str if query_bundle is not None else None
-    request = Request(messages=query_messages(query), documents=docs, query=query)
+    # the query's embedding from the vector search, when the retriever kept it on the bundle
+    embedding = query_bundle.embedding if query_bundle is not None else None
+    request = Request(
+        messages=query_messages(query), documents=docs, query=query, query_embedding=embedding
+    )
     return request, {doc_id: (n, text) for doc_id, n, text in zip(ids, nodes, texts)}
 
 
-def _nodes(result: Result, by_id: _Originals) -> list[NodeWithScore]:
+def _nodes(
+    documents: Sequence[Document], by_id: _Originals, *, keep_retrieval_score: bool
+) -> list[NodeWithScore]:
     out: list[NodeWithScore] = []
-    for kept in result.request.documents:
+    for kept in documents:
         original, text = by_id[kept.id]
         node = original.node
         if kept.text != text:
             node = node.model_copy()  # same node_id and metadata, shortened text
             node.set_content(kept.text)
+        if keep_retrieval_score:  # written into the node, as LlamaIndex's rerankers do
+            node.metadata["retrieval_score"] = original.score
         score = kept.score if kept.score is not None else original.score
         out.append(NodeWithScore(node=node, score=score))
     return out
@@ -133,11 +210,15 @@ def slim_chat_history(
     messages: Sequence[ChatMessage], *, stage: Stage | None = None, budget: Budget | None = None
 ) -> list[ChatMessage]:
     """``messages`` through the history stage (or ``stage``): untouched messages come back as
-    the same objects, shortened ones as copies keeping their non-text blocks and kwargs."""
+    the same objects, shortened ones as copies keeping their non-text blocks and kwargs.
+    ``PromptSlimMemory`` (``promptslim.integrations.llamaindex_memory``) does this as the
+    memory of a chat engine or agent."""
+    budget = check_budget(budget)
     if not messages:
         return []
     stage = stage or default_stage(("history",))
     result = stage.run(Request(messages=from_llamaindex_messages(messages)), budget)
+    report_event(result.report, "memory")
     return to_llamaindex_messages(result.request.messages, messages)
 
 
@@ -145,11 +226,13 @@ async def aslim_chat_history(
     messages: Sequence[ChatMessage], *, stage: Stage | None = None, budget: Budget | None = None
 ) -> list[ChatMessage]:
     """``slim_chat_history`` without blocking the event loop."""
+    budget = check_budget(budget)
     if not messages:
         return []
     stage = stage or default_stage(("history",))
     request = Request(messages=from_llamaindex_messages(messages))
     result = await arun_stage(stage, request, budget)
+    report_event(result.report, "memory")
     return to_llamaindex_messages(result.request.messages, messages)
 
 
