@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
 
+from . import request_memo
 from .errors import BudgetInfeasible
 from .tokens import (
     MESSAGE_OVERHEAD,
@@ -66,12 +66,11 @@ def _any_pinned(request: Request, start: int, end: int) -> bool:
     third of a Python test per message over a long history (most pin nothing). Memoised on
     the request like ``message_counts`` (``allocate`` and the history stage both ask)."""
     messages = request.messages
-    private: dict[str, Any] = request.__pydantic_private__  # type: ignore[assignment]
-    memo: tuple[int, int, list[Message], bool] | None = private.get("_any_pinned")
+    memo: tuple[int, int, list[Message], bool] | None = request_memo.get(request, "any_pinned")
     if memo is not None and memo[:2] == (start, end) and memo[2] == messages:
         return memo[3]
     found = any(map(_PINNED, messages[start:end]))
-    private["_any_pinned"] = (start, end, messages[:], found)
+    request_memo.put(request, "any_pinned", (start, end, messages[:], found))
     return found
 
 

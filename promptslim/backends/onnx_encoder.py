@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
+from .model_cache import cache_dir, require
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,16 +85,12 @@ def _usable_cpus() -> int:
 
 
 def _require_onnxruntime() -> None:
-    from .models import _require
-
-    _require("onnxruntime", "onnxruntime (the ONNX embedding backend)", "onnx")
+    require("onnxruntime", "onnxruntime (the ONNX embedding backend)", "onnx")
 
 
 def onnx_model_dir(path: str) -> Path:
     """Where the ONNX export of the model at ``path`` (a folder or a cached name) lives."""
     import torch
-
-    from .models import cache_dir
 
     digest = hashlib.sha256(f"{path}\x1f{torch.__version__}\x1f{OPSET}".encode())
     folder = Path(path)
@@ -168,9 +165,7 @@ def _export(st: Any, names: Sequence[str], target: Path) -> None:
 
 
 def _quantize(source: Path, target: Path) -> None:
-    from .models import _require
-
-    _require("onnx", "onnx (the int8 ONNX export)", "onnx")
+    require("onnx", "onnx (the int8 ONNX export)", "onnx")
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     def write(tmp: str) -> None:

@@ -1,0 +1,90 @@
+"""The bounded-cache type every memo uses: bounded by entries and by size (DESIGN.md 10)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from promptslim.counters import TiktokenCounter
+from promptslim.memo import BoundedCache
+
+
+def test_entries_bound_evicts_the_oldest_first() -> None:
+    cache: BoundedCache[str, int] = BoundedCache(max_entries=3, max_size=1_000)
+    for i in range(5):
+        cache.put(f"k{i}", i, 1)
+    assert list(cache) == ["k2", "k3", "k4"] and len(cache) == 3
+    assert cache.get("k0") is None and cache.get("k4") == 4
+
+
+def test_size_bound_holds_however_few_the_entries() -> None:
+    cache: BoundedCache[str, str] = BoundedCache(max_entries=1_000, max_size=100)
+    for i in range(10):
+        cache.put(str(i), "v", 30)
+    assert cache.size <= 100 and len(cache) == 3
+    cache.put("huge", "v", 101)  # larger than the whole bound: not kept, nothing evicted
+    assert "huge" not in cache and len(cache) == 3
+    cache.put("9", "w", 60)  # replacing an entry recharges it
+    assert cache.get("9") == "w" and cache.size <= 100
+
+
+def test_compute_memoises_and_counts_misses() -> None:
+    calls: list[str] = []
+
+    def compute(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    memo: BoundedCache[str, int] = BoundedCache(max_entries=8, max_size=100, compute=compute)
+    assert memo("abc") == 3 and memo("abc") == 3 and memo["abcd"] == 4
+    assert calls == ["abc", "abcd"]
+    info = memo.cache_info()
+    assert (info.misses, info.currsize, info.size) == (2, 2, len("abc") + 1 + len("abcd") + 1)
+    memo.cache_clear()
+    assert len(memo) == 0 and memo.size == 0
+    with pytest.raises(KeyError):
+        BoundedCache(max_entries=1, max_size=1)["missing"]
+
+
+def test_discard_removes_only_the_entry_holding_that_value() -> None:
+    cache: BoundedCache[str, list[int]] = BoundedCache(max_entries=4, max_size=4)
+    first, second = [1], [1]
+    cache.put("k", first, 1)
+    cache.discard("k", second)  # equal, not the same object
+    assert cache.get("k") is first
+    cache.discard("k", first)
+    assert "k" not in cache and cache.size == 0
+
+
+def test_concurrent_writers_keep_both_bounds() -> None:
+    cache: BoundedCache[str, int] = BoundedCache(max_entries=50, max_size=500)
+    barrier = threading.Barrier(8)
+
+    def write(t: int) -> None:
+        barrier.wait()
+        for i in range(2_000):
+            cache.put(f"{t}-{i}", i, 1 + i % 20)
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(cache) <= 50 and cache.size <= 500
+    assert cache.size == sum(1 + int(k.split("-")[1]) % 20 for k in cache)
+
+
+def test_token_counter_memo_is_bounded_by_characters() -> None:
+    # a memo bounded only by entries keeps every long document it counted alive; the
+    # counter's is bounded by the characters its keys hold. Loosen the size bound (or drop
+    # it) and this fails: ten 100k-character texts are 1 M characters, over the 250k bound
+    counter = TiktokenCounter(cache_size=1_000, cache_chars=250_000)
+    texts = [f"document {i} " + "lorem ipsum dolor sit amet " * 3_800 for i in range(10)]
+    assert all(len(t) > 100_000 for t in texts)
+    for text in texts:
+        counter.count(text)
+    info = counter.cache_info()
+    assert info.size <= 250_000 and info.currsize == 2
+    assert counter.count(texts[-1]) == len(counter.encode(texts[-1]))  # still right, and held
+    assert counter.cache_info().misses == info.misses
