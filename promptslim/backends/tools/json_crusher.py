@@ -346,11 +346,15 @@ class _Run:
             if len(by_item) < 8:
                 continue
             med = statistics.median(by_item.values())
-            mad = statistics.median(abs(x - med) for x in by_item.values())
-            if mad <= 0:
+            # the robust z-score; when most values are equal (MAD 0) the mean absolute
+            # deviation scales it instead (1.2533: its ratio to sigma for normal data)
+            deviations = [abs(x - med) for x in by_item.values()]
+            mad = statistics.median(deviations) / 0.6745
+            scale = mad if mad > 0 else 1.2533 * statistics.fmean(deviations)
+            if scale <= 0:
                 continue
             for i, x in by_item.items():
-                z = 0.6745 * abs(x - med) / mad
+                z = abs(x - med) / scale
                 if z > 5.0:
                     scored.append((-z, i))
         chosen: list[int] = []

@@ -1,0 +1,238 @@
+"""The tool-result compressors: valid JSON out, nothing lost without a marker, what the turn
+asked for kept, bad JSON handled as text."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from promptslim.backends.tools import TOOL_COMPRESSORS, Compressed, ToolContext
+from promptslim.backends.tools.json_crusher import JsonCompressor, load_json
+from promptslim.backends.tools.router import route
+from promptslim.errors import ConfigError
+
+MARKER = re.compile(r"\[… \d+ \w+ elided(?: \(.*?\))? id=(ps[0-9a-f]{12})\]")
+ALL = {n: TOOL_COMPRESSORS.get(n)() for n in ("json", "log", "code", "text")}
+
+
+def originals(out: Compressed) -> dict[str, str]:
+    return {e.id: e.original for e in out.elisions}
+
+
+def restore_json(value: Any, store: dict[str, str]) -> Any:
+    """The data with every marker replaced by what it stands for."""
+    if isinstance(value, list) and not (value and isinstance(value[0], tuple)):
+        out: list[Any] = []
+        for v in value:
+            m = MARKER.fullmatch(v) if isinstance(v, str) else None
+            out.extend(load_json(store[m.group(1)]) if m else [restore_json(v, store)])
+        return out
+    if isinstance(value, list):  # an object's (key, value) pairs
+        return [(k, restore_json(v, store)) for k, v in value]
+    if isinstance(value, str):
+        m = MARKER.search(value)
+        if m and m.end() == len(value):
+            return value[: m.start() - 1] + store[m.group(1)]
+    return value
+
+
+def as_plain(value: Any) -> Any:
+    """Objects from load_json as lists of pairs, numbers as their spelling: comparable data."""
+    if isinstance(value, list):
+        return [as_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return (value[0], as_plain(value[1]))
+    return str(value) if isinstance(value, str) else value
+
+
+def restore_lines(text: str, store: dict[str, str]) -> str:
+    lines = []
+    for line in text.split("\n"):
+        m = MARKER.search(line)
+        lines.append(store[m.group(1)] if m and line.strip().endswith(m.group(0)) else line)
+    return "\n".join(lines)
+
+
+def restore_text(text: str, store: dict[str, str]) -> str:
+    return MARKER.sub(lambda m: store[m.group(1)], text)
+
+
+# ---------------------------------------------------------------- JSON
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**12), max_value=10**12)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=40) | st.dictionaries(st.text(max_size=6), inner, max_size=6)
+    ),
+    max_leaves=120,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=json_values, query=st.text(max_size=40), indent=st.sampled_from([None, 2]))
+def test_valid_json_in_gives_valid_json_out_and_markers_restore_it(
+    value: Any, query: str, indent: int | None
+) -> None:
+    text = json.dumps(value, indent=indent)
+    out = JsonCompressor(max_string=16).compress(text, ToolContext(query=query))
+    if out is None:
+        return
+    parsed = json.loads(out.text)  # valid JSON, strictly
+    assert parsed is not None or out.text == "null"
+    restored = restore_json(load_json(out.text), originals(out))
+    assert as_plain(restored) == as_plain(load_json(text))
+
+
+def _issues(n: int = 40) -> list[dict[str, Any]]:
+    return [
+        {
+            "number": 1000 + i,
+            "title": f"Issue about module {i}",
+            "state": "closed" if i == 23 else "open",
+            "comments": 3 if i != 31 else 4000,
+            "price": "1.50",
+            "user": {"login": f"user{i}", "id": 7000 + i},
+        }
+        for i in range(n)
+    ]
+
+
+def test_json_keeps_ends_matches_anomalies_outliers_and_counts_the_rest() -> None:
+    text = json.dumps(_issues())
+    out = JsonCompressor().compress(
+        text, ToolContext(query="What is the title of issue 1017?", hints=("get_issues",))
+    )
+    assert out is not None and out.kind == "json"
+    kept = [x for x in json.loads(out.text) if isinstance(x, dict)]
+    numbers = {x["number"] for x in kept}
+    assert {1000, 1039} <= numbers  # first and last
+    assert 1017 in numbers  # named by the query
+    assert 1023 in numbers  # its state differs from the majority
+    assert 1031 in numbers  # a numeric outlier
+    assert len(kept) < 12
+    left_out = sum(e.count for e in out.elisions if e.kind == "items")
+    assert left_out == 40 - len(kept)
+    assert all(MARKER.search(m) for m in json.loads(out.text) if isinstance(m, str))
+
+
+def test_json_numbers_are_spelled_as_the_input_spelled_them() -> None:
+    text = (
+        "[" + ",".join(f'{{"v": 1.50, "big": 1e400, "n": -0, "i": {i}}}' for i in range(30)) + "]"
+    )
+    out = JsonCompressor().compress(text, ToolContext())
+    assert out is not None
+    assert '"v":1.50' in out.text and '"big":1e400' in out.text and '"n":-0' in out.text
+
+
+def test_a_tool_call_argument_keeps_its_item() -> None:
+    items = [{"id": f"ord_{i:04d}", "total": i} for i in range(50)]
+    ctx = ToolContext(query="how much was it?", hints=("get_orders", "ord_0033"))
+    out = JsonCompressor().compress(json.dumps(items), ctx)
+    assert out is not None and '"ord_0033"' in out.text
+
+
+@pytest.mark.parametrize(
+    "text", ['[{"a": 1}, {"a": 2}, {"a"', "{not json at all, [1, 2, 3]\n" * 40, "[1, 2, 3]]]"]
+)
+def test_bad_or_truncated_json_is_handled_as_text(text: str) -> None:
+    assert JsonCompressor().compress(text, ToolContext()) is None
+    out = route(text, ToolContext(), ALL)
+    assert out is None or out.kind != "json"
+
+
+def test_deep_json_does_not_crash() -> None:
+    text = "[" * 5000 + "]" * 5000
+    assert JsonCompressor().compress(text, ToolContext()) is None
+
+
+def test_json_options_are_checked() -> None:
+    with pytest.raises(ConfigError) as err:
+        JsonCompressor(head=-1)
+    assert err.value.field == "head"
+
+
+# ---------------------------------------------------------------- logs, code, text
+
+
+def _log() -> str:
+    lines = ["Starting build 4.2 at 2026-12-01T10:00:00Z"]
+    lines += [
+        f"2026-12-01T10:00:{i % 60:02d}Z Downloading chunk {i} of 300 ({i * 17} kB)"
+        for i in range(300)
+    ]
+    lines += [
+        "Traceback (most recent call last):",
+        '  File "build.py", line 12, in <module>',
+        "    main()",
+        "ValueError: bad checksum 9f8e7d",
+    ]
+    lines += [f"cleanup step {i}" for i in range(30)]
+    lines += ["Installed widget-3.1.4 into /opt/widgets", "exit code 2"]
+    return "\n".join(lines)
+
+
+def test_log_collapses_repeats_keeps_errors_and_tail_and_restores() -> None:
+    text = _log()
+    out = ALL["log"].compress(text, ToolContext(query="which widget version was installed?"))
+    assert out is not None and out.kind == "log"
+    assert len(out.text) < 0.2 * len(text)
+    for line in (
+        "ValueError: bad checksum 9f8e7d",
+        "Traceback (most recent call last):",
+        "exit code 2",
+    ):
+        assert line in out.text.split("\n")
+    assert "Installed widget-3.1.4 into /opt/widgets" in out.text
+    assert restore_lines(out.text, originals(out)) == text
+
+
+def test_code_keeps_the_named_function_with_its_class_and_restores() -> None:
+    path = Path(json.__file__).parent / "decoder.py"
+    text = path.read_text()
+    ctx = ToolContext(
+        query="what does raw_decode return?", hints=("read_file", str(path)), path=str(path)
+    )
+    out = ALL["code"].compress(text, ctx)
+    assert out is not None and out.kind == "code"
+    assert "    def raw_decode(self, s, idx=0):" in out.text
+    assert "class JSONDecoder(object):" in out.text
+    assert "# [… " in out.text  # elided in the file's comment syntax
+    assert len(out.text) < 0.5 * len(text)
+    assert restore_lines(out.text, originals(out)) == text
+
+
+def test_text_keeps_literal_sentences_and_restores() -> None:
+    filler = "The committee met again and discussed the schedule for the coming season at length. "
+    text = filler * 20 + "The access code for the vault is ZX-4471. " + filler * 20
+    out = ALL["text"].compress(
+        text, ToolContext(query="what is the access code?", hints=("ZX-4471",))
+    )
+    assert out is not None and out.kind == "text"
+    assert "ZX-4471" in out.text and len(out.text) < 0.6 * len(text)
+    assert restore_text(out.text, originals(out)) == text
+
+
+def test_router_sends_each_kind_to_its_compressor() -> None:
+    ctx = ToolContext(query="x")
+    assert route(json.dumps(_issues()), ctx, ALL).kind == "json"  # type: ignore[union-attr]
+    assert route(_log(), ctx, ALL).kind == "log"  # type: ignore[union-attr]
+    code = (Path(json.__file__).parent / "decoder.py").read_text()
+    assert route(code, ToolContext(path="json/decoder.py"), ALL).kind == "code"  # type: ignore[union-attr]
+
+
+def test_compressors_are_deterministic() -> None:
+    ctx = ToolContext(query="title of issue 1017", hints=("ord_1",))
+    for text in (json.dumps(_issues()), _log()):
+        a = route(text, ctx, ALL)
+        b = route(text, ctx, {n: TOOL_COMPRESSORS.get(n)() for n in ALL})
+        assert a is not None and b is not None and a.text == b.text
