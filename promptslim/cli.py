@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from . import __version__
 from .errors import BudgetInfeasible, ConfigError, InvalidRequest, PromptSlimError
 from .render import json_bytes
 
@@ -424,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="promptslim", description="Slim LLM prompts before they are sent."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("compress", help="slim one chat-completions request body")

@@ -89,12 +89,17 @@ class BudgetInfeasible(PromptSlimError):
 
 
 class BackendUnavailable(PromptSlimError, ImportError):
-    """An optional dependency is not installed. ``extra`` is the promptslim extra that has it."""
+    """An optional dependency is not installed. ``extra`` is the promptslim extra that has it;
+    ``install``, when given, is the exact command instead (for what no extra installs)."""
 
-    def __init__(self, what: str, *, extra: str) -> None:
+    def __init__(self, what: str, *, extra: str, install: str | None = None) -> None:
         self.what = what
         self.extra = extra
-        super().__init__(f"{what} is not installed: pip install 'promptslim[{extra}]'")
+        self.install = install or f"pip install 'promptslim[{extra}]'"
+        # "starlette, uvicorn and httpx are", "jieba (Chinese word segmentation) is"
+        names = what.split(" (", 1)[0]
+        verb = "are" if " and " in names or ", " in names else "is"
+        super().__init__(f"{what} {verb} not installed: {self.install}")
 
 
 class BackendError(PromptSlimError):

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from .types import Document
+    from .messages import Document
 
 __all__ = [
     "DOCUMENTS_ROLE",
+    "DocumentsPlacement",
     "document_line",
     "insert_documents",
     "json_bytes",
@@ -25,6 +26,9 @@ __all__ = [
 
 #: role of the message that carries the documents (user: every chat template accepts it)
 DOCUMENTS_ROLE = "user"
+
+#: where ``insert_documents`` puts the documents (see there)
+DocumentsPlacement = Literal["message", "merge"]
 
 
 def render_document(document: Document, number: int) -> str:
@@ -42,15 +46,42 @@ def render_documents(documents: Sequence[Document]) -> str:
 
 
 def insert_documents(
-    messages: list[dict[str, Any]], documents: Sequence[Document], last_user: int | None
+    messages: list[dict[str, Any]],
+    documents: Sequence[Document],
+    last_user: int | None,
+    placement: DocumentsPlacement = "message",
 ) -> list[dict[str, Any]]:
-    """Messages with one documents message placed just before the last user message (or at
-    the end when there is none). The last user message is left as it is (invariant 1)."""
+    """Messages with the documents placed before the last user message (or at the end when
+    there is none). The last user message is left as it is (invariant 1).
+
+    ``placement="message"``: a user message of their own just before it. Chat templates that
+    require user and assistant turns to alternate (Mistral's, Gemma's, Llama 2's) refuse the
+    two user messages in a row this makes. ``"merge"``: appended to the message before it (an
+    assistant turn, a tool result, the system prompt), after a blank line, so alternation
+    holds and everything before the documents keeps its bytes, prefix cache included; with
+    no message before it, a system message of their own opens the conversation.
+    """
     if not documents:
         return messages
-    block = {"role": DOCUMENTS_ROLE, "content": render_documents(documents)}
+    text = render_documents(documents)
     at = last_user if last_user is not None else len(messages)
+    if placement == "merge":
+        if at == 0:
+            return [{"role": "system", "content": text}, *messages]
+        merged = _appended(messages[at - 1], text)
+        return [*messages[: at - 1], merged, *messages[at:]]
+    if placement != "message":
+        raise ValueError(f"unknown documents placement {placement!r}; known: message, merge")
+    block = {"role": DOCUMENTS_ROLE, "content": text}
     return [*messages[:at], block, *messages[at:]]
+
+
+def _appended(message: dict[str, Any], text: str) -> dict[str, Any]:
+    """``message`` with ``text`` after its content: a text part for a list of parts."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [*content, {"type": "text", "text": text}]}
+    return {**message, "content": f"{content}\n\n{text}" if content else text}
 
 
 def json_bytes(data: Any, *, indent: int | None = None) -> bytes:

@@ -120,3 +120,14 @@ def test_serve_budget_flag_reaches_the_pipeline_and_its_workers(
         assert main([*base, *bad]) == 2
         assert "--budget" in capsys.readouterr().err
     assert len(handed) == 2
+
+
+def test_version(capsys) -> None:
+    import pytest
+
+    import promptslim
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"promptslim {promptslim.__version__}"

