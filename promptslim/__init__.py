@@ -12,6 +12,16 @@ from .backends.summarisers import SUMMARISERS as SUMMARISERS
 from .backends.summarisers import Summariser as Summariser
 from .backends.summarisers import SummaryCache as SummaryCache
 from .backends.summary_store import SqliteSummaryCache as SqliteSummaryCache
+from .backends.tools import TOOL_COMPRESSORS as TOOL_COMPRESSORS
+from .backends.tools import ToolCompressor as ToolCompressor
+from .backends.tools import ToolContext as ToolContext
+from .backends.tools.expand import EXPAND_TOOL as EXPAND_TOOL
+from .backends.tools.expand import answer_expand_call as answer_expand_call
+from .backends.tools.expand import expand as expand
+from .backends.tools.expand import is_expand_call as is_expand_call
+from .backends.tools.store import MemoryToolStore as MemoryToolStore
+from .backends.tools.store import SqliteToolStore as SqliteToolStore
+from .backends.tools.store import ToolStore as ToolStore
 from .budget import Allocation as Allocation
 from .budget import allocate as allocate
 from .errors import BackendError as BackendError
@@ -35,6 +45,7 @@ from .stages.compress import CompressStage as CompressStage
 from .stages.history import HistoryStage as HistoryStage
 from .stages.prefix import PrefixStage as PrefixStage
 from .stages.retrieval import RetrievalStage as RetrievalStage
+from .stages.tools import ToolsStage as ToolsStage
 from .tokens import TokenCounter as TokenCounter
 from .tokens import count_messages as count_messages
 from .tokens import count_request as count_request
@@ -56,9 +67,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "COMPRESSORS",
+    "EXPAND_TOOL",
     "SCORERS",
     "STAGES",
     "SUMMARISERS",
+    "TOOL_COMPRESSORS",
     "Allocation",
     "BackendError",
     "BackendUnavailable",
@@ -74,6 +87,7 @@ __all__ = [
     "Document",
     "HistoryStage",
     "InvalidRequest",
+    "MemoryToolStore",
     "Message",
     "PassThrough",
     "Pipeline",
@@ -86,6 +100,7 @@ __all__ = [
     "RetrievalStage",
     "Scorer",
     "SqliteSummaryCache",
+    "SqliteToolStore",
     "Stage",
     "StageLog",
     "StageReport",
@@ -94,12 +109,19 @@ __all__ = [
     "SummaryCache",
     "TokenCounter",
     "ToolCall",
+    "ToolCompressor",
+    "ToolContext",
+    "ToolStore",
+    "ToolsStage",
     "UnknownName",
     "allocate",
+    "answer_expand_call",
     "count_messages",
     "count_request",
     "count_tools",
+    "expand",
     "get_counter",
+    "is_expand_call",
     "message_counts",
     "render_documents",
 ]
