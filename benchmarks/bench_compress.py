@@ -21,7 +21,13 @@ with its own ``lm_fp32_speedup_vs_llmlingua`` and ``lm_fp32_vs_llmlingua``.
 
 llmlingua takes ~25-35 s an item on a 2-core CPU, so it runs on fewer items than ``lm``, and
 ``lm`` on fewer than ``extractive`` (``--n-lm``, ``--n-llmlingua``; ``--quick``: 50, 4 and 1
-rows); prefill on ``--prefill-items``. The JSON says how many each used.
+rows); prefill on ``--prefill-items``. The JSON says how many each used. ``--quick`` compares
+``lm`` and ``llmlingua`` on one item: a smoke check. Judging the speed-up takes a side-by-side
+run on several items, for instance ``--compressors lm lm_fp32 llmlingua --n-lm 12
+--n-llmlingua 8 --prefill-items 2``. llmlingua overshoots its target rate, so compare the
+achieved rates beside the times. Without ``--dataset`` it reads nq20-dev from
+``$PROMPTSLIM_DATA_DIR`` (the committed sample otherwise). The goals are
+``GOALS["bench_compress"]`` in ``benchmarks/summary.py``.
 """
 
 from __future__ import annotations

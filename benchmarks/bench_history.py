@@ -31,8 +31,10 @@
     (with distracting numbers and names), then ask about one fact. The share of conversations
     whose answer string survives anywhere in the trimmed prompt, per strategy.
 
-Goals: last_p99_ms <= 5, extractive_cold_p99_ms <= 30, extractive_warm_p99_ms <= 1,
-cache_hit_share_cache_aware >= 0.85.
+The machine's speed moves in phases (up to 2x, for tens of seconds), and the cold figures are
+the most exposed to it: read ``reference_loop_beside_cold`` beside them, and judge a code change
+by running the two versions side by side in alternation, not by two runs at different times.
+The goals are ``GOALS["bench_history"]`` in ``benchmarks/summary.py``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from collections.abc import Callable
 from typing import Any
 
 from common import emit, machine, parser, reference_loop_ms
+from summary import goal
 
 from promptslim import Budget, Request
 from promptslim.backends.summarisers import LRUSummaryCache
@@ -359,14 +362,12 @@ def main() -> None:
         "machine": {**machine(), "loadavg_1m_at_end": round(os.getloadavg()[0], 2)},
         "tokenizer": get_counter().name,
         "wall_s": round(time.perf_counter() - started, 1),
-        "goals": {"last_p99_ms": 5, "extractive_cold_p99_ms": 30, "extractive_warm_p99_ms": 1,
-                  "cache_hit_share_cache_aware": 0.85},
     }
     table = "\n".join([
         f"(a) 200 messages ({lat['tokens_in']} tokens -> {lat['tokens_out']}), budget 2,000:",
-        f"    last             p50 {p(lat, 'last', 'p50'):8.3f} ms  p99 {p(lat, 'last'):8.3f} ms (goal <= 5)",
-        f"    extractive cold  p50 {p(lat, 'extractive_cold', 'p50'):8.3f} ms  p99 {p(lat, 'extractive_cold'):8.3f} ms (goal <= 30)",
-        f"    extractive warm  p50 {p(lat, 'extractive_warm', 'p50'):8.3f} ms  p99 {p(lat, 'extractive_warm'):8.3f} ms (goal <= 1)",
+        f"    last             p50 {p(lat, 'last', 'p50'):8.3f} ms  p99 {p(lat, 'last'):8.3f} ms ({goal('bench_history', 'last_p99_ms')})",
+        f"    extractive cold  p50 {p(lat, 'extractive_cold', 'p50'):8.3f} ms  p99 {p(lat, 'extractive_cold'):8.3f} ms ({goal('bench_history', 'extractive_cold_p99_ms')})",
+        f"    extractive warm  p50 {p(lat, 'extractive_warm', 'p50'):8.3f} ms  p99 {p(lat, 'extractive_warm'):8.3f} ms ({goal('bench_history', 'extractive_warm_p99_ms')})",
         (f"    extractive fold step (live conversation, one new summary step) p50 "
         f"{p(lat, 'extractive_fold_step', 'p50')} ms p99 {p(lat, 'extractive_fold_step')} ms"),
         (f"    extractive shared (summaries another process put in a SQLite file) p50 "

@@ -1,4 +1,4 @@
-"""The committed multi-document QA run (issue 6, part 8): ``promptslim bench`` on nq20-dev,
+"""The multi-document QA run: ``promptslim bench`` on nq20-dev,
 SmolLM2 on the CPU, baseline vs each stage vs the full pipeline, side by side on every item.
 
 The model is SmolLM2-135M-Instruct from the packaged GGUF. By default it runs on the torch
@@ -26,8 +26,8 @@ Usage::
     python benchmarks/bench_nq.py --limit 200 --out benchmarks/results/bench_nq --resume
 
 With ``--out``, every finished row is appended to ``OUT/progress.jsonl`` at once; ``--resume``
-reads it and runs only the items not finished yet (the full run needs more than two hours of
-this CPU, more than one working session), then the outputs cover every item.
+reads it and runs only the items not finished yet (the full run takes more than two hours on
+two CPU cores), then the outputs cover every item.
 """
 
 from __future__ import annotations

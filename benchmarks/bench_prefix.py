@@ -1,4 +1,4 @@
-"""Prefix stage and prefix-cache simulator benchmark (issue 3).
+"""Prefix stage and prefix-cache simulator benchmark.
 
 (a) PrefixStage.run on a ~4,000-token system prompt with 10 tool schemas, warm (the same
     system prompt recurs, as it does in production); also reported: a cold variant where every
@@ -14,7 +14,10 @@
 
     python benchmarks/bench_prefix.py [--quick] [--json]
 
-``--json`` prints one JSON object as the last line of stdout.
+``--json`` prints one JSON object as the last line of stdout. ``sim_requests_per_s`` is the
+median over several replays: one replay's rate swings with page faults, since the unbounded
+tree takes fresh memory (8 bytes per cached token) as it grows. The goals are
+``GOALS["bench_prefix"]`` in ``benchmarks/summary.py``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 
 import numpy as np
 from common import machine
+from summary import goal
 
 from promptslim.cache import BlockHashCache, PrefixCacheSimulator, request_tokens
 from promptslim.stages.prefix import PrefixStage
@@ -258,8 +262,9 @@ def markdown(r: dict[str, Any]) -> str:
     """The results as a short Markdown table (what benchmarks/results/bench_prefix.md holds)."""
     s, st, sim, m = r["stage"], r["stream"], r["simulator"], r["machine"]
 
-    def verdict(value: float, goal: float, at_least: bool) -> str:
-        return "met" if (value >= goal if at_least else value <= goal) else "**missed**"
+    def verdict(key: str) -> str:
+        g = goal("bench_prefix", key)
+        return f"{g.op} {g.target:,g} | " + ("met" if g.met(r[key]) else "**missed**")
 
     unb, lru = sim["unbounded"], sim["lru_100k_blocks"]
     return f"""# bench_prefix results
@@ -272,10 +277,10 @@ delays. Clock: in-process wall time (perf_counter).
 
 | key | measured | goal | |
 |---|---|---|---|
-| `stage_p99_ms` (warm, N={s["n"]}) | {r["stage_p99_ms"]:.3f} ms (p50 {s["p50_ms"]:.3f} ms) | <= 1 | {verdict(r["stage_p99_ms"], 1, False)} |
+| `stage_p99_ms` (warm, N={s["n"]}) | {r["stage_p99_ms"]:.3f} ms (p50 {s["p50_ms"]:.3f} ms) | {verdict("stage_p99_ms")} |
 | `hit_rate_before` (vLLM block 16, N={st["n"]}) | {r["hit_rate_before"]:.4f} | | |
-| `hit_rate_after` (of stable-prefix tokens) | {r["hit_rate_after"]:.4f} | >= 0.95 | {verdict(r["hit_rate_after"], 0.95, True)} |
-| `sim_requests_per_s` (2,048-token requests, unbounded, N={sim["n"]} x {sim["repeats"]}) | {r["sim_requests_per_s"]:,.0f} (min {unb["requests_per_s_min"]:,.0f}, max {unb["requests_per_s_max"]:,.0f}) | >= 50,000 | {verdict(r["sim_requests_per_s"], 50000, True)} |
+| `hit_rate_after` (of stable-prefix tokens) | {r["hit_rate_after"]:.4f} | {verdict("hit_rate_after")} |
+| `sim_requests_per_s` (2,048-token requests, unbounded, N={sim["n"]} x {sim["repeats"]}) | {r["sim_requests_per_s"]:,.0f} (min {unb["requests_per_s_min"]:,.0f}, max {unb["requests_per_s_max"]:,.0f}) | {verdict("sim_requests_per_s")} |
 
 - (a) {s["system_prompt_tokens"]}-token system prompt + {s["tools"]} tool schemas ({s["prefix_tokens"]} stable-prefix
   tokens). Warm (the same system prompt recurs; memoised): p50 {s["p50_ms"]:.3f} ms, p99 {s["p99_ms"]:.3f} ms
@@ -320,11 +325,6 @@ def main() -> None:
         "stage": stage,
         "stream": stream,
         "simulator": sim,
-        "goals": {
-            "stage_p99_ms": "<= 1",
-            "hit_rate_after": ">= 0.95",
-            "sim_requests_per_s": ">= 50000",
-        },
         "quick": quick,
         "machine": {
             **machine(),

@@ -7,8 +7,9 @@ among them), and the time of one ``RetrievalStage.run`` on 20 documents:
 - ``bm25``: the BM25 stage (no model);
 - ``hybrid cold``: model loaded, but no passage or query embedding cached; what a server loads
   once at start-up (``Pipeline.warm_up``: the model, jieba's dictionary for Chinese text) is not
-  part of it. ``..._torch_float128``: the same requests, in the same run, on the defaults before
-  2026-12-01 (torch, float32, 128 word pieces), for the side-by-side ratio;
+  part of it. It is MiniLM embedding 20 fresh passages on this CPU. ``..._torch_float128``:
+  the same requests, in the same run, with torch, float32 and 128 word pieces, for the
+  side-by-side ratio against those settings;
 - ``hybrid warm``: passages and query in the embedding cache (documents recur across requests);
 - ``hybrid precomputed``: every document carries its embedding and the request its query's
   (``Request.query_embedding``; a vector store has both), so no model call happens. The
@@ -22,7 +23,9 @@ among them), and the time of one ``RetrievalStage.run`` on 20 documents:
 ``--cold-options`` adds ``cold_options``: the hybrid stage's cold time and its recall and tokens
 kept, for settings that trade recall or vector compatibility for cold speed (int8 embedder, the
 BM25-first cascade ``dense_candidates``, shorter ``max_seq_length``, the ONNX backend), each
-with its own model copy and an empty embedding cache (``--cold-option NAME`` runs only some). Not part of ``--quick``: every option embeds every passage.
+with its own model copy and an empty embedding cache (``--cold-option NAME`` runs only some).
+Not part of ``--quick``: every option embeds every passage. Options are run one after the other
+in one process, so compare them within a run.
 
 Usage::
 
@@ -30,7 +33,9 @@ Usage::
     python benchmarks/bench_retrieval.py --dataset my.jsonl.gz     # any file of that format
     python benchmarks/bench_retrieval.py --quick --json --out benchmarks/results/bench_retrieval.json
 
-With ``--json`` the last line of stdout is one JSON object.
+With ``--json`` the last line of stdout is one JSON object. Without ``--dataset`` it reads
+nq20-dev from ``$PROMPTSLIM_DATA_DIR`` (the committed sample otherwise: enough for ``--quick``).
+The goals are ``GOALS["bench_retrieval"]`` in ``benchmarks/summary.py``.
 """
 
 from __future__ import annotations

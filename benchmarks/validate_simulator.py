@@ -1,4 +1,4 @@
-"""Validate the loadsim simulator against a real server (issue 11, item 3).
+"""Validate the loadsim simulator against a real server.
 
 Starts llama-cpp-python on 127.0.0.1 with the packaged SmolLM2 GGUF (it serves one request at
 a time, logging its own per-request timings), then, in one run:
@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from common import RESULTS, LlamaServer, emit, machine, parser
+from summary import goal
 
 from promptslim.loadsim import (
     CostModel,
@@ -80,7 +81,7 @@ from promptslim.loadsim import (
 )
 from promptslim.stats import percentile
 
-GOAL = 0.15
+GOAL = goal("validate_simulator", "max_abs_rel_error_bracketing").target
 CONCURRENCIES = (1, 2, 4, 8)
 PROMPT_TOKENS = 1000
 #: a few output tokens: the decode cost is fitted and queued behind, a level stays short

@@ -1,4 +1,4 @@
-"""Chinese and mixed-language text (issue 10): segmentation, analysis, protected spans, and the
+"""Chinese and mixed-language text: segmentation, analysis, protected spans, and the
 stages on Chinese requests. The QA set below is hand-written; nothing is downloaded."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Concurrency (issue 8): 500 concurrent calls on one shared Pipeline, through threads and
-through ``arun``, give byte-identical results to serial calls, without deadlock (bounded
-waits); models load once; every cache is bounded."""
+"""Concurrency (invariants 6 and 10 of docs/architecture.md): 500 concurrent calls on one shared
+Pipeline, through threads and through ``arun``, give byte-identical results to serial calls,
+without deadlock (bounded waits); models load once; every cache is bounded."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Degradation (issue 8): a backend that is missing, raises, or runs past its time limit makes
-its stage fall back to the cheaper path with a warning in the Report; ``strict=True`` raises.
-The request is never lost."""
+"""Degradation (invariant 11 of docs/architecture.md): a backend that is missing, raises, or runs
+past its time limit makes its stage fall back to the cheaper path with a warning in the Report;
+``strict=True`` raises. The request is never lost."""
 
 from __future__ import annotations
 

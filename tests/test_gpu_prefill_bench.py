@@ -1,7 +1,7 @@
 """benchmarks/gpu_prefill.py end to end on the CPU, at a toy Llama shape (its ``--device cpu``
 smoke mode): prompts prepared in one step and measured in another, a curve the scenario's cost
 loader reads, the packed-step prediction from the fit. The H200 figures come from the same code
-on the GPU (benchmarks/results/gpu_prefill_h200.json)."""
+on the GPU (benchmarks/results/gpu_prefill.json)."""
 
 from __future__ import annotations
 

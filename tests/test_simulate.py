@@ -469,7 +469,7 @@ def test_packaged_cost_models_load_and_the_h200_one_matches_its_sources() -> Non
     # undershoots (64 tokens: -23 %)
     measured = json.loads(
         (
-            Path(__file__).resolve().parent.parent / "benchmarks/results/gpu_prefill_h200.json"
+            Path(__file__).resolve().parent.parent / "benchmarks/results/gpu_prefill.json"
         ).read_text()
     )
     for n, seconds in measured["cost_model"]["points"]:

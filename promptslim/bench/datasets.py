@@ -469,7 +469,7 @@ def _rag_item(rng: random.Random, index: int, *, n_documents: int) -> BenchItem:
     )
 
 
-# Chinese counterpart of builtin:rag (issue 10): same shape, generated Chinese text
+# Chinese counterpart of builtin:rag: same shape, generated Chinese text
 _ZH_NAME_CHARS = "安宁青云明华东海清远嘉禾金石银泉松柏岚溪文德瑞丰鸿源星河长乐平湖翠峰新城玉兰春江秋水临川"
 _ZH_SURNAMES = "王李张刘陈杨赵黄周吴徐孙胡朱高林何郭马罗"
 _ZH_KINDS = ("古镇", "博物馆", "公司", "天文台", "商会", "图书馆")

@@ -7,7 +7,7 @@ which a step pays once), so a prompt costs ``t(n)`` however it is chunked, and a
 hit of ``p`` tokens leaves ``t(p + k) - t(p)`` to compute: the ideal of an engine whose attention
 kernel handles a cached prefix as well as a fresh one (on an H200 with transformers' eager path
 the measured cost after a 4k-12k cached prefix was 28-33 % higher:
-``cached`` in benchmarks/results/gpu_prefill_h200.json). A step that decodes ``m`` sequences adds
+benchmarks/gpu_prefill.py's ``cached`` section). A step that decodes ``m`` sequences adds
 ``decode_step_s + decode_per_seq_s * m``.
 
 Load with ``CostModel.load(path)`` from JSON, either coefficients::

@@ -1,0 +1,191 @@
+"""The benchmarks' goals, and results/SUMMARY.md regenerated from the saved results.
+
+    python benchmarks/summary.py          # rewrite results/SUMMARY.md from results/*.json
+
+``GOALS`` is the one place a goal is written down: for each benchmark (the script's name, whose
+latest run is ``results/<name>.json``), the figures it is judged on, each a dotted key path into
+that JSON, a comparison and a target. The summary has one row per goal: the goal, the figure the
+saved run measured, whether it meets the goal, and the machine the run was on. A run made with
+``--quick`` says so beside its figure: it is a smoke check, not the benchmark's measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common import RESULTS
+
+
+@dataclass(frozen=True)
+class Goal:
+    """``key`` (a dotted path into the result; keys may themselves hold dots, "0.33") compared
+    with ``target`` by ``op`` (``"<="`` or ``">="``)."""
+
+    key: str
+    op: str
+    target: float
+
+    def met(self, value: float) -> bool:
+        return value <= self.target if self.op == "<=" else value >= self.target
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.op} {self.target:g}"
+
+
+#: benchmark -> its goals
+GOALS: dict[str, tuple[Goal, ...]] = {
+    "bench_overhead": (
+        Goal("pipeline_p99_ms", "<=", 0.3),
+        Goal("count_cold_ms", "<=", 2.0),
+        Goal("count_warm_ms", "<=", 0.1),
+    ),
+    "bench_prefix": (
+        Goal("stage_p99_ms", "<=", 1.0),
+        Goal("hit_rate_after", ">=", 0.95),
+        Goal("sim_requests_per_s", ">=", 50_000),
+    ),
+    "bench_history": (
+        Goal("last_p99_ms", "<=", 5.0),
+        Goal("extractive_cold_p99_ms", "<=", 30.0),
+        Goal("extractive_warm_p99_ms", "<=", 1.0),
+        Goal("cache_hit_share_cache_aware", ">=", 0.85),
+    ),
+    "bench_retrieval": (
+        Goal("bm25_p99_ms", "<=", 3.0),
+        Goal("hybrid_cold_p99_ms", "<=", 150.0),
+        Goal("hybrid_warm_p99_ms", "<=", 10.0),
+        Goal("hybrid_precomputed_p99_ms", "<=", 5.0),
+        Goal("recall_default", ">=", 0.97),
+        Goal("token_fraction_kept", "<=", 0.20),
+    ),
+    "bench_compress": (
+        Goal("extractive.0.33.retention", ">=", 0.9),
+        Goal("extractive.0.33.p99_ms", "<=", 40.0),
+        Goal("extractive.0.33.net_ratio", "<=", 0.4),
+        Goal("lm_speedup_vs_llmlingua.0.33", ">=", 10.0),
+        Goal("lm_speedup_vs_llmlingua.0.5", ">=", 10.0),
+    ),
+    "bench_integrations": (
+        Goal("langchain_overhead_ms", "<=", 0.5),
+        Goal("llamaindex_overhead_ms", "<=", 0.5),
+    ),
+    "bench_multilingual": (
+        Goal("retention", ">=", 0.9),
+        Goal("token_fraction_kept", "<=", 0.35),
+        Goal("p99_ms", "<=", 20.0),
+    ),
+    # at one stream; at 100 streams on two cores the added time is CPU queueing
+    "bench_proxy": (
+        Goal("added_ttft_p50_ms", "<=", 2.0),
+        Goal("added_ttft_p99_ms", "<=", 5.0),
+        Goal("errors", "<=", 0),
+    ),
+    "bench_simulate": (),
+    # no request lost, and memory flat once the caches are full: the second half of the run
+    # ends within 10 % of where it began
+    "soak": (Goal("errors", "<=", 0), Goal("rss_growth_second_half", "<=", 0.10)),
+    # the simulator's TTFT within 15 % of a real server's at every concurrency level
+    "validate_simulator": (Goal("max_abs_rel_error_bracketing", "<=", 0.15),),
+    # the seed's question: halve the P99 TTFT of 500 concurrent streams on one H200
+    "scenario_h200": (Goal("p_ratio_baseline_over_promptslim.p99", ">=", 2.0),),
+}
+
+#: the scripts ``run_all.py`` runs; the others need a model server or a GPU and are run by
+#: hand with ``--save NAME`` (see CONTRIBUTING.md)
+RUN_ALL = (
+    "bench_overhead",
+    "bench_prefix",
+    "bench_history",
+    "bench_retrieval",
+    "bench_compress",
+    "bench_integrations",
+    "bench_multilingual",
+    "bench_proxy",
+    "bench_simulate",
+    "soak",
+)
+
+
+def goal(benchmark: str, key: str) -> Goal:
+    """The goal ``benchmark`` has for ``key`` (a script's own report reads its targets here)."""
+    for g in GOALS[benchmark]:
+        if g.key == key:
+            return g
+    raise KeyError(f"{benchmark} has no goal for {key!r}")
+
+
+def lookup(obj: Any, path: str) -> Any:
+    """The value at dotted ``path`` in ``obj``; keys may contain dots, so the longest key that
+    matches is taken first. None when the path is absent."""
+    if not path:
+        return obj
+    if isinstance(obj, Mapping):
+        for key in sorted(obj, key=len, reverse=True):
+            if path == key or path.startswith(key + "."):
+                return lookup(obj[key], path[len(key) + 1 :])
+    return None
+
+
+def describe_machine(result: Mapping[str, Any]) -> str:
+    """``CPU model, N CPUs`` (and the GPU when the run names one) from a result's ``machine``."""
+    info = result.get("machine")
+    if isinstance(info, str):
+        text = info
+    elif isinstance(info, Mapping):
+        cpu = info.get("cpu_model") or info.get("processor") or info.get("platform", "CPU")
+        text = f"{cpu}, {info.get('cpu_count', '?')} CPUs"
+    else:
+        text = "not recorded"
+    return f"{result['gpu']}; {text}" if result.get("gpu") else text
+
+
+def rows(results: Path = RESULTS) -> list[tuple[str, str, str, str, str]]:
+    """One ``(benchmark, goal, figure, met, machine)`` row per goal, from the saved results."""
+    out = []
+    for name, goals in GOALS.items():
+        path = results / f"{name}.json"
+        result = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        for g in goals:
+            if result is None:
+                out.append((name, str(g), "no saved run", "no", ""))
+                continue
+            value = lookup(result, g.key)
+            quick = bool(result.get("quick") or result.get("run_all", {}).get("quick"))
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                figure = f"{value:.4g}" + (" (--quick)" if quick else "")
+                met = "yes" if g.met(value) else "**no**"
+            else:
+                figure, met = "not in the saved run", "no"
+            out.append((name, str(g), figure, met, describe_machine(result)))
+    return out
+
+
+def render(table: list[tuple[str, str, str, str, str]]) -> str:
+    lines = [
+        "# Benchmark summary",
+        "",
+        "Generated by `benchmarks/summary.py` from the latest run of each benchmark",
+        "(`benchmarks/results/<benchmark>.json`, which holds N and the spread of every figure).",
+        "",
+        "| benchmark | goal | figure | met | machine |",
+        "| --- | --- | --- | --- | --- |",
+        *(f"| {' | '.join(row)} |" for row in table),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write(results: Path = RESULTS) -> str:
+    """Rewrite ``results/SUMMARY.md``; returns its text."""
+    text = render(rows(results))
+    (results / "SUMMARY.md").write_text(text, encoding="utf-8")
+    return text
+
+
+if __name__ == "__main__":
+    sys.stdout.write(write())
