@@ -52,6 +52,7 @@ from .tokens import count_request as count_request
 from .tokens import count_tools as count_tools
 from .tokens import get_counter as get_counter
 from .tokens import message_counts as message_counts
+from .tracing import report_figures as report_figures
 from .types import Budget as Budget
 from .types import Change as Change
 from .types import ContentPart as ContentPart
@@ -124,4 +125,5 @@ __all__ = [
     "is_expand_call",
     "message_counts",
     "render_documents",
+    "report_figures",
 ]

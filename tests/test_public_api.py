@@ -22,7 +22,7 @@ def test_every_exported_name_resolves() -> None:
 
 def test_import_loads_no_heavy_dependency() -> None:
     heavy = ["torch", "transformers", "sentence_transformers", "faiss", "llmlingua", "rank_bm25",
-             "langchain_core", "llama_index", "jieba"]
+             "langchain_core", "langchain", "llama_index", "jieba", "opentelemetry"]
     code = (
         "import sys, promptslim\n"
         f"loaded = [m for m in {heavy!r} if m in sys.modules]\n"
