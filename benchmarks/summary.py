@@ -73,6 +73,8 @@ GOALS: dict[str, tuple[Goal, ...]] = {
     "bench_integrations": (
         Goal("langchain_overhead_ms", "<=", 0.5),
         Goal("llamaindex_overhead_ms", "<=", 0.5),
+        Goal("langchain_agent_overhead_ms", "<=", 0.5),
+        Goal("llamaindex_memory_overhead_ms", "<=", 0.5),
     ),
     "bench_multilingual": (
         Goal("retention", ">=", 0.9),
