@@ -128,16 +128,16 @@ class Pipeline:
         budget = _check_budget(budget) or self.budget
         tracer = _tracer()
         if tracer is None:
-            return self._run_all(request, budget)
-        run = lambda: self._run_all(request, budget)  # noqa: E731
+            return self._run_all(request, budget, None)
+        run = lambda: self._run_all(request, budget, tracer)
         return _traced(tracer, "promptslim.pipeline", run, lambda result: result.report)
 
-    def _run_all(self, request: Request, budget: Budget) -> Result:
+    def _run_all(self, request: Request, budget: Budget, tracer: Any) -> Result:
         start = time.perf_counter()
         attempt = budget
         for _ in range(_BEST_EFFORT_RETRIES):  # a later stage may name a larger minimum
             try:
-                return self._run(request, budget, attempt, start)
+                return self._run(request, budget, attempt, start, tracer)
             except BudgetInfeasible as exc:
                 total = attempt.total
                 if self.on_infeasible != "best_effort" or total is None or exc.budget != total:
@@ -145,16 +145,17 @@ class Pipeline:
                 if exc.minimum <= total:
                     raise
                 attempt = attempt.model_copy(update={"total": exc.minimum})
-        return self._run(request, budget, attempt, start)
+        return self._run(request, budget, attempt, start, tracer)
 
-    def _run(self, request: Request, budget: Budget, attempt: Budget, start: float) -> Result:
+    def _run(
+        self, request: Request, budget: Budget, attempt: Budget, start: float, tracer: Any
+    ) -> Result:
         """The stages under ``attempt`` (``budget`` itself, or under best_effort a larger total
         than it: see the class docstring); over-budget checks against ``budget``."""
         original = request
         reports: list[StageReport] = []
         warnings = list(request.warnings)
         fingerprint = cacheable = None
-        tracer = _tracer()
         for stage in self.stages:
             if tracer is None and isinstance(stage, BaseStage) and type(stage).run is _BASE_RUN:
                 out, stage_report = stage.run_report(request, attempt)
