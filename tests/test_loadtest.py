@@ -164,17 +164,21 @@ def test_ttft_and_itl_match_the_servers_delays(stream_server: str) -> None:
         for r, s in zip(records, sent, strict=True)
         for got, a, b in zip(r["itl_s"], s, s[1:], strict=False)
     ]
-    # TTFT: no earlier than the server's wait; the first token seen within 5 ms of its send
+    # Bounds in units of the server's gap between deltas (itl_s): a client that buffered the
+    # stream would see gaps near 0, an error of a whole gap; a loaded machine delays single
+    # deltas by a fraction of one, so the median is asserted tightly, the 90th percentile loosely.
+    gap = plan.itl_s
+    # TTFT: no earlier than the server's wait; the first token seen well within a gap of its send
     assert min(r["ttft_s"] for r in records) >= plan.ttft_s
     assert all(lag >= -0.001 for lag in first_lag)
-    assert statistics.median(first_lag) < 0.005
-    # ITL: within 5 ms of the server's gaps, and of the configured 20 ms (a busy 2-core machine
-    # delays single deltas, so the median is asserted, and the 90th percentile loosely)
-    assert statistics.median(abs(e) for e in itl_err) < 0.005
-    assert sorted(abs(e) for e in itl_err)[int(0.9 * len(itl_err))] < 0.02
-    assert abs(statistics.median(x for r in records for x in r["itl_s"]) - plan.itl_s) < 0.005
+    assert statistics.median(first_lag) < 0.5 * gap
+    # ITL: the server's own gaps, as sent, and the configured one
+    assert statistics.median(abs(e) for e in itl_err) < 0.5 * gap
+    assert sorted(abs(e) for e in itl_err)[int(0.9 * len(itl_err))] < gap
+    assert abs(statistics.median(x for r in records for x in r["itl_s"]) - gap) < 0.5 * gap
     s = run["summary"]
-    assert s["ttft_ms"]["p50"] >= 100 and abs(s["itl_ms"]["p50"] - 20) < 5
+    assert s["ttft_ms"]["p50"] >= plan.ttft_s * 1e3
+    assert abs(s["itl_ms"]["p50"] - gap * 1e3) < 0.5 * gap * 1e3
     # phases are ordered: request sent, then first byte (headers), then the first token
     for r in records:
         assert r["request_sent_s"] <= r["first_byte_s"] <= r["ttft_s"] <= r["e2e_s"]

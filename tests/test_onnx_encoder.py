@@ -117,8 +117,11 @@ def test_unsupported_layout_names_the_backend_field(tmp_path: Path) -> None:
 
 
 def test_auto_takes_onnx_on_the_cpu() -> None:
-    service = EmbeddingService(backend="auto", device="cpu", cache_size=0)
-    assert isinstance(service.load(), OnnxSentenceEncoder)
+    auto = EmbeddingService(backend="auto", device="cpu", cache_size=0)
+    assert isinstance(auto.load(), OnnxSentenceEncoder)
+    # and embeds with it: the same vectors as the ONNX backend named explicitly
+    onnx = EmbeddingService(backend="onnx", device="cpu", cache_size=0)
+    np.testing.assert_array_equal(auto.embed(TEXTS), onnx.embed(TEXTS))
 
 
 def test_threads_share_one_encoder_safely() -> None:

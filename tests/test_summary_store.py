@@ -164,7 +164,8 @@ def test_writers_queued_behind_a_locked_file_each_give_up_in_time(tmp_path: Path
     # timeout_ms for its turn among this process's writers and timeout_ms for the file, so
     # none holds its request longer than that, whatever order the threads run in
     path = tmp_path / "q.db"
-    cache = SqliteSummaryCache(path, memory=0, timeout_ms=300)
+    timeout_s = 0.5
+    cache = SqliteSummaryCache(path, memory=0, timeout_ms=timeout_s * 1e3)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     took: list[float] = []
@@ -183,7 +184,8 @@ def test_writers_queued_behind_a_locked_file_each_give_up_in_time(tmp_path: Path
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    # at most 2 x 0.3 s each; without the turn's own timeout the fourth would wait out the
-    # three before it (1.2 s)
-    assert len(took) == 4 and max(took) < 0.9
+    # at most 2 timeouts each; without the turn's own timeout the fourth would wait out the
+    # three before it (4 timeouts). The bound between the two leaves a whole timeout of slack
+    # for a loaded machine's scheduling.
+    assert len(took) == 4 and max(took) < 3 * timeout_s
     assert all(cache.get(f"k{i}") is None for i in range(4))
