@@ -4,6 +4,7 @@ fake chat model recording what it is sent, sync and async."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -120,3 +121,30 @@ def test_missing_langchain_raises_backend_unavailable() -> None:
     assert_missing_extra(
         "promptslim.integrations.langchain_agents", ["langchain", "langchain.agents"], "langchain"
     )
+
+
+def test_a_pipeline_with_the_tools_stage_compresses_tool_results_sent() -> None:
+    from promptslim import HistoryStage, Pipeline, PrefixStage, ToolsStage
+
+    @tool
+    def orders(city: str) -> str:
+        """Orders shipped to a city."""
+        rows = [
+            {"id": f"77{i}", "city": city, "status": "shipped", "day": "Tue"} for i in range(60)
+        ]
+        return json.dumps(rows)
+
+    calls = [
+        AIMessage("", tool_calls=[{"name": "orders", "args": {"city": "Lisbon"}, "id": "c1"}]),
+        AIMessage("Sixty orders."),
+    ]
+    stage = Pipeline([PrefixStage(), ToolsStage(min_chars=500), HistoryStage()])
+    slim = PromptSlimMiddleware(stage=stage, budget=Budget(history=2000))
+    built, model = agent(slim, calls, tools=[orders])
+    out = built.invoke({"messages": [HumanMessage("Which orders went to Lisbon?")]})
+    (sent,) = [m for m in model.sent[1] if isinstance(m, ToolMessage)]
+    (kept,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert len(sent.text) < len(kept.text) / 4  # sent compressed, the state keeps it whole
+    assert json.loads(kept.text)[59]["id"] == "7759"
+    figures = out["messages"][-1].response_metadata[METADATA_KEY]
+    assert list(figures["stages"]) == ["prefix", "tools", "history"]

@@ -484,3 +484,32 @@ def test_memory_serialises_its_budget() -> None:
     assert data["budget"]["history"] == 50 and "stage" not in data
     again = PromptSlimMemory.from_dict(data)
     assert again.budget == Budget(history=50) and again.chat_store_key == "k"
+
+
+def test_memory_in_a_function_agent() -> None:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+
+    sent: list[list[ChatMessage]] = []
+
+    class Recording(MockFunctionCallingLLM):
+        async def astream_chat(self, messages: Any, **kwargs: Any) -> Any:
+            sent.append(list(messages))
+            return await super().astream_chat(messages, **kwargs)
+
+        async def achat(self, messages: Any, **kwargs: Any) -> Any:
+            sent.append(list(messages))
+            return await super().achat(messages, **kwargs)
+
+    history = long_chat()
+    n = len(history)
+    memory = PromptSlimMemory.from_defaults(chat_history=history, budget=Budget(history=60))
+    agent = FunctionAgent(tools=[], llm=Recording())
+
+    async def ask() -> None:
+        await agent.run("Which order did I ask about first?", memory=memory)
+
+    asyncio.run(ask())
+    assert sent and len(sent[0]) < n + 1
+    assert sent[0][-1].content == "Which order did I ask about first?"
+    assert len(memory.get_all()) == n + 2  # the question and the answer, stored in full
