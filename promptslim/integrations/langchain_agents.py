@@ -34,7 +34,7 @@ try:
     from langchain_core.runnables.config import ensure_config
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
-    from .langchain import from_langchain_messages, to_langchain_messages
+    from .langchain_messages import from_langchain_messages, to_langchain_messages
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise BackendUnavailable("langchain (1.x, for agent middleware)", extra="langchain") from exc
 
