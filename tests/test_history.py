@@ -18,13 +18,13 @@ from promptslim.backends.summarisers import (
     LRUSummaryCache,
     OpenAISummariser,
 )
+from promptslim.memo import BoundedCache
 from promptslim.stages.history import (
     _FIELD_HASHES,
     SUMMARY_HEADER,
     HistoryStage,
     _atoms,
     _calls_json,
-    _CharBoundedMemo,
     _chunk_key,
     _ChunkKeys,
     _turn_units,
@@ -484,27 +484,31 @@ def test_chunk_key_memo_is_bounded_by_characters() -> None:
     for i in range(50):
         msgs = [Message(role="user", content=f"{i} " + "x" * 100)]
         assert memo.key(msgs, [0], "h") == _chunk_key(msgs, [0], "h")
-        assert memo._chars <= 1_000
-    assert 0 < len(memo._keys) < 50
+        assert memo.cache.size <= 1_000
+    assert 0 < len(memo.cache) < 50
     # too big to keep at all: still the right key, nothing stored
     big = [Message(role="user", content="y" * 5_000)]
     assert memo.key(big, [0], "h") == _chunk_key(big, [0], "h")
-    assert memo._chars <= 1_000
+    assert memo.cache.size <= 1_000
 
 
 def test_field_hash_memo_is_bounded_by_entries_and_characters() -> None:
     # message_hash's memo for tool messages holds their (possibly long) results alive
-    memo = _CharBoundedMemo(max_chars=100, max_entries=3)
+    memo: BoundedCache[tuple[str, ...], str] = BoundedCache(max_size=100, max_entries=3)
     for i in range(6):
         memo.put((f"k{i}",), f"v{i}", 10)
-        assert len(memo._keys) <= 3 and memo._chars <= 100
+        assert len(memo) <= 3 and memo.size <= 100
     assert memo.get(("k5",)) == "v5" and memo.get(("k0",)) is None  # the oldest went first
     memo.put(("long",), "v", 60)
     memo.put(("longer",), "v", 60)  # over the characters: the older long one goes
-    assert memo.get(("long",)) is None and memo._chars <= 100
+    assert memo.get(("long",)) is None and memo.size <= 100
     memo.put(("huge",), "v", 101)  # never kept
     assert memo.get(("huge",)) is None
-    assert isinstance(_FIELD_HASHES, _CharBoundedMemo) and _FIELD_HASHES.max_entries
+    assert isinstance(_FIELD_HASHES, BoundedCache) and _FIELD_HASHES.max_entries
+    # and the memo itself is bounded by the characters it keeps: long tool results fill it
+    # by size long before its entries run out
+    before = _FIELD_HASHES.size
+    assert before <= _FIELD_HASHES.max_size <= 16_000_000
 
 
 def test_fits_budget_untouched() -> None:

@@ -58,30 +58,47 @@ message granularity (a lower bound on what a prefix cache reuses) — and sets
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
-from itertools import accumulate, compress, count, pairwise
-from operator import attrgetter, itemgetter
+from itertools import accumulate, pairwise
 from typing import Any, Literal
 
 from ..backends.summarisers import (
-    SUMMARISERS,
     ExtractiveSummariser,
     LRUSummaryCache,
     Summariser,
     SummaryCache,
-    clip_to_tokens,
 )
 from ..backends.summary_store import summary_cache_from_spec
-from ..budget import _any_pinned, allocate, history_span
+from ..budget import allocate, history_span
 from ..errors import BudgetInfeasible, ConfigError
-from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message, message_counts
+from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message, get_counter, message_counts
 from ..types import Budget, Message, Request, Result
-from .base import BaseStage, StageLog, run_with_fallback
+from .base import BaseStage, StageLog
+from .history_hashing import (  # noqa: F401  (re-exported: the stage's fingerprint helpers)
+    _FIELD_HASHES,
+    _calls_json,
+    _wire_text,
+    fingerprint,
+    message_hash,
+    message_hashes,
+    unchanged_leading,
+)
+from .history_keys import _CHUNK_KEYS, _chunk_key, _ChunkKeys, _head_digest  # noqa: F401
+from .history_summary import SUMMARY_HEADER, RollingSummary, build_summariser
+from .history_units import (
+    _DROPPABLE,
+    _PINNED_TOKENS,
+    _atoms,
+    _check_feasible,
+    _first_fit,
+    _pinned,
+    _quantize,
+    _runs,
+    _turn_units,
+    _Unit,
+    _units,
+    _unpinned,
+)
 
 __all__ = [
     "DEFAULT_SUMMARY_CACHE",
@@ -95,412 +112,11 @@ __all__ = [
 ]
 
 STRATEGIES: tuple[str, ...] = ("cache_aware", "last", "summarize")
-SUMMARY_HEADER = "Summary of the earlier conversation:"
 #: the process-wide summary cache used when a stage is given none
 DEFAULT_SUMMARY_CACHE: SummaryCache = LRUSummaryCache(maxsize=4096)
 _MIN_SUMMARY_TOKENS = 16
 
 Strategy = Literal["cache_aware", "last", "summarize"]
-
-
-# ---------------------------------------------------------------- fingerprints
-
-
-def _wire_text(message: Message) -> str:
-    """What the message sends, as one string (fast paths for plain and tool-call messages)."""
-    content = message.content
-    if message.__pydantic_extra__ or not isinstance(content, (str, type(None))):
-        return json.dumps(message.to_openai(), sort_keys=True, ensure_ascii=False)
-    if message.tool_calls or message.name or message.tool_call_id:
-        return f"{message.role}\x1f{_calls_json(message)}\x1f{content or ''}"
-    return _plain_wire(message.role, content or "")
-
-
-def _plain_wire(role: str, content: str) -> str:
-    return f"{role}\x1f{content}"
-
-
-def _plain_text(message: Message) -> str | None:
-    """The content of a message that is a role and a text and nothing else (most of a
-    history), else None: such a message's wire text is ``_plain_wire(role, content)``."""
-    content = message.content
-    if (
-        type(content) is str
-        and message.tool_calls is None
-        and message.name is None
-        and message.tool_call_id is None
-        and not message.__pydantic_extra__
-    ):
-        return content
-    return None
-
-
-_json_str = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str
-
-
-def _calls_json(message: Message) -> str:
-    """``json.dumps([name, tool_call_id, [call.model_dump(), ...]], sort_keys=True)``, written
-    out directly when no call carries extra fields (json.dumps costs more than the rest of a
-    request's hashing); the bytes are the same."""
-    calls = message.tool_calls
-    name, call_id = message.name, message.tool_call_id
-    if calls and any(c.__pydantic_extra__ or c.function.__pydantic_extra__ for c in calls):
-        dumped = [c.model_dump() for c in calls]
-        return json.dumps([name, call_id, dumped], sort_keys=True)
-    head = (
-        f"[{'null' if name is None else _json_str(name)}, "
-        f"{'null' if call_id is None else _json_str(call_id)}, "
-    )
-    if not calls:  # a tool result (a fifth of a tool-using history): no join to set up
-        return head + "[]]"
-    parts = ", ".join(
-        f'{{"function": {{"arguments": {_json_str(c.function.arguments)}, "name": '
-        f'{_json_str(c.function.name)}}}, "id": {_json_str(c.id)}, "type": {_json_str(c.type)}}}'
-        for c in calls
-    )
-    return f"{head}[{parts}]]"
-
-
-def message_hash(message: Message) -> str:
-    """16 hex digits of SHA-256 over what the message sends (``pinned`` is not sent). SHA-256,
-    as for the prefix fingerprint: with the CPU's SHA instructions it hashed a 67 KB history
-    2.5x faster than BLAKE2b here."""
-    text = _plain_text(message)
-    if text is not None:
-        return _plain_hash(message.role, text)
-    content = message.content
-    if message.__pydantic_extra__ or not (content is None or type(content) is str):
-        return _digest(_wire_text(message), 16)
-    # a tool call or result (a quarter of a tool-using history): memoised by its fields, as
-    # _ChunkKeys finds chunks. Equal fields send equal bytes: the wire text is made of them
-    key = (message.role, content, message.name, message.tool_call_id, _calls_identity(message))
-    found = _FIELD_HASHES.get(key)
-    if found is None:
-        wire = _wire_text(message)
-        found = _digest(wire, 16)
-        _FIELD_HASHES.put(key, found, len(wire))
-    return found
-
-
-_HASH_MEMO_SIZE = 16_384  # messages whose hashes are memoised, of each kind
-
-
-@functools.lru_cache(maxsize=_HASH_MEMO_SIZE)
-def _plain_hash(role: str, content: str) -> str:
-    """A role-and-text message's hash, memoised by the two strings: a conversation's kept
-    turns come back with every request, parsed anew (the token counter memoises by text for
-    the same reason)."""
-    return _digest(_plain_wire(role, content), 16)
-
-
-def message_hashes(messages: Sequence[Message]) -> list[str]:
-    return [message_hash(m) for m in messages]
-
-
-def fingerprint(messages: Sequence[Message]) -> str:
-    """The messages' hashes joined by ``"."``: what ``previous=`` accepts on the next request."""
-    return ".".join(message_hashes(messages))
-
-
-def unchanged_leading(
-    previous: str | Sequence[str],
-    messages: Sequence[Message],
-    counter: TokenCounter,
-    hashes: Sequence[str] | None = None,
-) -> tuple[int, int]:
-    """``(messages, tokens)``: how many leading messages equal the previous request's, and
-    their tokens (``count_message``, overhead included)."""
-    prev = previous.split(".") if isinstance(previous, str) else list(previous)
-    hashes = hashes if hashes is not None else message_hashes(messages)
-    n = 0
-    while n < len(prev) and n < len(hashes) and prev[n] == hashes[n]:
-        n += 1
-    return n, sum(count_message(m, counter) for m in messages[:n])
-
-
-# ---------------------------------------------------------------- summary keys
-
-
-def _span_fields(
-    messages: Sequence[Message], spans: Sequence[list[int]]
-) -> list[tuple[object, ...]] | None:
-    """Per span (of message indices, ascending, the spans in order), its messages' fields as
-    one tuple of one item per message: ``(role, content, name, tool_call_id)``, with the
-    calls' fields after these for a message with tool calls. None when a message has extra
-    keys (``_general_identity`` then).
-
-    Built by C calls (``map`` of getters) over the spans' whole window: this runs over every
-    folded message of every request, where a Python test per message per step was a fifth of
-    a warm request."""
-    lo = spans[0][0]
-    window = messages[lo : spans[-1][-1] + 1]
-    if any(map(_EXTRA, window)):
-        return None
-    # the fields from each model's __dict__ (where pydantic keeps them) by itemgetter: a
-    # fifth cheaper than attrgetter on the models, whose attribute lookup goes through
-    # pydantic's __getattr__ hook
-    values = list(map(_VALUES, window))
-    fields: list[tuple[object, ...]] = list(map(_IDENTITY, values))
-    for k in list(compress(count(), map(_TOOL_CALLS, values))):  # those with tool calls
-        fields[k] = (*fields[k], _calls_identity(window[k]))
-    out: list[tuple[object, ...]] = []
-    for span in spans:
-        a, b = span[0] - lo, span[-1] - lo + 1
-        out.append(tuple(fields[a:b]) if b - a == len(span) else tuple(fields[i - lo] for i in span))
-    return out
-
-
-_EXTRA = attrgetter("__pydantic_extra__")
-_VALUES = attrgetter("__dict__")
-_IDENTITY = itemgetter("role", "content", "name", "tool_call_id")
-_TOOL_CALLS = itemgetter("tool_calls")
-
-
-def _calls_identity(message: Message) -> object:
-    """A message's tool calls as a tuple of their fields (their JSON with extra keys)."""
-    out = []
-    for call in message.tool_calls or ():
-        function = call.function
-        if call.__pydantic_extra__ or function.__pydantic_extra__:
-            return _calls_json(message)
-        out.append((call.id, call.type, function.name, function.arguments))
-    return tuple(out)
-
-
-def _general_identity(
-    messages: Sequence[Message], span: list[int], head: str
-) -> tuple[object, ...]:
-    """A chunk's identity when ``_span_fields`` cannot give it (extra keys, content parts):
-    ``head``, then per message its role and content when that is all it has, else ``""`` (no
-    role is empty, so the two never meet) and a tuple of every field the wire text holds
-    (the wire text itself for content parts or extra keys). It never equals a fast one,
-    ``(head, fields)``: its second item is a string, not a tuple."""
-    out: list[object] = [head]
-    for i in span:
-        m = messages[i]
-        plain = _plain_text(m)
-        if plain is not None:
-            out += (m.role, plain)
-        elif m.__pydantic_extra__ or not (m.content is None or type(m.content) is str):
-            out += ("", _wire_text(m))
-        else:
-            out += ("", (m.role, m.content, m.name, m.tool_call_id, _calls_identity(m)))
-    return tuple(out)
-
-
-def _chunk_data(messages: Sequence[Message], span: list[int], head: str) -> str:
-    return "\x1e".join([head, *(_wire_text(messages[i]) for i in span)])
-
-
-def _chunk_key(messages: Sequence[Message], span: list[int], head: str) -> str:
-    """The summary cache's key for a step: SHA-256 over ``head`` and the chunk's wire texts
-    (a shared store keeps these across processes and versions: the bytes must not change)."""
-    return _digest(_chunk_data(messages, span, head))
-
-
-def _digest(data: str, digits: int = 32) -> str:
-    """The first ``digits`` hex digits of SHA-256 over ``data`` (16 for a message's hash, 32
-    for a summary key)."""
-    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()[:digits]
-
-
-#: the first summary key's head, by its settings (the same on nearly every request)
-_head_digest = functools.lru_cache(maxsize=256)(_digest)
-
-
-class _CharBoundedMemo:
-    """Strings by keys that are tuples of strings, bounded by the characters the keys keep
-    alive (and, when given, by entries): the oldest entries go first. A hit compares the key's
-    strings themselves, so it is never another key's value."""
-
-    def __init__(self, max_chars: int = 4_000_000, max_entries: int | None = None) -> None:
-        self.max_chars = max_chars
-        self.max_entries = max_entries
-        self._keys: dict[tuple[object, ...], tuple[str, int]] = {}
-        self._chars = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[object, ...]) -> str | None:
-        """The value, or None; TypeError for a key holding a list (content parts)."""
-        hit = self._keys.get(key)
-        return None if hit is None else hit[0]
-
-    def put(self, key: tuple[object, ...], value: str, chars: int) -> None:
-        if chars > self.max_chars:
-            return
-        entries = self.max_entries
-        with self._lock:
-            while self._keys and (
-                self._chars + chars > self.max_chars
-                or (entries is not None and len(self._keys) >= entries)
-            ):
-                self._chars -= self._keys.pop(next(iter(self._keys)))[1]
-            if key not in self._keys:
-                self._keys[key] = (value, chars)
-                self._chars += chars
-
-
-class _ChunkKeys(_CharBoundedMemo):
-    """Summary keys of chunks seen before, by their identity: ``(head, fields)`` from
-    ``_span_fields``, else ``_general_identity``.
-
-    A conversation resends its whole history with every request, parsed anew: the folded
-    chunks come back as new objects with the same text, and building their wire texts and
-    hashing them was the largest part of a warm request. A dict keyed by the tuple of strings
-    finds them by each string's hash, which Python keeps on the string once computed (the
-    token counter's lookup computed it), and confirms a hit by comparing the strings
-    themselves: a hit is never a different chunk. The tuples keep their strings alive, so the
-    memo is bounded by the characters it holds (oldest entries go first)."""
-
-    def key(self, messages: Sequence[Message], span: list[int], head: str) -> str:
-        return self.chain(messages, [span], head)[-1]
-
-    def chain(self, messages: Sequence[Message], spans: Sequence[list[int]], head: str) -> list[str]:
-        """The keys of consecutive summary steps: step ``j`` summarises ``spans[j]`` and its
-        head is step ``j - 1``'s key (``head`` for the first)."""
-        fields = _span_fields(messages, spans) if spans else None
-        keys: list[str] = []
-        for j, span in enumerate(spans):
-            ident: tuple[object, ...] | None = None if fields is None else (head, fields[j])
-            hit: str | None = None
-            if ident is not None:
-                try:
-                    hit = self.get(ident)
-                except TypeError:  # content parts: a list, unhashable
-                    ident = None
-            if ident is None:
-                ident = _general_identity(messages, span, head)
-                hit = self.get(ident)
-            head = hit if hit is not None else self._store(ident, messages, span, head)
-            keys.append(head)
-        return keys
-
-    def _store(
-        self, ident: tuple[object, ...], messages: Sequence[Message], span: list[int], head: str
-    ) -> str:
-        data = _chunk_data(messages, span, head)
-        key = _digest(data)
-        self.put(ident, key, len(data))
-        return key
-
-
-_CHUNK_KEYS = _ChunkKeys()
-#: message_hash's memo for messages with tool calls, a name or a call id, by their fields
-_FIELD_HASHES = _CharBoundedMemo(max_entries=_HASH_MEMO_SIZE)
-
-
-# ---------------------------------------------------------------- units
-
-
-@dataclass(slots=True)
-class _Unit:
-    """One unit of trimming, ``messages[first:stop]`` (units partition the span in order), and
-    its token split. ``atoms`` (lists of message indices) and which of them are pinned are
-    None from ``_turn_units``, which runs only when nothing is pinned: they are read only
-    where something is."""
-
-    first: int
-    stop: int
-    droppable: int = 0  # tokens of unpinned atoms
-    pinned: int = 0  # tokens of pinned atoms
-    atoms: list[list[int]] | None = None
-    pinned_atoms: list[bool] | None = None
-
-
-def _atoms(messages: Sequence[Message], start: int, end: int) -> list[list[int]]:
-    """Message indices grouped so that an assistant's tool calls and their results are one
-    atom. A result joins the atom of the call it answers, with everything between (parallel
-    calls answered around an assistant note); a result with no known call (an orphan, or a
-    legacy ``function`` message) joins the atom before it. So a tool result can never lead the
-    kept history, nor outlive its call."""
-    atoms: list[list[int]] = []
-    call_atom: dict[str, int] = {}  # tool call id -> index of the atom that made the call
-    for i in range(start, end):
-        m = messages[i]
-        if m.role in ("tool", "function") and atoms:
-            home = call_atom.get(m.tool_call_id or "", len(atoms) - 1)
-            if home < len(atoms) - 1:  # answered after other messages: they join the round
-                atoms[home:] = [[j for atom in atoms[home:] for j in atom]]
-                for call_id, at in call_atom.items():  # calls made in the merged atoms
-                    if at > home:
-                        call_atom[call_id] = home
-            atoms[-1].append(i)
-        else:
-            atoms.append([i])
-        for call in m.tool_calls or ():
-            call_atom[call.id] = len(atoms) - 1
-    return atoms
-
-
-def _units(
-    messages: Sequence[Message],
-    atoms: list[list[int]],
-    pinned: set[int],
-    start_on: str,
-    tokens_of: Sequence[int],
-) -> list[_Unit]:
-    """Atoms grouped into units; ``tokens_of[i]`` is message ``i``'s ``count_message``."""
-    units: list[_Unit] = []
-    unit = _Unit(0, 0)
-    unit_atoms: list[list[int]] = []
-    unit_pins: list[bool] = []
-    by_atom = start_on == "any"
-    for atom in atoms:
-        first = atom[0]
-        if not units or by_atom or messages[first].role == "user":
-            unit_atoms, unit_pins = [], []
-            unit = _Unit(first, first, 0, 0, unit_atoms, unit_pins)
-            units.append(unit)
-        unit.stop = atom[-1] + 1
-        if len(atom) == 1:  # most atoms: no generator needed
-            is_pinned = first in pinned
-            tokens = tokens_of[first]
-        else:
-            is_pinned = not pinned.isdisjoint(atom)
-            tokens = sum(tokens_of[i] for i in atom)
-        unit_atoms.append(atom)
-        unit_pins.append(is_pinned)
-        if is_pinned:
-            unit.pinned += tokens
-        else:
-            unit.droppable += tokens
-    return units
-
-
-def _turn_units(
-    messages: Sequence[Message], start: int, end: int, tokens_of: Sequence[int]
-) -> list[_Unit] | None:
-    """``_units(messages, _atoms(messages, start, end), set(), "user", tokens_of)`` in one
-    pass, for the common case (nothing pinned, whole turns), without the atoms: the two passes
-    and their per-atom bookkeeping were over a quarter of a warm request. None when a tool
-    result answers a call made before the atom just built (the general path merges atoms then)."""
-    firsts: list[int] = []  # each unit's first message
-    atoms = 0
-    made: dict[str, int] = {}  # tool call id -> number of the atom that made the call
-    for i in range(start, end):
-        m = messages[i].__dict__  # its fields: see _span_fields
-        role = m["role"]
-        if (role == "tool" or role == "function") and atoms:
-            if made and made.get(m["tool_call_id"] or "", atoms) != atoms:
-                return None
-        else:
-            atoms += 1
-            if role == "user" or not firsts:
-                firsts.append(i)
-        if m["tool_calls"]:
-            for call in m["tool_calls"]:
-                made[call.id] = atoms
-    sums = list(accumulate(tokens_of[start:end], initial=0))
-    firsts.append(end)
-    return [_Unit(a, b, sums[b - start] - sums[a - start]) for a, b in pairwise(firsts)]
-
-
-def _quantize(n: int) -> int:
-    """``n`` rounded down to 8 steps per power of two (2,460 -> 2,304; 1,000 -> 960)."""
-    if n < 64:
-        return n
-    step = 1 << (n.bit_length() - 4)
-    return n // step * step
 
 
 # ---------------------------------------------------------------- the stage
@@ -572,8 +188,11 @@ class HistoryStage(BaseStage):
         self._cache = cache if cache is not None else DEFAULT_SUMMARY_CACHE
         self.strict = strict
         self.time_limit_ms = time_limit_ms
-        self._summariser = _build_summariser(summariser, summariser_options)
+        self._summariser = build_summariser(summariser, summariser_options)
         self._fallback = ExtractiveSummariser()
+        self._rolling = RollingSummary(
+            self._summariser, self._fallback, self._cache, summary_role, strict, time_limit_ms
+        )
 
     # ---- running
 
@@ -621,7 +240,9 @@ class HistoryStage(BaseStage):
         try:
             alloc = allocate(request, budget, counter)
         except BudgetInfeasible as exc:  # the fixed part alone is over: pinned messages add
-            pinned_tokens = sum(tokens_of[i] for i in self._pinned(request, start, end))
+            pinned_tokens = sum(
+                tokens_of[i] for i in _pinned(request, start, end, self.pin_first_user)
+            )
             if not pinned_tokens:
                 raise
             raise BudgetInfeasible(
@@ -632,7 +253,7 @@ class HistoryStage(BaseStage):
             ) from exc
         if end <= start:
             return request
-        pinned = self._pinned(request, start, end)
+        pinned = _pinned(request, start, end, self.pin_first_user)
         if alloc.history is None or alloc.history_needed <= alloc.history and not pinned:
             log.details.update(history_cap=alloc.history, folded_units=0, summary_tokens=0)
             return request  # fits as it is: no need to look at units at all
@@ -651,7 +272,7 @@ class HistoryStage(BaseStage):
             return request
         # a last user message the compress stage may shrink is not a fixed cost
         fixed = 0 if request.compress_last_user else alloc.fixed
-        self._check_feasible(fixed, pinned_tokens, budget)
+        _check_feasible(fixed, pinned_tokens, budget)
         # pinned messages stay even when the history share is smaller than they are: the
         # total still fits (checked above) once documents take less
         avail = max(cap, pinned_tokens) - pinned_tokens
@@ -709,40 +330,6 @@ class HistoryStage(BaseStage):
         edges = sorted({b for b in boundaries if b <= fold} | {fold})
         return fold, list(pairwise(edges)), body_cap, reserve
 
-    def _pinned(self, request: Request, start: int, end: int) -> set[int]:
-        messages = request.messages
-        pinned: set[int] = set()
-        if _any_pinned(request, start, end):
-            pinned = {i for i in range(start, end) if messages[i].pinned}
-        # a call whose result comes after the last user message (kept whole) must stay too
-        answered = {m.tool_call_id for m in messages[end:] if m.tool_call_id}
-        if answered:
-            pinned.update(
-                i
-                for i in range(start, end)
-                if any(c.id in answered for c in messages[i].tool_calls or ())
-            )
-        if self.pin_first_user:
-            first = next((i for i, m in enumerate(messages) if m.role == "user"), None)
-            if first is not None and start <= first < end:
-                pinned.add(first)
-        return pinned
-
-    def _check_feasible(self, fixed: int, pinned_tokens: int, budget: Budget) -> None:
-        if budget.total is not None and fixed + pinned_tokens > budget.total:
-            raise BudgetInfeasible(
-                "the stable prefix, the last user message and the pinned messages alone "
-                "exceed the budget",
-                minimum=fixed + pinned_tokens,
-                budget=budget.total,
-            )
-        if budget.history is not None and pinned_tokens > budget.history:
-            raise BudgetInfeasible(
-                "the pinned history messages alone exceed budget.history",
-                minimum=pinned_tokens,
-                budget=budget.history,
-            )
-
     # ---- summarising
 
     def _summary(
@@ -755,67 +342,9 @@ class HistoryStage(BaseStage):
         counter: TokenCounter,
         log: StageLog,
     ) -> Message | None:
-        cache = self._cache
         spans = [_unpinned(units, a, b) for a, b in chunks]
         spans = [s for s in spans if s]
-        head = f"{self._summariser.cache_id()}|{counter.name}|{body_cap}"
-        keys = _CHUNK_KEYS.chain(messages, spans, _head_digest(head))
-        # the newest cached step, then roll forward from it
-        text: str | None = None
-        done = 0
-        for j in range(len(keys) - 1, -1, -1):
-            text = cache.get(keys[j])
-            if text is not None:
-                done = j + 1
-                break
-        log.details["summary_cached"] = done == len(keys)
-        fell_back = False
-        for j in range(done, len(keys)):
-            chunk = [messages[i] for i in spans[j]]
-            previous = text or None
-
-            def primary(chunk: list[Message] = chunk, previous: str | None = previous) -> str:
-                return self._summariser.summarise(
-                    chunk, max_tokens=body_cap, counter=counter, previous=previous
-                )
-
-            def fallback(chunk: list[Message] = chunk, previous: str | None = previous) -> str:
-                # the extractive summary stands in uncached, so the configured summariser is
-                # tried again on the next request
-                nonlocal fell_back
-                fell_back = True
-                return self._fallback.summarise(
-                    chunk, max_tokens=body_cap, counter=counter, previous=previous
-                )
-
-            if fell_back or self._summariser.name == self._fallback.name:
-                text = fallback() if fell_back else primary()
-            else:
-                text = run_with_fallback(
-                    primary,
-                    fallback,
-                    backend=f"{self._summariser.name} summariser",
-                    fallback_name="extractive",
-                    extra="lm",
-                    log=log,
-                    strict=self.strict,
-                    time_limit_ms=self.time_limit_ms,
-                )
-                if fell_back:
-                    log.details["summary_fallback"] = log.details["fallback"]["error"]
-            if not fell_back:
-                cache.set(keys[j], text)
-        if not text:
-            return None
-        content = f"{SUMMARY_HEADER}\n{text}"
-        summary = Message(role=self.summary_role, content=content)
-        over = count_message(summary, counter) - reserve
-        if over > 0:  # a BPE merge across lines can add a token or two; never go over budget
-            text = clip_to_tokens(text, max(0, body_cap - over - 2), counter)
-            if not text:
-                return None
-            summary = Message(role=self.summary_role, content=f"{SUMMARY_HEADER}\n{text}")
-        return summary
+        return self._rolling.message(messages, spans, body_cap, reserve, counter, log)
 
     # ---- output
 
@@ -855,69 +384,5 @@ class HistoryStage(BaseStage):
         return request.replace(messages=[*messages[:start], *span, *messages[cut:]])
 
 
-# ---------------------------------------------------------------- helpers
-
-
-def _first_fit(suffix: list[int], room: int) -> int:
-    """The smallest unit index whose suffix fits ``room`` (the span's end always does)."""
-    for i, tokens in enumerate(suffix):
-        if tokens <= room:
-            return i
-    return len(suffix) - 1
-
-
-def _unpinned(units: list[_Unit], a: int, b: int) -> list[int]:
-    if a >= b:
-        return []
-    # a unit's pinned tokens are 0 only when it has no pinned atom (a message counts at least
-    # MESSAGE_OVERHEAD); without one, units are contiguous runs of messages
-    if not any(map(_PINNED_TOKENS, units[a:b])):
-        return list(range(units[a].first, units[b - 1].stop))
-    return [
-        i
-        for unit in units[a:b]
-        for atom, is_pinned in zip(unit.atoms or (), unit.pinned_atoms or ())
-        if not is_pinned
-        for i in atom
-    ]
-
-
-_PINNED_TOKENS = attrgetter("pinned")  # of a _Unit
-_DROPPABLE = attrgetter("droppable")
-
-
-def _runs(indices: list[int]) -> list[tuple[int, int]]:
-    """Sorted indices as half-open contiguous runs: [1, 2, 3, 7] -> [(1, 4), (7, 8)]."""
-    runs: list[tuple[int, int]] = []
-    for i in indices:
-        if runs and runs[-1][1] == i:
-            runs[-1] = (runs[-1][0], i + 1)
-        else:
-            runs.append((i, i + 1))
-    return runs
-
-
 def _counter_of(request: Request) -> TokenCounter:
-    from ..tokens import get_counter
-
     return get_counter(request.tokenizer)
-
-
-def _build_summariser(name: str | Summariser, options: dict[str, Any] | None) -> Summariser:
-    if isinstance(name, Summariser):
-        if options:
-            raise ConfigError("only for a summariser given by name", field="summariser_options")
-        return name
-    if not isinstance(name, str):
-        raise ConfigError("must be a summariser name or a Summariser", field="summariser")
-    if options is not None and not isinstance(options, dict):
-        raise ConfigError("must be a dict", field="summariser_options")
-    cls = SUMMARISERS.get(name, field="summariser")  # UnknownName lists the known ones
-    try:
-        return cls(**(options or {}))
-    except ConfigError as exc:
-        raise ConfigError(
-            exc.reason, field="summariser_options" + (f".{exc.field}" if exc.field else "")
-        ) from exc
-    except TypeError as exc:
-        raise ConfigError(str(exc), field="summariser_options") from exc

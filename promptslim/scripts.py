@@ -1,0 +1,68 @@
+"""Scripts and character widths: which writing system a run of text is in, and full-width
+ASCII folded to half-width (for analysis and pattern matching only; spans always index the
+caller's text)."""
+
+from __future__ import annotations
+
+import re
+
+from .spans import Span
+
+__all__ = ["dominant_script", "normalise_width", "script_spans"]
+
+
+# full-width ASCII (U+FF01-U+FF5E) and the ideographic space fold to their half-width forms:
+# one character for one, so positions in the folded text are positions in the original
+_WIDTH_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+# letters and digits only: full-width punctuation stays, and stops a URL or email
+_ALNUM_WIDTH_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F) if chr(cp - 0xFEE0).isalnum()}
+_CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_SCRIPT_RUN = re.compile(rf"[{_CJK_RANGES}]+|[A-Za-z\u00c0-\u024f]+|[^\W\d_]+")
+
+
+def normalise_width(text: str) -> str:
+    """``text`` with full-width ASCII letters, digits and punctuation and the ideographic space
+    folded to half-width (``ＡＢＣ１２３！`` → ``ABC123!``). Same length as ``text``. For analysis
+    only: stages never write it back (CJK punctuation such as 。 and “ is left alone)."""
+    return text if text.isascii() else text.translate(_WIDTH_FOLD)
+
+
+def _script_of(run: str) -> str:
+    ch = run[0]
+    if "\u3040" <= ch <= "\u30ff" or "\u3400" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" or (
+        "\uf900" <= ch <= "\ufaff"
+    ):
+        return "cjk"
+    return "latin" if ch.isascii() or ch <= "\u024f" else "other"
+
+
+def script_spans(text: str) -> list[Span]:
+    """Runs of one script, kinds ``cjk`` (Han, kana, hangul), ``latin`` or ``other``. Digits,
+    spaces and punctuation belong to no script: they join the run before them (or the first
+    run, at the start). Covers the text when it has any letter; ``[]`` otherwise."""
+    folded = normalise_width(text)
+    spans: list[Span] = []
+    for m in _SCRIPT_RUN.finditer(folded):
+        kind = _script_of(m.group())
+        if spans and spans[-1].kind == kind:
+            spans[-1] = Span(spans[-1].start, m.end(), kind)
+        elif spans:
+            spans[-1] = Span(spans[-1].start, m.start(), spans[-1].kind)
+            spans.append(Span(m.start(), m.end(), kind))
+        else:
+            spans.append(Span(0, m.end(), kind))
+    if spans:
+        spans[-1] = Span(spans[-1].start, len(text), spans[-1].kind)
+    return spans
+
+
+def dominant_script(text: str) -> str:
+    """The script most of the text's letters are in (``cjk``, ``latin``, ``other``), counting
+    a CJK character as a word's worth of letters (3); ``""`` when it has no letters."""
+    weight: dict[str, int] = {}
+    for m in _SCRIPT_RUN.finditer(normalise_width(text)):
+        kind = _script_of(m.group())
+        weight[kind] = weight.get(kind, 0) + len(m.group()) * (3 if kind == "cjk" else 1)
+    return max(sorted(weight), key=weight.__getitem__) if weight else ""
+
