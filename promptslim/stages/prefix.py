@@ -41,13 +41,20 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import ConfigError
 from ..text import PATTERNS, Span, find_protected_spans, merge_spans
 from ..tokens import TokenCounter, count_message
 from ..types import ContentPart, Message, Request
 from .base import BaseStage, StageLog
+from .prefix_options import (
+    CACHE_HINTS,
+    DEFAULT_VOLATILE_KINDS,
+    Placement,
+    Policy,
+    PrefixOptions,
+)
 
 __all__ = [
     "DEFAULT_VOLATILE_KINDS",
@@ -58,25 +65,6 @@ __all__ = [
     "canonicalise_tools",
 ]
 
-Policy = Literal["move", "flag"]
-Placement = Literal["message", "first_user"]
-
-#: PATTERNS kinds treated as volatile by default
-DEFAULT_VOLATILE_KINDS: tuple[str, ...] = (
-    "iso_datetime",
-    "date",
-    "time",
-    "time_ampm",
-    "zh_date",  # 2026年11月30日, 11月30日
-    "zh_time",  # 下午3点, 15点30分
-    "zh_weekday",  # 星期一, 周一 (zh_relative_day, 今天..., is opt-in: the word itself is stable)
-    "unix_timestamp",
-    "uuid",
-    "jwt",
-    "api_key",
-    "hex_id",
-    "email",
-)
 _LABELS = {
     "iso_datetime": "date",
     "date": "date",
@@ -94,7 +82,7 @@ _LABELS = {
     "api_key": "key",
     "email": "email",
 }
-_HINTS = ("anthropic", "openai")
+_HINTS = CACHE_HINTS
 _CONTEXT_HEADER = "Context for the instructions above (values that change per request):"
 #: appended to pad the prefix to a block boundary: one token per copy in common BPEs
 _PAD_UNIT = " ."
@@ -284,64 +272,36 @@ class PrefixStage(BaseStage):
         cache_size: int = 1024,
         min_gain: float = 0.0,
     ) -> None:
-        if policy not in ("move", "flag"):
-            raise ConfigError(f"expected 'move' or 'flag', got {policy!r}", field="policy")
-        if placement not in ("message", "first_user"):
-            raise ConfigError(
-                f"expected 'message' or 'first_user', got {placement!r}", field="placement"
-            )
-        for field_name, value in (
-            ("volatile_kinds", volatile_kinds),
-            ("variables", variables),
-            ("templates", templates),
-            ("cache_hints", cache_hints),
-        ):
-            # a bare string is a sequence too: its characters would each be taken as an entry
-            if isinstance(value, str) or not isinstance(value, (list, tuple)):
-                raise ConfigError(
-                    f"expected a list of strings, got {value!r}", field=field_name
-                )
-        unknown = [k for k in volatile_kinds if k not in PATTERNS]
-        if unknown:
-            raise ConfigError(
-                f"unknown pattern {unknown[0]!r}; known: {', '.join(sorted(PATTERNS))}",
-                field="volatile_kinds",
-            )
-        if any(not isinstance(v, str) or not v for v in variables):
-            raise ConfigError("expected non-empty strings", field="variables")
-        self._template_res = [_compile_template(t) for t in templates]
-        if not isinstance(block_size, int) or block_size < 1:
-            raise ConfigError(
-                f"expected a positive integer, got {block_size!r}", field="block_size"
-            )
-        bad_hint = [h for h in cache_hints if h not in _HINTS]
-        if bad_hint:
-            raise ConfigError(
-                f"unknown hint {bad_hint[0]!r}; known: {', '.join(_HINTS)}", field="cache_hints"
-            )
-        if not isinstance(cache_size, int) or cache_size < 0:
-            raise ConfigError(f"expected an integer >= 0, got {cache_size!r}", field="cache_size")
-        if tenant_salt is not None and not isinstance(tenant_salt, str):
-            raise ConfigError("expected a string", field="tenant_salt")
-        if (
-            not isinstance(min_gain, (int, float))
-            or isinstance(min_gain, bool)
-            or not 0 <= min_gain < float("inf")
-        ):
-            raise ConfigError(f"expected a number >= 0, got {min_gain!r}", field="min_gain")
-        self.policy = policy
-        self.placement = placement
-        self.volatile_kinds = tuple(volatile_kinds)
-        self.variables = tuple(variables)
-        self.templates = tuple(templates)
-        self.canonicalise = canonicalise
-        self.sort_tools = sort_tools
-        self.tenant_salt = tenant_salt
-        self.align_to_block = align_to_block
-        self.block_size = block_size
-        self.cache_hints = tuple(cache_hints)
-        self.cache_size = cache_size
-        self.min_gain = float(min_gain)
+        options = PrefixOptions.parse(
+            policy=policy,
+            placement=placement,
+            volatile_kinds=volatile_kinds,
+            variables=variables,
+            templates=templates,
+            canonicalise=canonicalise,
+            sort_tools=sort_tools,
+            tenant_salt=tenant_salt,
+            align_to_block=align_to_block,
+            block_size=block_size,
+            cache_hints=cache_hints,
+            cache_size=cache_size,
+            min_gain=min_gain,
+        )
+        self._template_res = [_compile_template(t) for t in options.templates]
+        # every setting under its own name: get_params reads them back
+        self.policy = options.policy
+        self.placement = options.placement
+        self.volatile_kinds = options.volatile_kinds
+        self.variables = options.variables
+        self.templates = options.templates
+        self.canonicalise = options.canonicalise
+        self.sort_tools = options.sort_tools
+        self.tenant_salt = options.tenant_salt
+        self.align_to_block = options.align_to_block
+        self.block_size = options.block_size
+        self.cache_hints = options.cache_hints
+        self.cache_size = options.cache_size
+        self.min_gain = options.min_gain
         self._patterns = [(k, PATTERNS[k]) for k in self.volatile_kinds]
         # longest first, so "Ann Lee" wins over "Ann"
         self._variables_re = (
