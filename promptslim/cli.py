@@ -412,7 +412,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         queue_timeout_s=args.queue_timeout, upstream_timeout_s=args.timeout,
         max_body_bytes=args.max_body_bytes, api_key=api_key, log_content=args.log_content,
         warm_up=not args.no_warm_up, upstream_transport=args.upstream_transport,
-        workers=args.workers,
+        workers=args.workers, header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout, max_header_bytes=args.max_header_bytes,
+        max_headers=args.max_headers, max_connections=args.max_connections,
+        keepalive_s=args.keepalive, pipeline_timeout_s=args.pipeline_timeout,
     )  # fmt: skip
     serve(config, pipeline=pipeline, log_level=args.log_level)
     return EXIT_OK
@@ -532,8 +535,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="allow prompt text in logs (failed-pipeline messages; slimmed messages at debug). Off by default")  # fmt: skip
     p.add_argument("--no-warm-up", dest="no_warm_up", action="store_true",
                    help="do not run the pipeline on a built-in sample at start-up (models then load on the first request)")  # fmt: skip
-    p.add_argument("--upstream-transport", dest="upstream_transport", default="promptslim", choices=("promptslim", "httpx"),
-                   help="client for an http:// upstream: promptslim's lean HTTP/1.1 transport (default) or httpx's; https:// always uses httpx's")  # fmt: skip
+    p.add_argument("--upstream-transport", dest="upstream_transport", default="httpx", choices=("promptslim", "httpx"),
+                   help="deprecated and ignored: every upstream is spoken to by httpx's transport")  # fmt: skip
+    p.add_argument("--pipeline-timeout", dest="pipeline_timeout", type=float, default=1.0, metavar="S", help="pipeline time budget; past it the original request is forwarded (default 1)")
+    p.add_argument("--header-timeout", dest="header_timeout", type=float, default=10.0, metavar="S", help="a client's time to send its headers before the connection is closed (default 10)")
+    p.add_argument("--body-timeout", dest="body_timeout", type=float, default=30.0, metavar="S", help="a client's time to send its body before 408 (default 30)")
+    p.add_argument("--max-header-bytes", dest="max_header_bytes", type=int, default=32 * 1024, metavar="N", help="a request's header block; larger gets 400 (default 32768)")
+    p.add_argument("--max-headers", dest="max_headers", type=int, default=100, metavar="N", help="headers per request; more get 431 (default 100)")
+    p.add_argument("--max-connections", dest="max_connections", type=int, default=1024, metavar="N", help="open client connections per worker; more are closed at once (default 1024)")
+    p.add_argument("--keepalive", type=float, default=5.0, metavar="S", help="idle keep-alive connections close after this (default 5)")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="processes serving the port (default 1); each admits its share of --max-concurrency and --max-queue, loads its own models, and /metrics adds them all up")  # fmt: skip
     p.set_defaults(func=cmd_serve)

@@ -593,26 +593,16 @@ def test_config_is_checked_and_fixed() -> None:
     assert info.value.field == "upstream_transport"
 
 
-def test_upstream_transport_by_scheme_and_choice() -> None:
-    from promptslim.http11 import Http11Transport
-    from promptslim.serve.app import Proxy
-
-    def made(upstream: str, **options: Any) -> Any:
-        return Proxy(ServeConfig(upstream=upstream, **options), pipeline=None).make_transport()
-
-    assert isinstance(made("http://127.0.0.1:8000/v1"), Http11Transport)
-    assert isinstance(made("https://api.example.com/v1"), httpx.AsyncHTTPTransport)
-    chosen = made("http://127.0.0.1:8000/v1", upstream_transport="httpx")
-    assert isinstance(chosen, httpx.AsyncHTTPTransport)
+def test_the_old_transport_choice_only_warns_and_every_upstream_uses_httpx() -> None:
+    with pytest.warns(DeprecationWarning, match="upstream_transport"):
+        old = ServeConfig(upstream="http://127.0.0.1:8000/v1", upstream_transport="promptslim")
+    assert old.upstream_transport == "httpx"
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", ["promptslim", "httpx"])
-async def test_either_upstream_transport_relays_the_same_stream(
-    seam: tuple[Seam, str], transport: str
-) -> None:
+async def test_stream_relayed_the_same_as_direct(seam: tuple[Seam, str]) -> None:
     body = {**BODY, "stream": True}
-    with proxy(seam[1], default=False, upstream_transport=transport) as (url, _):
+    with proxy(seam[1], default=False) as (url, _):
         async with httpx.AsyncClient(timeout=10) as client:
             direct = await client.post(seam[1] + "/chat/completions", json=body)
             proxied = await client.post(url + "/v1/chat/completions", json=body)
@@ -624,6 +614,7 @@ async def test_either_upstream_transport_relays_the_same_stream(
     ]
     assert texts[1] == texts[0] and len(texts[0]) >= 2
     assert proxied.content.rstrip().endswith(b"data: [DONE]")
+    assert proxied.headers.get_list("x-request-id") == [proxied.headers["x-request-id"]]
 
 
 # ---------------------------------------------------------------- the real model server

@@ -8,9 +8,8 @@ same items in the same order at the same times; configs run one after another.
 
 Per request, on the client clock (``time.perf_counter``), seconds from the moment it was sent:
 scheduling delay (how late the client sent it), connect / request sent / first byte (httpx's
-``trace`` extension; for ``http://`` servers the client runs on promptslim's lean HTTP/1.1
-transport, ``promptslim.http11``, which reports the same events), TTFT (first non-empty content delta), inter-token latencies, end-to-end
-latency, output tokens, status, error. Aggregates use vLLM ``bench serve`` names in ms (``ttft``,
+``trace`` extension, over its own pooled transport), TTFT (first non-empty content delta),
+inter-token latencies, end-to-end latency, output tokens, status, error. Aggregates use vLLM ``bench serve`` names in ms (``ttft``,
 ``tpot``, ``itl``, ``e2el``), overall and per prompt-length bucket. The client measures its own
 overhead (event-loop lag, CPU) so a client bottleneck is reported, not mistaken for the server.
 
@@ -383,17 +382,8 @@ async def run_stream(
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     timeout = httpx.Timeout(timeout_s)
     probe = _LoopProbe()
-    transport = None
-    if httpx.URL(endpoint).scheme == "http":
-        # the lean HTTP/1.1 transport: with httpx's default one the client's own CPU per
-        # streamed chunk set the pace at 100 concurrent streams (benchmarks/bench_proxy.py);
-        # https keeps httpx's (TLS, HTTP/2)
-        from ..http11 import Http11Transport
-
-        slots = concurrency or len(requests) or 1
-        transport = Http11Transport(max_connections=slots, max_keepalive_connections=slots)
     async with httpx.AsyncClient(
-        limits=limits, timeout=timeout, headers=dict(headers or {}), transport=transport
+        limits=limits, timeout=timeout, headers=dict(headers or {}), trust_env=False
     ) as client:
 
         async def send(i: int, due: float) -> float:

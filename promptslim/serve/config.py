@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,17 +39,48 @@ class ServeConfig:
     api_key: str | None = field(default=None, repr=False)
     retry_after_s: int = 1
     graceful_shutdown_s: float = 30.0
-    #: prompt text in logs (DESIGN.md invariant 8: off by default). When True, a failed
+    #: prompt text in logs (docs/architecture.md, invariant 8: off by default). When True, a failed
     #: pipeline's exception message (which may quote the prompt) goes into its log line, and at
     #: DEBUG each slimmed request's messages are logged; for debugging on a trusted machine only
     log_content: bool = False
     #: run the pipeline once on a built-in sample at start-up (``Pipeline.warm_up``), so the
     #: first client does not wait for models and dictionaries to load
     warm_up: bool = True
-    #: the client side of ``http://`` upstreams: ``"promptslim"``, a lean HTTP/1.1 transport
-    #: (one socket send per request, body bytes relayed as they come; ``promptslim/http11.py``), or
-    #: ``"httpx"``, httpx's default transport. ``https://`` upstreams always use httpx's.
-    upstream_transport: str = "promptslim"
+    #: deprecated and ignored: every upstream is spoken to by httpx's own pooled transport
+    #: (httpcore and h11). ``"promptslim"`` named a hand-written HTTP/1.1 transport that could
+    #: hand one client another client's answer; it is gone, and naming it only warns
+    upstream_transport: str = "httpx"
+    #: reuse upstream connections across requests. HTTP/1.1 cannot tell an answer from bytes an
+    #: upstream sent past the end of its previous one, and pooled clients (httpcore, aiohttp)
+    #: then hand those bytes to the next request on the connection: another client's answer.
+    #: None (the default) pools only ``https://`` upstreams, where a handshake costs a round
+    #: trip or more and the upstream is a provider; an ``http://`` upstream gets a fresh
+    #: connection per request (a loopback or LAN connect, ~0.1 ms), asked to close after it
+    upstream_keepalive: bool | None = None
+    #: the longest a client may take to send a request's headers (from its connection's start,
+    #: or the end of its previous response); past it the connection is closed (slowloris)
+    header_timeout_s: float = 10.0
+    #: the longest a client may take to send a request's body once its headers are in; past it
+    #: ``408`` and the connection is closed
+    body_timeout_s: float = 30.0
+    #: a request's header block, in bytes; a larger one gets ``400`` and the connection closes
+    max_header_bytes: int = 32 * 1024
+    #: headers per request; more get ``431``
+    max_headers: int = 100
+    #: open client connections per worker process; one more is closed as soon as it is
+    #: accepted. Idle keep-alive connections count: they close after ``keepalive_s``
+    max_connections: int = 1024
+    #: idle time after a response before a keep-alive connection is closed
+    keepalive_s: float = 5.0
+    #: the pipeline's time budget; past it the original request is forwarded unchanged (and the
+    #: log line, the ``promptslim`` report and ``/metrics`` say so): slimming never makes a
+    #: request slower than not slimming it. The abandoned work ends by itself, bounded by the
+    #: request limits (``promptslim.limits``)
+    pipeline_timeout_s: float = 1.0
+    #: a non-streamed upstream body whose ``Content-Length`` is at most this is read whole
+    #: before it is sent on (its ``Server-Timing`` then has the whole exchange, and the
+    #: ``promptslim`` report can be added); a larger or unsized one is relayed as it comes
+    max_buffered_body_bytes: int = 1024 * 1024
     #: processes serving the port (``serve`` only; ``create_app`` serves in one). The pipeline
     #: runs on one core per process, so this is how the proxy uses more than one. Each worker
     #: admits its share of ``max_concurrency`` and ``max_queue`` (rounded up) and loads its own
@@ -72,7 +104,9 @@ class ServeConfig:
             # a bare host means the OpenAI layout: the routes live under /v1
             object.__setattr__(self, "upstream", f"{parts.scheme}://{parts.netloc}/v1")
         object.__setattr__(self, "upstream", self.upstream.rstrip("/"))
-        for name in ("max_concurrency", "max_body_bytes", "port", "workers"):
+        ints = ("max_concurrency", "max_body_bytes", "port", "workers", "max_header_bytes",
+                "max_headers", "max_connections", "max_buffered_body_bytes")  # fmt: skip
+        for name in ints:
             if getattr(self, name) < 1:
                 raise ConfigError("must be at least 1", field=name)
         if self.port > 65535:
@@ -81,10 +115,27 @@ class ServeConfig:
             if getattr(self, name) < 0:
                 raise ConfigError("must not be negative", field=name)
         if self.upstream_transport not in ("promptslim", "httpx"):
-            raise ConfigError("expected 'promptslim' or 'httpx'", field="upstream_transport")
-        for name in ("queue_timeout_s", "upstream_timeout_s", "connect_timeout_s"):
+            raise ConfigError("expected 'httpx'", field="upstream_transport")
+        if self.upstream_transport == "promptslim":
+            warnings.warn(
+                "upstream_transport='promptslim' is deprecated and ignored: the proxy always "
+                "uses httpx's transport",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            object.__setattr__(self, "upstream_transport", "httpx")
+        timeouts = ("queue_timeout_s", "upstream_timeout_s", "connect_timeout_s",
+                    "header_timeout_s", "body_timeout_s", "keepalive_s", "pipeline_timeout_s")  # fmt: skip
+        for name in timeouts:
             if not getattr(self, name) > 0:
                 raise ConfigError("must be positive", field=name)
+
+    @property
+    def pools_connections(self) -> bool:
+        """Whether upstream connections are reused (``upstream_keepalive``, resolved)."""
+        if self.upstream_keepalive is None:
+            return self.upstream.startswith("https://")
+        return self.upstream_keepalive
 
     def share(self, total: int) -> int:
         """One worker's part of a limit that ``total`` sets for all of them (rounded up)."""

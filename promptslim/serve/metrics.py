@@ -16,9 +16,12 @@ from typing import Any
 
 __all__ = ["Histogram", "Metrics", "merged", "write_snapshot"]
 
-#: seconds; fine at the low end, where proxy overhead and stage times live
+#: seconds; fine at the low end, where proxy overhead and stage times live, and steps of a
+#: quarter second from 0.5 to 3 s, where TTFT SLOs live, so ``histogram_quantile`` can tell a
+#: 1.5 s P99 from a 2 s one
 LATENCY_BUCKETS: tuple[float, ...] = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5,
+    1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 10.0, 30.0,
 )  # fmt: skip
 
 
@@ -71,6 +74,9 @@ class Metrics:
         self.tokens_in = 0
         self.tokens_out = 0
         self.pipeline_failures = 0
+        self.pipeline_timeouts = 0
+        #: client connections a limit closed, by reason (``header_timeout``, ``connection_cap``)
+        self.connections_closed: dict[str, int] = {}
 
     def count_request(self, route: str, status: int) -> None:
         self.requests[(route, status)] += 1
@@ -87,6 +93,8 @@ class Metrics:
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
             "pipeline_failures": self.pipeline_failures,
+            "pipeline_timeouts": self.pipeline_timeouts,
+            "connections_closed": dict(self.connections_closed),
         }
 
     def absorb(self, data: Mapping[str, Any]) -> None:
@@ -100,8 +108,13 @@ class Metrics:
         self.tokens_in += int(data["tokens_in"])
         self.tokens_out += int(data["tokens_out"])
         self.pipeline_failures += int(data["pipeline_failures"])
+        self.pipeline_timeouts += int(data.get("pipeline_timeouts", 0))
+        for reason, n in dict(data.get("connections_closed", {})).items():
+            self.connections_closed[reason] = self.connections_closed.get(reason, 0) + int(n)
 
-    def render(self, *, queued: int, in_flight: int, workers: int = 1) -> str:
+    def render(
+        self, *, queued: int, in_flight: int, workers: int = 1, open_connections: int = 0
+    ) -> str:
         lines = [
             "# HELP promptslim_requests_total Requests answered, by route and HTTP status.",
             "# TYPE promptslim_requests_total counter",
@@ -133,6 +146,18 @@ class Metrics:
             "# HELP promptslim_pipeline_failures_total Pipeline failures (the original request was forwarded).",
             "# TYPE promptslim_pipeline_failures_total counter",
             f"promptslim_pipeline_failures_total {self.pipeline_failures}",
+            "# HELP promptslim_pipeline_timeouts_total Pipelines past their time budget (the original request was forwarded).",
+            "# TYPE promptslim_pipeline_timeouts_total counter",
+            f"promptslim_pipeline_timeouts_total {self.pipeline_timeouts}",
+            "# HELP promptslim_connections_closed_total Client connections closed by a limit, by reason.",
+            "# TYPE promptslim_connections_closed_total counter",
+            *(
+                f'promptslim_connections_closed_total{{reason="{reason}"}} {n}'
+                for reason, n in sorted(self.connections_closed.items())
+            ),
+            "# HELP promptslim_open_connections Client connections open in the process that answered.",
+            "# TYPE promptslim_open_connections gauge",
+            f"promptslim_open_connections {open_connections}",
             "# HELP promptslim_queue_length Requests waiting for admission.",
             "# TYPE promptslim_queue_length gauge",
             f"promptslim_queue_length {queued}",

@@ -22,6 +22,7 @@ from ..errors import BackendError, ConfigError
 from ..pipeline import Pipeline
 from .app import create_app
 from .config import ServeConfig
+from .guard import GuardedH11Protocol
 
 __all__ = ["serve"]
 
@@ -53,6 +54,11 @@ def serve(config: ServeConfig, *, pipeline: Pipeline | None, log_level: str = "i
         "proxy_headers": False,
         "timeout_graceful_shutdown": max(1, round(config.graceful_shutdown_s)),
         "backlog": 4096,  # bursts of clients queue in the kernel, not refused
+        # h11 bounds a header block's size; the guarded protocol adds the header deadline and
+        # the connection cap (promptslim/serve/guard.py)
+        "http": GuardedH11Protocol,
+        "h11_max_incomplete_event_size": config.max_header_bytes,
+        "timeout_keep_alive": config.keepalive_s,
     }
     if config.workers == 1:
         app = create_app(config, pipeline=pipeline)
