@@ -39,7 +39,7 @@ def test_every_exported_name_is_the_object_its_module_exports() -> None:
         module_name, attribute = lines[name]
         module = importlib.import_module(module_name)
         obj = getattr(promptslim, name)
-        assert obj is getattr(module, attribute), f"promptslim.{name} is not {module_name}.{attribute}"
+        assert obj is getattr(module, attribute), f"{name} is not {module_name}.{attribute}"
         if hasattr(module, "__all__"):
             assert attribute in module.__all__, f"{name} is private in {module_name}"
         # ``from promptslim import NAME`` works, and gives the same object
