@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "SmolLM2-135M-Instruct on CPU: fp32 for prefill, llmlingua and lm_fp32; its int8 copy "
             "(Linear layers dynamically quantised) for lm"
         ),
-        dataset=str(args.dataset),
+        dataset=Path(args.dataset).name,  # the file, not where this machine keeps it
         notes=(
             "llmlingua in LongLLMLingua mode, protect_fallback off (the raw package); lm and "
             "llmlingua compared on the same first N_per_compressor['llmlingua'] items; model "

@@ -1,4 +1,5 @@
-"""The bounded-cache type every memo uses: bounded by entries and by size (DESIGN.md 10)."""
+"""The bounded-cache type every memo uses: bounded by entries and by size (invariant 10 of
+docs/architecture.md)."""
 
 from __future__ import annotations
 
