@@ -27,7 +27,13 @@ def test_every_goal_row_names_its_goal_figure_verdict_and_machine(tmp_path: Path
     assert rows == [
         ("bench_overhead", "pipeline_p99_ms <= 0.3", "0.2", "yes", "Test CPU, 4 CPUs"),
         ("bench_overhead", "count_cold_ms <= 2", "5", "**no**", "Test CPU, 4 CPUs"),
-        ("bench_overhead", "count_warm_ms <= 0.1", "not in the saved run", "no", "Test CPU, 4 CPUs"),
+        (
+            "bench_overhead",
+            "count_warm_ms <= 0.1",
+            "not in the saved run",
+            "no",
+            "Test CPU, 4 CPUs",
+        ),
     ]
     # a benchmark with no saved run is a missed goal, not a missing row
     assert ("bench_prefix", "stage_p99_ms <= 1", "no saved run", "no", "") in summary.rows(tmp_path)
