@@ -30,9 +30,6 @@ from .types import Budget, Report, Request, Result, StageReport, invalid_from_va
 
 __all__ = ["DEFAULT_STAGES", "Pipeline", "PipelineConfig", "StageSpec"]
 
-# a stage whose run is this one is run through run_report (no Result and Report to take apart)
-_BASE_RUN: object = BaseStage.run
-
 #: the built-in stages of the default pipeline, in order
 DEFAULT_STAGES: tuple[str, ...] = ("prefix", "history", "retrieval", "compress")
 
@@ -157,7 +154,7 @@ class Pipeline:
         warnings = list(request.warnings)
         fingerprint = cacheable = None
         for stage in self.stages:
-            if tracer is None and isinstance(stage, BaseStage) and type(stage).run is _BASE_RUN:
+            if tracer is None and isinstance(stage, BaseStage):
                 out, stage_report = stage.run_report(request, attempt)
                 _check_prefix_kept(request, out, stage.name)
                 parts = ([stage_report], stage_report.warnings, *prefix_figures(stage_report))

@@ -42,7 +42,7 @@ def trusted(cls: type[M], **fields: Any) -> M:
     if fields.keys() != names:
         mismatched = sorted(names ^ fields.keys())
         raise TypeError(f"{cls.__name__}: trusted() needs every field and no other: {mismatched}")
-    return cls.model_validate(fields)
+    return cls(**fields)
 
 
 class Change(BaseModel):

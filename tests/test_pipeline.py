@@ -14,6 +14,7 @@ from promptslim import (
     Pipeline,
     PromptSlimError,
     Request,
+    Result,
     Stage,
     StageLog,
     UnknownName,
@@ -298,3 +299,27 @@ def test_a_scalar_option_of_another_type_is_refused_not_coerced(stage, key, valu
     with pytest.raises(ConfigError) as err:
         Pipeline.from_config({"stages": [{"name": stage, key: value}]})
     assert err.value.field == f"stages[0].{key}"
+
+
+def test_a_stage_that_customises_run_is_run_through_it_by_the_pipeline() -> None:
+    # a Pipeline runs BaseStages through run_report; a subclass that overrides run alone
+    # must still be run through its own run, its figures kept
+    class Tagging(BaseStage):
+        name = "tagging"
+
+        def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
+            return request
+
+        def run(self, request: Request, budget: Budget | None = None) -> Result:
+            result = super().run(request, budget)
+            result.report.stages[0].details["tagged"] = True
+            result.report.cacheable_tokens = 7
+            return result
+
+    alone = Tagging().run(Request.from_openai({"messages": [{"role": "user", "content": "hi"}]}))
+    assert alone.report.stages[0].details["tagged"] is True
+    res = Pipeline([Tagging()]).run(
+        Request.from_openai({"messages": [{"role": "user", "content": "hi"}]})
+    )
+    assert res.report.stages[0].details["tagged"] is True
+    assert res.report.cacheable_tokens == 7

@@ -32,7 +32,7 @@ from ..errors import (
 from ..tokens import TokenCounter, count_request, get_counter
 from ..types import Budget, Change, Report, Request, Result, StageReport, trusted
 
-__all__ = ["BaseStage", "PassThrough", "Stage", "StageLog", "run_with_fallback"]
+__all__ = ["BaseStage", "PassThrough", "Stage", "StageLog", "result_of", "run_with_fallback"]
 
 T = TypeVar("T")
 
@@ -166,32 +166,26 @@ class BaseStage(ABC):
     def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
         """Return the transformed request; record changes and warnings in ``log``."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # a stage is run through run_report (by its own run and by a Pipeline): a subclass
+        # that customises run alone gets a run_report that goes through that run
+        if "run" in cls.__dict__ and "run_report" not in cls.__dict__:
+            # what BaseStage.run builds on stays the inherited run_report (no loop through run)
+            cls._inner_report = cls.run_report
+            cls.run_report = _report_via_run  # type: ignore[method-assign]
+
     def run(self, request: Request, budget: Budget | None = None) -> Result:
-        out, report = self.run_report(request, budget)
-        fingerprint, cacheable = prefix_figures(report)
-        # trusted(): these values are ours and already typed; validation is pure overhead here
-        return trusted(
-            Result,
-            request=out,
-            report=trusted(
-                Report,
-                stages=[report],
-                tokens_in=report.tokens_in,
-                tokens_out=report.tokens_out,
-                ms=report.ms,
-                warnings=list(report.warnings),
-                prefix_fingerprint=fingerprint,
-                cacheable_tokens=cacheable,
-                degraded=None,
-            ),
-        )
+        out, report = self._inner_report(request, budget)
+        return result_of(out, report)
 
     def run_report(
         self, request: Request, budget: Budget | None = None
     ) -> tuple[Request, StageReport]:
         """``run`` without the Result and Report around it: the new request and this stage's
-        StageReport. A Pipeline calls it for a stage whose ``run`` is this class's, since it
-        would take that Result apart at once (building the two costs as much as the rest)."""
+        StageReport. What a Pipeline calls, since it would take that Result apart at once
+        (building the two costs as much as the rest of a bare stage). Override this, or
+        ``apply``, to change what a stage does; ``run`` is this plus ``result_of``."""
         counter = get_counter(request.tokenizer)
         start = time.perf_counter()
         # both counts are memoised on the request, so in a pipeline this tokens_in is the
@@ -213,6 +207,9 @@ class BaseStage(ABC):
         )
         return out, report
 
+    #: the run_report that ``run`` builds on (see ``__init_subclass__``)
+    _inner_report = run_report
+
     # ---- configuration
 
     def get_params(self) -> dict[str, Any]:
@@ -232,6 +229,44 @@ class BaseStage(ABC):
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
+
+
+def result_of(out: Request, report: StageReport) -> Result:
+    """The Result of one stage's run: its output request and a Report of its StageReport."""
+    fingerprint, cacheable = prefix_figures(report)
+    # trusted(): these values are ours and already typed
+    return trusted(
+        Result,
+        request=out,
+        report=trusted(
+            Report,
+            stages=[report],
+            tokens_in=report.tokens_in,
+            tokens_out=report.tokens_out,
+            ms=report.ms,
+            warnings=list(report.warnings),
+            prefix_fingerprint=fingerprint,
+            cacheable_tokens=cacheable,
+            degraded=None,
+        ),
+    )
+
+
+def _report_via_run(
+    self: BaseStage, request: Request, budget: Budget | None = None
+) -> tuple[Request, StageReport]:
+    """``run_report`` of a stage that customised ``run``: its own run's Result, taken apart
+    (its Report's figures kept in the StageReport's details, where ``prefix_figures`` reads
+    them)."""
+    result = self.run(request, budget)
+    report = result.report.stages[-1] if result.report.stages else None
+    if report is None or len(result.report.stages) != 1:
+        raise TypeError(f"{type(self).__name__}.run must report exactly one stage")
+    if result.report.prefix_fingerprint is not None:
+        report.details.setdefault("fingerprint", result.report.prefix_fingerprint)
+    if result.report.cacheable_tokens is not None:
+        report.details["cacheable_tokens"] = result.report.cacheable_tokens
+    return result.request, report
 
 
 class PassThrough(BaseStage):

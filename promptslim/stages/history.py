@@ -72,8 +72,8 @@ from ..backends.summary_store import summary_cache_from_spec
 from ..budget import allocate, history_span
 from ..errors import BudgetInfeasible, ConfigError
 from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message, get_counter, message_counts
-from ..types import Budget, Message, Request, Result
-from .base import BaseStage, StageLog
+from ..types import Budget, Message, Request, Result, StageReport
+from .base import BaseStage, StageLog, result_of
 from .history_hashing import (  # noqa: F401  (re-exported: the stage's fingerprint helpers)
     _FIELD_HASHES,
     _calls_json,
@@ -206,21 +206,28 @@ class HistoryStage(BaseStage):
         """As ``BaseStage.run``; with ``previous`` (the previous request's ``message_hashes`` or
         ``history_fingerprint``; default ``request.previous``) the report also states how many
         leading tokens are unchanged."""
-        result = super().run(request, budget)
+        out, report = HistoryStage.run_report(self, request, budget, previous=previous)
+        return result_of(out, report)
+
+    def run_report(
+        self,
+        request: Request,
+        budget: Budget | None = None,
+        *,
+        previous: str | Sequence[str] | None = None,
+    ) -> tuple[Request, StageReport]:
+        out, report = super().run_report(request, budget)
         if previous is None:
             previous = request.previous  # how a Pipeline passes it on
         if previous is not None:
-            details = result.report.stages[0].details
+            details = report.details
             n, tokens = unchanged_leading(
-                previous,
-                result.request.messages,
-                _counter_of(result.request),
-                details["message_hashes"],
+                previous, out.messages, _counter_of(out), details["message_hashes"]
             )
             details["unchanged_messages"] = n
             details["unchanged_tokens"] = tokens
-            result.report.cacheable_tokens = tokens
-        return result
+            details["cacheable_tokens"] = tokens  # Report.cacheable_tokens (prefix_figures)
+        return out, report
 
     def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
         out = self._trim(request, budget, log)
