@@ -33,6 +33,8 @@ from .errors import InvalidRequest as InvalidRequest
 from .errors import PromptSlimError as PromptSlimError
 from .errors import StageTimeout as StageTimeout
 from .errors import UnknownName as UnknownName
+from .limits import RequestLimits as RequestLimits
+from .limits import check_body as check_body
 from .pipeline import Pipeline as Pipeline
 from .registry import STAGES as STAGES
 from .registry import Registry as Registry
@@ -97,6 +99,7 @@ __all__ = [
     "Registry",
     "Report",
     "Request",
+    "RequestLimits",
     "Result",
     "RetrievalStage",
     "Scorer",
@@ -116,6 +119,7 @@ __all__ = [
     "ToolsStage",
     "UnknownName",
     "allocate",
+    "check_body",
     "answer_expand_call",
     "count_messages",
     "count_request",

@@ -56,6 +56,8 @@ def read_json(path: str) -> Any:
         ) from exc
     except RecursionError as exc:
         raise InvalidRequest("invalid JSON: nested too deeply", field=path) from exc
+    except ValueError as exc:  # a number JSON allows but Python cannot hold (5,000 digits)
+        raise InvalidRequest(f"invalid JSON: {exc}", field=path) from exc
 
 
 @contextmanager
@@ -165,6 +167,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
             raise DatasetError(message, path=path, line=where) from exc
         except RecursionError as exc:
             raise DatasetError("invalid JSON: nested too deeply", path=path, line=line) from exc
+        except ValueError as exc:  # a number JSON allows but Python cannot hold
+            raise DatasetError(f"invalid JSON: {exc}", path=path, line=line) from exc
 
     def bodies(path: str) -> list[tuple[int, Any]]:
         text = read_text(path)

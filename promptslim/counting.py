@@ -61,7 +61,7 @@ def count_message(message: Message, counter: TokenCounter | None = None) -> int:
 
 def _calls_tokens(calls: Sequence[ToolCall], count: Callable[[str], int]) -> int:
     """Tokens of tool calls' function names and arguments, as ``count_message`` adds them."""
-    return sum([count(call.function.name) + count(call.function.arguments) for call in calls])
+    return sum([count(call.name) + count(call.payload) for call in calls])
 
 
 def count_messages(messages: Iterable[Message], counter: TokenCounter | None = None) -> int:

@@ -7,9 +7,10 @@ new object (``model_copy``), so objects it did not touch keep their identity.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 __all__ = [
     "PREFIX_ROLES",
@@ -43,9 +44,37 @@ class FunctionCall(_Model):
 
 
 class ToolCall(_Model):
+    """One tool call of an assistant message. A call of a type other than ``"function"``
+    (``"custom"`` tools take free-form input) is kept as it came, in the model extras, and
+    written back untouched; only a function call must carry ``function``."""
+
     id: str
     type: str = "function"
-    function: FunctionCall
+    function: FunctionCall | None = Field(default=None, validate_default=True)
+
+    @field_validator("function")
+    @classmethod
+    def _required_for_function_calls(
+        cls, value: FunctionCall | None, info: ValidationInfo
+    ) -> FunctionCall | None:
+        if value is None and info.data.get("type") == "function":
+            raise ValueError("is required for a function tool call")
+        return value
+
+    @property
+    def name(self) -> str:
+        """The function's name, or for another type its ``{type: {"name": ...}}`` name."""
+        if self.function is not None:
+            return self.function.name
+        body = (self.model_extra or {}).get(self.type)
+        return str(body.get("name", "")) if isinstance(body, dict) else ""
+
+    @property
+    def payload(self) -> str:
+        """What the call sends: the function's arguments, or another type's input as JSON."""
+        if self.function is not None:
+            return self.function.arguments
+        return json.dumps(self.model_extra or {}, sort_keys=True, ensure_ascii=False)
 
 
 class Message(_Model):

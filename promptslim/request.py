@@ -22,6 +22,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError, InvalidRequest
+from .limits import DEFAULT_LIMITS, RequestLimits, check_body
 from .messages import PREFIX_ROLES, Document, Message
 from .render import DocumentsPlacement, insert_documents
 from .validation import invalid_from_validation
@@ -109,15 +110,20 @@ class Request(BaseModel):
     # ---- construction
 
     @classmethod
-    def from_openai(cls, body: Mapping[str, Any], **options: Any) -> Request:
+    def from_openai(
+        cls, body: Mapping[str, Any], *, limits: RequestLimits = DEFAULT_LIMITS, **options: Any
+    ) -> Request:
         """Build a Request from a chat-completions body (plus an optional ``documents`` list).
 
         A document that cannot be read is skipped and named in ``warnings``; anything else that
         is malformed raises ``InvalidRequest`` naming the field. ``options`` set Request fields
-        that are not part of the body (``query``, ``tokenizer``, ``protect``...).
+        that are not part of the body (``query``, ``tokenizer``, ``protect``...). The body is
+        first held to ``limits`` (messages, documents, characters, nesting: see
+        ``promptslim.limits``).
         """
         if not isinstance(body, Mapping):
             raise InvalidRequest(f"expected a JSON object, got {type(body).__name__}", field="body")
+        check_body(body, limits)  # bounded work for every stage after this (promptslim.limits)
         unknown = options.keys() - cls.__pydantic_fields__.keys()
         if unknown:
             raise InvalidRequest(
@@ -132,6 +138,13 @@ class Request(BaseModel):
             )
         messages = [_parse_message(m, i) for i, m in enumerate(raw_messages)]
         documents, warnings = _parse_documents(body.get("documents", []))
+        # ``"pinned": true`` on a message is promptslim's extension: honoured (kept through
+        # trimming), never sent on, and said in the report so its effect is not silent
+        warnings += [
+            f"messages[{i}]: pinned by the request, kept through trimming (the key is not sent)"
+            for i, m in enumerate(messages)
+            if m.pinned
+        ]
         tools = body.get("tools")
         if tools is not None and not (
             isinstance(tools, list) and all(isinstance(t, dict) for t in tools)

@@ -154,16 +154,16 @@ def _new_langchain(message: Message) -> BaseMessage:
         calls, invalid = [], []
         for call in message.tool_calls or ():
             try:
-                args = json.loads(call.function.arguments or "{}")
+                args = json.loads(call.payload or "{}")
             except ValueError:
                 args = None
             if isinstance(args, dict):
-                calls.append({"name": call.function.name, "args": args, "id": call.id or None})
+                calls.append({"name": call.name, "args": args, "id": call.id or None})
             else:
                 invalid.append(
                     {
-                        "name": call.function.name,
-                        "args": call.function.arguments,
+                        "name": call.name,
+                        "args": call.payload,
                         "id": call.id or None,
                         "error": None,
                     }

@@ -63,7 +63,7 @@ def _calls_json(message: Message) -> str:
     request's hashing); the bytes are the same."""
     calls = message.tool_calls
     name, call_id = message.name, message.tool_call_id
-    if calls and any(c.model_extra or c.function.model_extra for c in calls):
+    if calls and any(c.model_extra or c.function is None or c.function.model_extra for c in calls):
         dumped = [c.model_dump() for c in calls]
         return json.dumps([name, call_id, dumped], sort_keys=True)
     head = (
@@ -73,8 +73,8 @@ def _calls_json(message: Message) -> str:
     if not calls:  # a tool result (a fifth of a tool-using history): no join to set up
         return head + "[]]"
     parts = ", ".join(
-        f'{{"function": {{"arguments": {_json_str(c.function.arguments)}, "name": '
-        f'{_json_str(c.function.name)}}}, "id": {_json_str(c.id)}, "type": {_json_str(c.type)}}}'
+        f'{{"function": {{"arguments": {_json_str(c.payload)}, "name": '
+        f'{_json_str(c.name)}}}, "id": {_json_str(c.id)}, "type": {_json_str(c.type)}}}'
         for c in calls
     )
     return f"{head}[{parts}]]"
@@ -143,7 +143,7 @@ def _calls_identity(message: Message) -> object:
     out = []
     for call in message.tool_calls or ():
         function = call.function
-        if call.model_extra or function.model_extra:
+        if call.model_extra or function is None or function.model_extra:
             return _calls_json(message)
         out.append((call.id, call.type, function.name, function.arguments))
     return tuple(out)

@@ -122,7 +122,7 @@ class ToolsStage(BaseStage):
             if m.role == "user":
                 query = m.text
             elif m.tool_calls:
-                calls.update((c.id, c.function) for c in m.tool_calls)
+                calls.update((c.id, c.function) for c in m.tool_calls if c.function is not None)
             if m.role not in _TOOL_ROLES or i < start or m.pinned:
                 continue
             call = calls.get(m.tool_call_id or "")
