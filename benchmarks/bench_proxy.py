@@ -32,8 +32,7 @@ On a host with cores to spare, ``--workers N`` (proxy processes: ``serve --worke
 ``--seam-workers N`` and ``--clients N`` (load-generating processes for the 100-stream level,
 each with its share of the streams, every round started together through a barrier) give each
 side its own cores: one process of each saturates a core at 100 of these short streams (~1,600
-requests a second). CPU figures then cover every process of a side. Results on a 16-core host:
-``results/bench_proxy_16core/``.
+requests a second). CPU figures then cover every process of a side.
 
 Goals, at one stream (the top-level ``added_ttft_*`` keys): added_ttft_p50_ms <= 2,
 added_ttft_p99_ms <= 5; errors == 0 at every level.

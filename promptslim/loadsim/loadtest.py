@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import BackendUnavailable, ConfigError
+from ..stats import percentiles
 
 __all__ = [
     "LoadtestOptions",
@@ -436,8 +437,6 @@ async def run_stream(
 
 
 def _overhead(lags: Sequence[float], cpu_s: float, wall_s: float, cut: bool) -> dict[str, Any]:
-    from ..bench.metrics import percentiles
-
     lag_ms = percentiles([x * 1000 for x in lags], (50, 99)) if lags else {"p50": 0.0, "p99": 0.0}
     lag_ms["max"] = max(lags, default=0.0) * 1000
     cpu_share = cpu_s / wall_s if wall_s > 0 else 0.0
@@ -456,8 +455,6 @@ def _overhead(lags: Sequence[float], cpu_s: float, wall_s: float, cut: bool) -> 
 
 
 def _stats_ms(values_s: Sequence[float]) -> dict[str, float]:
-    from ..bench.metrics import percentiles
-
     if not values_s:
         return {"n": 0}
     ms = [v * 1000 for v in values_s]
