@@ -26,6 +26,12 @@ from __future__ import annotations
 
 from ..registry import Registry
 from .extractive import (  # noqa: F401  (re-exported: tests read the extractive internals here)
+    _CJK_CHAR,
+    _DECISION_STEMS,
+    _FILLER,
+    _GATED_KINDS,
+    _LATIN_NAME,
+    _ZH_DECISIONS,
     ExtractiveSummariser,
     _message_lines,
     _salience,
