@@ -59,4 +59,11 @@ if ! llama_ok; then
     fi
 fi
 
+# 5. redis-server from the OS packages: the Redis stores' tests start one on a free loopback port.
+#    Skipped when it is already there; a machine without apt (or root) skips those tests instead.
+if ! redis-server --version >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && apt-get install -y -qq redis-server; } >/dev/null 2>&1 \
+        || echo "setup: redis-server not installed; the Redis store tests will skip" >&2
+fi
+
 echo "setup: ok ($("$VENV/bin/python" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'))"
