@@ -18,137 +18,13 @@ __all__ = ["Matcher", "keep_small_gaps", "line_starts", "matcher_for"]
 
 # the words a question is made of that say nothing about which item it wants
 _STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "from",
-        "by",
-        "with",
-        "and",
-        "or",
-        "not",
-        "no",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "do",
-        "does",
-        "did",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "when",
-        "where",
-        "why",
-        "how",
-        "that",
-        "this",
-        "these",
-        "those",
-        "it",
-        "its",
-        "as",
-        "if",
-        "than",
-        "then",
-        "there",
-        "their",
-        "them",
-        "they",
-        "he",
-        "she",
-        "his",
-        "her",
-        "we",
-        "our",
-        "you",
-        "your",
-        "i",
-        "me",
-        "my",
-        "any",
-        "all",
-        "each",
-        "some",
-        "get",
-        "got",
-        "give",
-        "find",
-        "show",
-        "list",
-        "tell",
-        "please",
-        "can",
-        "could",
-        "would",
-        "should",
-        "will",
-        "shall",
-        "may",
-        "might",
-        "must",
-        "value",
-        "values",
-        "number",
-        "numbers",
-        "name",
-        "names",
-        "one",
-        "two",
-        "first",
-        "last",
-        "latest",
-        "new",
-        "old",
-        "about",
-        "into",
-        "out",
-        "over",
-        "under",
-        "up",
-        "down",
-        "again",
-        "more",
-        "most",
-        "other",
-        "such",
-        "only",
-        "own",
-        "same",
-        "so",
-        "too",
-        "very",
-        "just",
-        "also",
-        "use",
-        "used",
-        "using",
-        "result",
-        "results",
-        "tool",
-        "call",
-        "calls",
-        "output",
-        "file",
-        "files",
-        "line",
-        "lines",
-        "item",
-        "items",
-    ]
+    """a an the of in on at to for from by with and or not no is are was were be been being do
+    does did what which who whom whose when where why how that this these those it its as if
+    than then there their them they he she his her we our you your i me my any all each some
+    get got give find show list tell please can could would should will shall may might must
+    value values number numbers name names one two first last latest new old about into out
+    over under up down again more most other such only own same so too very just also use used
+    using result results tool call calls output file files line lines item items""".split()  # noqa: SIM905
 )
 # a word worth matching literally: has a digit, an inner capital, _ . / - or : inside it
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_][\w./:-]*[\w]", re.ASCII)
@@ -159,23 +35,66 @@ _MIN_LITERAL = 3
 _MAX_LITERALS = 64
 
 
-def _literals(context: ToolContext) -> tuple[str, ...]:
-    found: list[str] = [h for h in context.hints if len(h) >= _MIN_LITERAL]
-    found += [p for p in context.protect if p]
-    query = context.query
+@lru_cache(maxsize=256)
+def _query_literals(query: str) -> tuple[str, ...]:
+    found: list[str] = []
     for span in find_protected_spans(query):
         value = span.of(query).strip("\"'“”「」`")
         if len(value) >= _MIN_LITERAL or value.isdigit():
             found.append(value)
     found += [w for w in _IDENTIFIER.findall(query) if _IDENT_LIKE.search(w)]
-    # longest first so the alternation prefers the whole literal; dedupe keeping order
-    unique = sorted(dict.fromkeys(f for f in found if f.strip()), key=lambda s: (-len(s), s))
-    return tuple(unique[:_MAX_LITERALS])
+    return tuple(found)
 
 
+def _literals(context: ToolContext) -> tuple[str, ...]:
+    found = [h for h in context.hints if len(h) >= _MIN_LITERAL]
+    found += [p for p in context.protect if p]
+    found += _query_literals(context.query)
+    unique = dict.fromkeys(f for f in found if f.strip())
+    return tuple(sorted(unique, key=lambda s: (-len(s), s))[:_MAX_LITERALS])
+
+
+@lru_cache(maxsize=256)
 def _words(query: str) -> tuple[str, ...]:
     words = {w.lower() for w in _WORD.findall(query)} - _STOPWORDS
     return tuple(sorted(words))
+
+
+@lru_cache(maxsize=256)
+def _word_pattern(words: tuple[str, ...]) -> re.Pattern[str] | None:
+    """Query words (lowercase) as one pattern over lowercased text, compiled once per query.
+    No look-behind in front, so the engine scans for the words' first characters fast (a
+    case-insensitive pattern with look-behinds cost 3 ms on 20 KB); ``_word_matches`` checks
+    the character before."""
+    if not words:
+        return None
+    return re.compile(rf"(?:{'|'.join(map(re.escape, words))})\b")
+
+
+_WORDCHAR = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+
+def _word_matches(pattern: re.Pattern[str], text: str) -> Iterator[tuple[int, str]]:
+    for m in pattern.finditer(text):
+        at = m.start()
+        if at == 0 or text[at - 1] not in _WORDCHAR:
+            yield at, m.group(0)
+
+
+def _literal_matches(literals: Sequence[str], text: str) -> Iterator[tuple[int, str]]:
+    """Where each literal occurs, not as the middle of a longer word or number (``123`` in
+    ``41234``). ``str.find`` per literal: the call's literals differ per result, and compiling
+    an alternation for each cost more than these scans."""
+    find, n = text.find, len(text)
+    for lit in literals:
+        size = len(lit)
+        at = find(lit)
+        while at != -1:
+            end = at + size
+            if (at == 0 or text[at - 1] not in _ALNUM) and (end == n or text[end] not in _ALNUM):
+                yield at, lit
+            at = find(lit, at + 1)
 
 
 class Matcher:
@@ -186,71 +105,50 @@ class Matcher:
     def __init__(self, literals: Sequence[str], words: Sequence[str]) -> None:
         self.literals = tuple(literals)
         self.words = tuple(words)
-        self._literal_re = _alternation(self.literals, word_bounded=False)
-        self._word_re = _alternation(self.words, word_bounded=True)
+        self._word_re = _word_pattern(self.words)
 
     @property
     def empty(self) -> bool:
-        return self._literal_re is None and self._word_re is None
+        return not self.literals and self._word_re is None
 
     def literal_hits(self, text: str) -> int:
-        if self._literal_re is None:
-            return 0
-        return sum(1 for _ in _finditer(self._literal_re, text))
+        return sum(1 for _ in _literal_matches(self.literals, text))
 
     def literals_in(self, text: str) -> set[str]:
         """The distinct literals found in ``text``."""
-        if self._literal_re is None:
-            return set()
-        return {m.group(0) for m in _finditer(self._literal_re, text)}
+        return {lit for _, lit in _literal_matches(self.literals, text)}
 
     def word_hits(self, text: str) -> int:
         """Distinct query words in ``text``."""
         if self._word_re is None:
             return 0
-        return len({m.group(0) for m in _finditer(self._word_re, text.lower())})
+        return len({w for _, w in _word_matches(self._word_re, text.lower())})
 
     def lines_hit(self, text: str, starts: Sequence[int]) -> dict[int, float]:
         """Line index -> relevance (2 per distinct literal, 1 per distinct query word)."""
         seen: dict[int, set[str]] = {}
-        if self._literal_re is not None:
-            for m in _finditer(self._literal_re, text):
-                line = bisect_right(starts, m.start()) - 1
-                seen.setdefault(line, set()).add("L" + m.group(0))
+        for at, lit in _literal_matches(self.literals, text):
+            seen.setdefault(bisect_right(starts, at) - 1, set()).add("L" + lit)
         if self._word_re is not None:
             low = text.lower()
             if len(low) != len(text):  # a character lowercased to two: offsets would drift
                 low = text
-            for m in _finditer(self._word_re, low):
-                line = bisect_right(starts, m.start()) - 1
-                seen.setdefault(line, set()).add("W" + m.group(0))
-        return {line: sum(2.0 if k[0] == "L" else 1.0 for k in keys) for line, keys in seen.items()}
-
-
-def _alternation(needles: Sequence[str], *, word_bounded: bool) -> re.Pattern[str] | None:
-    """One pattern for all needles. Words (already lowercase) are matched in lowercased text
-    with plain ``\\b``: a case-insensitive pattern with look-behinds cost 3 ms on a 20 KB
-    file, this one a tenth of that. A literal must not be the middle of a longer number or
-    word (``123`` in ``41234``)."""
-    if not needles:
-        return None
-    body = "|".join(map(re.escape, needles))
-    # no look-behind in front: the engine then scans for the literals' first characters fast;
-    # the character before a match is checked by ``_finditer``
-    if word_bounded:
-        return re.compile(rf"(?:{body})\b")
-    return re.compile(rf"(?:{body})(?![A-Za-z0-9])")
-
-
-_WORDCHAR = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-
-
-def _finditer(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
-    """``pattern``'s matches that do not start in the middle of a word or number."""
-    for m in pattern.finditer(text):
-        at = m.start()
-        if at == 0 or text[at - 1] not in _WORDCHAR:
-            yield m
+            for at, word in _word_matches(self._word_re, low):
+                seen.setdefault(bisect_right(starts, at) - 1, set()).add("W" + word)
+        # a word on every tenth line (``tests`` in a pytest log) or a literal on every third
+        # (the repository in every URL) picks out nothing: it does not count
+        spread: dict[str, int] = {}
+        for keys in seen.values():
+            for k in keys:
+                spread[k] = spread.get(k, 0) + 1
+        lines = len(starts)
+        limits = {"L": max(3, lines // 3), "W": max(3, lines // 10)}
+        out: dict[int, float] = {}
+        for line, keys in seen.items():
+            score = sum(2.0 if k[0] == "L" else 1.0 for k in keys if spread[k] <= limits[k[0]])
+            if score:
+                out[line] = score
+        return out
 
 
 @lru_cache(maxsize=256)
