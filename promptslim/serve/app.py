@@ -48,6 +48,7 @@ from .metrics import Metrics, merged, write_snapshot
 from .paths import ForbiddenPath, model_url
 from .relay import CLIENT_CLOSED, Relay, disconnected, report_chunk
 from .responses import error_response, upstream_error
+from .spans import end_server_span, inject_context, server_span, use_span
 from .upstream import (
     KEY_HEADER,
     REPORT_HEADER,
@@ -139,8 +140,10 @@ class Proxy:
 
     async def chat_completions(self, request: HTTPRequest) -> Response:
         ex = Exchange(id=uuid.uuid4().hex[:16], route="chat", start=time.perf_counter())
+        ex.span = server_span("POST", "/v1/chat/completions", request.headers.raw)
         try:
-            response = await self._chat(request, ex)
+            with use_span(ex.span):  # the pipeline's span is a child of the request's
+                response = await self._chat(request, ex)
         except Exception as exc:  # noqa: BLE001  (a bug of ours still answers; logged, type only)
             ex.error = f"internal:{type(exc).__name__}"
             line = {"event": "internal_error", "id": ex.id, "error": ex.error}
@@ -251,6 +254,7 @@ class Proxy:
                 code="proxy_overloaded", headers={"Retry-After": retry},
             )  # fmt: skip
         ex.queue_ms = ms_since(queued_at)
+        ex.marks["queued"], ex.marks["admitted"] = queued_at, time.perf_counter()
         handed_over = False
         try:
             payload = raw  # the original bytes unless the pipeline produced a body
@@ -348,17 +352,20 @@ class Proxy:
     ) -> Response:
         ex.bytes_up = len(payload)
         headers = upstream_headers(request.headers.raw, close=not self.config.pools_connections)
-        sent = time.perf_counter()
+        headers = inject_context(ex.span, headers)
+        marks = ex.marks if ex.span is not None else None
+        sent = ex.marks["sent"] = time.perf_counter()
         ex.forward_ms = (sent - ex.start) * 1e3
         try:
             upstream = await open_stream(
-                self.client, "POST", self._chat_url, headers=headers, content=payload
+                self.client, "POST", self._chat_url, headers=headers, content=payload, marks=marks
             )
         except httpx.HTTPError as exc:
             ex.error, response = transport_error(
                 exc, self.config, while_="waiting for the response"
             )
             return response
+        ex.marks["headers"] = time.perf_counter()
         ex.upstream_ttfb_ms = ms_since(sent)
         if upstream.status_code >= 400:
             return await self._upstream_failed(ex, upstream)
@@ -401,6 +408,7 @@ class Proxy:
                                   type_="upstream_error", code="upstream_invalid")  # fmt: skip
         ex.upstream_ms = ms_since(sent)
         ex.first_chunk_ms = ms_since(ex.start)
+        ex.marks["first_relayed"] = time.perf_counter()
         if report:
             content = _add_report(content, ex)
         ex.bytes_out = len(content)
@@ -518,6 +526,7 @@ class Proxy:
             self.metrics.upstream_ttfb.observe(ex.upstream_ttfb_ms / 1e3)
         if ex.first_chunk_ms is not None:
             self.metrics.ttft.observe(ex.first_chunk_ms / 1e3)
+        end_server_span(ex.span, ex, status)
         if log.isEnabledFor(logging.INFO):
             log.info(ex.log_line(self.pid))
 

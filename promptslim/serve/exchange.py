@@ -45,6 +45,11 @@ class Exchange:
     upstream_ms: float | None = None  # upstream request sent → its body complete
     total_ms: float | None = None
     error: str | None = None
+    #: ``time.perf_counter()`` at each phase's edges (queued, admitted, sent, headers,
+    #: first_relayed, connect_started, connect_done): the server span's children
+    marks: dict[str, float] = field(default_factory=dict)
+    #: the OpenTelemetry server span, when tracing
+    span: Any = None
 
     def server_timing(self, *, complete: bool) -> str:
         """The ``Server-Timing`` value: only figures already known when headers go out."""
@@ -85,6 +90,6 @@ class Exchange:
     def log_line(self, pid: int) -> str:
         fields: dict[str, Any] = {"event": "request", "pid": pid}  # pid: which worker
         for name in self.__slots__:
-            if name != "start":
+            if name not in ("start", "marks", "span"):
                 fields[name] = getattr(self, name)
         return json.dumps(fields, default=str)

@@ -109,6 +109,7 @@ class Relay(Response):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 if got:
                     ex.first_relay_ms = ms_since(got)
+                    ex.marks["first_relayed"] = time.perf_counter()
                 ex.chunks += 1
                 ex.bytes_out += len(chunk)
                 if chunk:

@@ -12,7 +12,9 @@ header names, stop at the proxy in both directions.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
+from typing import Any
 
 import httpx
 from starlette.responses import Response
@@ -106,10 +108,28 @@ async def open_stream(
     *,
     headers: list[tuple[bytes, bytes]],
     content: bytes | None = None,
+    marks: dict[str, float] | None = None,
 ) -> httpx.Response:
-    """Send a request; return once its response headers are in (the body unread)."""
-    request = client.build_request(method, url, headers=headers, content=content)
+    """Send a request; return once its response headers are in (the body unread). With
+    ``marks``, a new connection's TCP connect is timed into it (httpx's trace extension)."""
+    extensions = {"trace": _connect_marks(marks)} if marks is not None else None
+    request = client.build_request(
+        method, url, headers=headers, content=content, extensions=extensions
+    )
     return await client.send(request, stream=True)
+
+
+def _connect_marks(marks: dict[str, float]) -> Any:
+    names = {
+        "connection.connect_tcp.started": "connect_started",
+        "connection.connect_tcp.complete": "connect_done",
+    }
+
+    async def trace(event: str, info: Any) -> None:
+        if event in names:
+            marks[names[event]] = time.perf_counter()
+
+    return trace
 
 
 async def read_bounded(response: httpx.Response, limit: int) -> bytes | None:
