@@ -53,8 +53,8 @@ from typing import Any
 from common import emit, machine, parser
 
 from promptslim import Budget, Document, Pipeline, Request
+from promptslim import counting as _counting
 from promptslim import text as _text
-from promptslim import tokens as _tokens
 from promptslim.backends import summarisers as _summarisers
 from promptslim.backends.embeddings import EmbeddingService, _services
 from promptslim.stages import retrieval as _retrieval
@@ -282,7 +282,7 @@ def peak_rss_mb() -> float:
 
 
 _MODULE_LRU: dict[str, Any] = {
-    "tokens._document_tokens": _tokens._document_tokens,
+    "counting._DOCUMENT_TOKENS": _counting._DOCUMENT_TOKENS,
     "text._stem": _text._stem,
     "text._analyse": _text._analyse,
     "retrieval._shingles": _retrieval._shingles,

@@ -89,3 +89,27 @@ def test_token_counter_memo_is_bounded_by_characters() -> None:
     assert info.size <= 250_000 and info.currsize == 2
     assert counter.count(texts[-1]) == len(counter.encode(texts[-1]))  # still right, and held
     assert counter.cache_info().misses == info.misses
+
+
+def test_summary_cache_is_bounded_by_characters_and_keeps_recent_hits() -> None:
+    from promptslim.backends.summarisers import LRUSummaryCache
+
+    cache = LRUSummaryCache(maxsize=100, max_chars=1_000)
+    for i in range(10):
+        cache.set(f"k{i}", "s" * 400)
+    assert len(cache) == 2  # 800 of the 1,000 characters; entries alone would allow 100
+    cache.set("a", "x")
+    cache.set("b", "y")
+    assert cache.get("a") == "x"  # a hit makes it the newest
+    for i in range(3):
+        cache.set(f"n{i}", "z" * 300)
+    assert cache.get("a") == "x" and cache.get("k8") is None
+
+
+def test_prefix_stage_memos_are_bounded_caches() -> None:
+    from promptslim.stages.prefix import PrefixStage
+
+    stage = PrefixStage(cache_size=4)
+    memos = (stage._memo, stage._message_memo, stage._fingerprint_memo, stage._tools_memo)
+    assert all(isinstance(m, BoundedCache) and m.max_entries == 4 for m in memos)
+    assert all(m.max_size <= 16_000_000 for m in memos)

@@ -144,19 +144,10 @@ class PrefixStage(BaseStage):
         self.cache_size = options.cache_size
         self.min_gain = options.min_gain
         # memos, each bounded by cache_size entries and by the characters their keys hold
-        entries = max(1, cache_size)
-        self._memo: BoundedCache[str, _Analysed] = BoundedCache(
-            max_entries=entries, max_size=_MEMO_CHARS
-        )
-        self._message_memo: BoundedCache[tuple[Any, ...], Any] = BoundedCache(
-            max_entries=entries, max_size=_MEMO_CHARS
-        )
-        self._fingerprint_memo: BoundedCache[tuple[Any, ...], tuple[str, int]] = BoundedCache(
-            max_entries=entries, max_size=_MEMO_CHARS
-        )
-        self._tools_memo: BoundedCache[str, Any] = BoundedCache(
-            max_entries=entries, max_size=_MEMO_CHARS
-        )
+        self._memo: BoundedCache[str, _Analysed] = _memo(cache_size)
+        self._message_memo: BoundedCache[tuple[Any, ...], Any] = _memo(cache_size)
+        self._fingerprint_memo: BoundedCache[tuple[Any, ...], tuple[str, int]] = _memo(cache_size)
+        self._tools_memo: BoundedCache[str, Any] = _memo(cache_size)
 
     # ---- the stage
 
@@ -391,3 +382,8 @@ class PrefixStage(BaseStage):
                 size = len(tools_json) + sum(len(text) for _, text in key[2:]) + 1
                 self._fingerprint_memo.put(key, found, size)
         return found
+
+
+def _memo(cache_size: int) -> BoundedCache[Any, Any]:
+    # cache_size 0 turns memoising off (nothing is put); a BoundedCache holds at least one
+    return BoundedCache(max_entries=max(1, cache_size), max_size=_MEMO_CHARS)
