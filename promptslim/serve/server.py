@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import json
 import logging
 import os
@@ -121,32 +120,38 @@ def _startup_failure() -> Iterator[None]:
 
 
 def run_workers(app: str, workers: int, **options: Any) -> None:
-    """``uvicorn.run(app, factory=True, workers=workers, **options)``, with TCP_NODELAY on
-    the listening socket.
+    """``uvicorn.run(app, factory=True, workers=workers, ...)`` on a listening socket bound
+    here with TCP_NODELAY, handed to uvicorn by its file descriptor.
 
-    uvicorn binds that socket as ``socket.socket(family)``, whose protocol number reads 0, and
-    asyncio sets TCP_NODELAY only on sockets whose protocol reads IPPROTO_TCP; so every
-    connection a worker accepted ran Nagle's algorithm, and a chunk written while the previous
-    one was still unacknowledged waited for the client's delayed ACK (up to 40 ms on Linux).
-    Measured: chunks 20 ms apart reached the client 20 ms late, on every request after a
-    connection's first few. Linux and the BSDs copy the option to the sockets a listening socket
+    uvicorn's own socket for several workers is ``socket.socket(family)``, whose protocol
+    number reads 0, and asyncio sets TCP_NODELAY only on sockets whose protocol reads
+    IPPROTO_TCP; every connection a worker accepted then ran Nagle's algorithm, and a chunk
+    written while the previous one was unacknowledged waited for the client's delayed ACK (up
+    to 40 ms on Linux). Linux and the BSDs copy the option to the sockets a listening socket
     accepts. (One process binds through asyncio, which sets it itself.)"""
-    from uvicorn.supervisors import Multiprocess
-
-    config = uvicorn.Config(app, factory=True, workers=workers, **options)
-    sock = config.bind_socket()
-    if sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    host, port = options.pop("host"), options.pop("port")
+    sock = _listening_socket(host, port, backlog=options.get("backlog", 2048))
     try:
-        supervisor: Any = Multiprocess  # its signature changed across uvicorn versions
-        if "target" in inspect.signature(supervisor).parameters:  # older uvicorn
-            supervisor(config, target=uvicorn.Server(config).run, sockets=[sock]).run()
-        else:
-            supervisor(config, sockets=[sock]).run()
-    except KeyboardInterrupt:  # as uvicorn.run: Ctrl-C ends the supervisor quietly
-        pass
+        uvicorn.run(app, factory=True, workers=workers, fd=sock.fileno(), **options)
     finally:
         sock.close()
+
+
+def _listening_socket(host: str, port: int, *, backlog: int) -> socket.socket:
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(address)
+        sock.listen(backlog)
+        sock.set_inheritable(True)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def worker_app() -> Starlette:
