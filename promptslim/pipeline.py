@@ -31,7 +31,9 @@ from .types import Budget, Report, Request, Result, StageReport, invalid_from_va
 __all__ = ["DEFAULT_STAGES", "Pipeline", "PipelineConfig", "StageSpec"]
 
 #: the built-in stages of the default pipeline, in order
-DEFAULT_STAGES: tuple[str, ...] = ("prefix", "history", "retrieval", "compress")
+# tools before history: history folds turns by their tokens, so it should see tool results as
+# they will be sent (compressed once, the same bytes every turn), not as they came back
+DEFAULT_STAGES: tuple[str, ...] = ("prefix", "tools", "history", "retrieval", "compress")
 
 OnInfeasible = Literal["raise", "best_effort"]
 

@@ -46,5 +46,5 @@ def test_the_smollm2_hint_says_exactly_what_to_run(monkeypatch: pytest.MonkeyPat
 def test_pipeline_default_takes_on_infeasible() -> None:
     pipeline = Pipeline.default(budget=Budget(total=100), on_infeasible="best_effort")
     assert pipeline.on_infeasible == "best_effort"
-    assert [s.name for s in pipeline.stages] == ["prefix", "history", "retrieval", "compress"]
+    assert [s.name for s in pipeline.stages] == ["prefix", "tools", "history", "retrieval", "compress"]
     assert Pipeline.default().on_infeasible == "raise"
