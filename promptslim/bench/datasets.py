@@ -750,6 +750,7 @@ DATASETS: Registry[type] = Registry(
         "longbench": "promptslim.bench.datasets:LongBenchLoader",
         "jsonl": "promptslim.bench.datasets:JsonlLoader",
         "builtin": "promptslim.bench.datasets:BuiltinLoader",
+        "tools": "promptslim.bench.tool_traces:ToolTracesLoader",
     },
 )
 

@@ -22,16 +22,23 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetError
 from ..types import Request
-from .datasets import BenchItem
+from .datasets import BenchItem, DatasetLoader, LoadedDataset
 
-__all__ = ["ApiResponse", "TraceSources", "build_traces", "read_replay_data", "trace_requests"]
+__all__ = [
+    "ApiResponse",
+    "ToolTracesLoader",
+    "TraceSources",
+    "build_traces",
+    "read_replay_data",
+    "trace_requests",
+]
 
 SYSTEM = (
     "You are a software agent. Use the tools to find what the task asks, then answer with the "
@@ -252,11 +259,14 @@ def build_traces(
         count = rng.randint(*calls)
         at = rng.randrange(count)
         steps: list[tuple[str, dict[str, Any], str]] = []
-        while len(steps) < count:
+        tries = 0
+        while len(steps) < count and tries < 50 * count:  # bounded: sources may all be long
+            tries += 1
             step = needle.call + (needle.result,) if len(steps) == at else _distractor(rng, sources)
             if len(step[2]) <= max_result_chars:
                 steps.append(step)
-        items.append(_item(len(items), needle, steps, at))
+        if len(steps) == count:
+            items.append(_item(len(items), needle, steps, at))
     return items
 
 
@@ -286,3 +296,43 @@ def trace_requests(item: BenchItem) -> list[Request]:
     messages = item.request.messages
     ends = [i + 1 for i, m in enumerate(messages) if m.role == "tool"]
     return [item.request.replace(messages=messages[:end]) for end in ends]
+
+
+# ---------------------------------------------------------------- as a dataset
+
+
+class ToolTracesLoader(DatasetLoader):
+    """``tools:REPLAY_DIR``: traces from a PyGithub ``tests/ReplayData`` folder, the logs in
+    ``~/.cache/promptslim/logs`` (``*.log``, when there are any) and the standard library's
+    ``json``, ``email``, ``http`` and ``logging`` sources. ``limit`` traces (default 200)."""
+
+    kind = "tools"
+
+    def _sources(self) -> TraceSources:
+        import json as json_module
+
+        root = Path(self.source).expanduser()
+        if not root.is_dir():
+            raise DatasetError("not a folder of recorded API responses", path=self.source)
+        logs_dir = Path.home() / ".cache" / "promptslim" / "logs"
+        logs = (
+            [(f"cat {p.name}", p) for p in sorted(logs_dir.glob("*.log"))]
+            if logs_dir.is_dir()
+            else []
+        )
+        stdlib = Path(json_module.__file__).parent.parent
+        files = [
+            p
+            for pkg in ("json", "email", "http", "logging")
+            for p in sorted((stdlib / pkg).glob("*.py"))
+            if 2_000 <= p.stat().st_size <= 40_000
+        ]
+        return TraceSources.from_paths(replay_dir=root, logs=logs, source_files=files)
+
+    def items(self, *, seed: int, on_error: Callable[[DatasetError], None]) -> Iterator[BenchItem]:
+        yield from build_traces(self._sources(), n=200, seed=seed)
+
+    def load(self, *, limit: int | None = None, seed: int = 0) -> LoadedDataset:
+        n = 200 if limit is None else max(0, limit)
+        items = build_traces(self._sources(), n=n, seed=seed) if n else []
+        return LoadedDataset(f"{self.kind}:{self.source}", items, [])
