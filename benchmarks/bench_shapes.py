@@ -1,7 +1,8 @@
 """Shape suite: does the answer survive on the documents users actually send?
 
 Built from an NQ file in the "Lost in the Middle" format (question, answers, ctxs with title,
-text and isgold; ``--data``, or ``PROMPTSLIM_SHAPES_DATA``; default the shared nq20-dev file),
+text and isgold; ``--data PATH``, default ``nq20-dev.jsonl.gz`` in ``$PROMPTSLIM_DATA_DIR``, or
+the committed sample when that is not set),
 every item is re-cut into the shapes RAG systems send:
 
 - ``passages``: the 20 passages as they are (title as ``Document.title``);
@@ -12,7 +13,8 @@ every item is re-cut into the shapes RAG systems send:
   ``RecursiveCharacterTextSplitter`` (1,000 characters, overlap 200);
 - ``llamaindex512`` / ``llamaindex1024``: the same text re-split by LlamaIndex's
   ``SentenceSplitter`` (``chunk_size`` 512 / 1,024 tokens, its default overlap);
-- ``kv75``: the key-value file (``--kv``), one pair per document.
+- ``kv75``: the key-value file (``--kv PATH``, default ``kv75-dev.jsonl.gz`` beside it), one
+  pair per document.
 
 Per shape and config: ``evidence`` (a gold answer still in what the model reads, with a
 bootstrap CI), ``token_ratio`` (document tokens kept / given, mean over items),
@@ -36,7 +38,6 @@ settings side by side. Usage::
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -45,18 +46,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import SHARED_DATA, emit, machine, parser  # noqa: E402
+from common import data_file, emit, machine, parser
 
-from promptslim.bench.datasets import BenchItem, load_dataset  # noqa: E402
-from promptslim.bench.metrics import evidence_retention, mean_ci  # noqa: E402
-from promptslim.bench.runner import _context_text, build_config  # noqa: E402
-from promptslim.pipeline import Pipeline  # noqa: E402
-from promptslim.stages.retrieval import RetrievalStage  # noqa: E402
-from promptslim.tokens import count_documents, get_counter  # noqa: E402
-from promptslim.types import Document  # noqa: E402
+from promptslim.bench.datasets import BenchItem, load_dataset
+from promptslim.bench.metrics import evidence_retention, mean_ci
+from promptslim.bench.runner import _context_text, build_config
+from promptslim.pipeline import Pipeline
+from promptslim.stages.retrieval import RetrievalStage
+from promptslim.tokens import count_documents, get_counter
+from promptslim.types import Document
 
-DATA_ENV = "PROMPTSLIM_SHAPES_DATA"
-KV_ENV = "PROMPTSLIM_SHAPES_KV"
 CHUNK_SIZES = (2, 4, 8)
 
 
@@ -208,9 +207,7 @@ def summarise(rows: list[dict[str, float]], positions: list[int | None]) -> dict
         for r, p in zip(rows, positions):
             if p is not None:
                 by.setdefault(p, []).append(r["evidence"])
-        out["evidence_by_position"] = {
-            str(p): mean_ci(v).as_dict() for p, v in sorted(by.items())
-        }
+        out["evidence_by_position"] = {str(p): mean_ci(v).as_dict() for p, v in sorted(by.items())}
     return out
 
 
@@ -242,9 +239,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     for shape, by_config in results.items():
         for label, r in by_config.items():
             e = r["evidence"]
-            pos = " / ".join(
-                f"{v['mean']:.2f}" for v in r.get("evidence_by_position", {}).values()
-            )
+            pos = " / ".join(f"{v['mean']:.2f}" for v in r.get("evidence_by_position", {}).values())
             lines.append(
                 f"| {shape} | {label} | {r['n']} | {e['mean']:.3f} [{e['low']:.3f}, "
                 f"{e['high']:.3f}] | {r['token_ratio']:.3f} | {r['cold_p50_ms']:.1f} | "
@@ -253,31 +248,37 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _default_path(flag: str | None, env: str, name: str) -> Path:
-    path = flag or os.environ.get(env) or str(SHARED_DATA / name)
-    if not Path(path).is_file():
-        raise SystemExit(f"no dataset at {path}: give --data/--kv or set {env}")
-    return Path(path)
+def _path(flag: str | None, name: str) -> Path:
+    path = Path(flag) if flag else data_file(name)
+    if not path.is_file():
+        raise SystemExit(f"no dataset at {path}: give its path, or set PROMPTSLIM_DATA_DIR")
+    return path
 
 
 def main() -> None:
     p = parser(__doc__.split("\n")[0])
-    p.add_argument("--data", help=f"NQ-format jsonl(.gz) (default ${DATA_ENV} or the shared file)")
-    p.add_argument("--kv", help=f"kv-format jsonl(.gz) (default ${KV_ENV} or the shared file)")
+    p.add_argument("--data", "--dataset", dest="data", help="NQ-format jsonl(.gz)")
+    p.add_argument("--kv", help="kv-format jsonl(.gz); 'none' skips the kv75 shape")
     p.add_argument("--items", type=int, default=200, help="NQ items (kv: the same, at most)")
     p.add_argument("--shapes", help="comma-separated shape names (default: all)")
     p.add_argument("--llmlingua", type=int, default=0, metavar="N", help="LongLLMLingua on N items")
     p.add_argument("--config", action="append", default=[], metavar="LABEL=SPEC")
+    p.add_argument("--only", help="comma-separated config labels to run (default: all)")
     args = p.parse_args()
     n = 12 if args.quick else args.items
-    nq = load_dataset(f"nq:{_default_path(args.data, DATA_ENV, 'nq20-dev.jsonl.gz')}", limit=n)
-    kv_path = args.kv or os.environ.get(KV_ENV) or str(SHARED_DATA / "kv75-dev.jsonl.gz")
-    kv = load_dataset(f"kv:{kv_path}", limit=n).items if Path(kv_path).is_file() else []
+    nq = load_dataset(f"nq:{_path(args.data, 'nq20-dev.jsonl.gz')}", limit=n)
+    kv = (
+        []
+        if args.kv == "none"
+        else load_dataset(f"kv:{_path(args.kv, 'kv75-dev.jsonl.gz')}", limit=n).items
+    )
     shapes = build_shapes(nq.items, kv)
     if args.shapes:
         wanted = args.shapes.split(",")
         shapes = {k: v for k, v in shapes.items() if k in wanted}
     runs = configs(args.config)
+    if args.only:
+        runs = {k: v for k, v in runs.items() if k in args.only.split(",")}
     for run in runs.values():  # models load once, outside the timings
         run(shapes[next(iter(shapes))][0].request)
     results = run_suite(shapes, runs, args.llmlingua)

@@ -90,7 +90,9 @@ def test_short_document_is_one_window_read_as_before() -> None:
 
 def test_windows_are_bounded_per_request() -> None:
     huge = "This sentence is about nothing in particular at all. " * 4000  # ~220 KB
-    windowed = split_windows([huge, HISTORY], [None, None], window_chars=300, overlap=1, max_windows=16)
+    windowed = split_windows(
+        [huge, HISTORY], [None, None], window_chars=300, overlap=1, max_windows=16
+    )
     assert len(windowed.windows) <= 16
     assert all(len(w.text) <= 3 * windowed.window_chars for w in windowed.windows)
 
@@ -156,7 +158,9 @@ def test_protected_spans_survive_selection_byte_exact() -> None:
     blob = json.dumps({"bridge": "Marlow", "opened": ANSWER, "id": "c0ffee-42"})
     text = HISTORY.replace("The town hall", f"Records: {blob}. The town hall")
     docs = [Document(id="history", text=text), Document(id="o", text=OVERVIEW)]
-    result = Pipeline([RetrievalStage(window_chars=200)]).run(request_of(docs, "bridge records json"))
+    result = Pipeline([RetrievalStage(window_chars=200)]).run(
+        request_of(docs, "bridge records json")
+    )
     for d in result.request.documents:
         if "{" in d.text:
             assert blob in d.text

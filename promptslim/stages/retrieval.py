@@ -33,6 +33,21 @@ Scoring is lazy and pluggable (``promptslim.backends.scorers.SCORERS``): ``score
 never imports torch; dense scoring reuses precomputed ``Document.embedding`` vectors and the
 shared embedding cache.
 
+Long documents are scored by their parts (``promptslim.stages.windows``): each is cut into
+sentence-aligned windows of about ``window_chars`` characters (paragraph breaks preferred, one
+sentence shared between neighbours; at most ``max_windows`` per request), every window is
+scored by the scorer (BM25 and the dense model each see windows, not whole chunks), and a
+document's score is its best window's; the ``fraction`` cut-off then runs on the scale from the
+worst window to the best, as if every window were a passage of its own. A document of about
+one window is scored exactly as before. Then, coarse to fine (``select_within``), of each kept
+long document only the windows that pass the same cut-off stay (its best always), with the
+sentence before each and, when it has no title, its first sentence: whole sentences,
+byte-exact, protected spans never split. The report lists the sentences kept of each
+document (a ``compressed`` change, and ``details["kept_parts"]``: character spans of the
+original). This lives here rather than in the compress stage because the window scores
+(dense and lexical) are already computed here; the compress stage's extractive compressor
+is lexical only and would pay for a second, weaker scoring.
+
 Chinese and other non-Latin text: BM25 uses ``text.analyse`` (jieba words or character
 bigrams); with the default English MiniLM, ``dense``/``hybrid`` score such text with BM25 only
 and say so in a warning (a multilingual model given as ``model=`` is used as given).
@@ -53,16 +68,16 @@ from ..budget import allocate
 from ..errors import BudgetInfeasible, ConfigError
 from ..tokens import count_document
 from ..types import Budget, Document, Request
-from ..text import Span
 from .base import BaseStage, StageLog, run_with_fallback
 from .windows import (
-    Window,
+    Selection,
     Windowed,
     document_scores,
     document_vectors,
-    select_units,
-    selected_text,
+    select_parts,
     split_windows,
+    whole_documents,
+    window_embeddings,
 )
 
 if TYPE_CHECKING:
@@ -171,6 +186,12 @@ class RetrievalStage(BaseStage):
     embed only BM25's best this many documents (a cascade; None embeds all).
     ``dedup_threshold``: None takes the method's default (cosine 0.95, shingle Jaccard 0.8).
     ``mmr_lambda``: None turns MMR off; 1.0 is pure relevance, 0.0 pure diversity.
+    ``window_chars`` (None: whole documents), ``window_overlap`` (sentences),
+    ``max_windows``: how long documents are cut for scoring (see the module docstring).
+    ``select_within``: keep only the matching parts of kept long documents;
+    ``select_fraction`` (None: ``cutoff_fraction``) is their cut-off, ``neighbour_fraction``
+    (None: off) a lower one for the neighbours of a kept window, ``context_sentences`` and
+    ``context_after`` the sentences kept before and after each kept window.
     A scorer other than BM25 that is missing (extra not installed), fails or runs past
     ``time_limit_ms`` is replaced by BM25 for that request, with a warning; ``strict=True``
     raises instead.
@@ -206,6 +227,8 @@ class RetrievalStage(BaseStage):
         select_within: bool = True,
         select_fraction: float | None = None,
         context_sentences: int = 1,
+        context_after: int = 0,
+        neighbour_fraction: float | None = None,
     ) -> None:
         from ..backends.scorers import SCORERS, Scorer
 
@@ -243,15 +266,23 @@ class RetrievalStage(BaseStage):
         ):
             raise ConfigError("must be a positive number or None", field="time_limit_ms")
         if window_chars is not None and window_chars < 50:
-            raise ConfigError("must be at least 50 characters (None: no windows)", field="window_chars")
+            raise ConfigError(
+                "must be at least 50 characters (None: no windows)", field="window_chars"
+            )
         if window_overlap < 0:
             raise ConfigError("must be 0 or more sentences", field="window_overlap")
         if max_windows < 1:
             raise ConfigError("must be at least 1", field="max_windows")
         if select_fraction is not None and not 0.0 <= select_fraction <= 1.0:
-            raise ConfigError("must be between 0 and 1 (None: cutoff_fraction)", field="select_fraction")
+            raise ConfigError(
+                "must be between 0 and 1 (None: cutoff_fraction)", field="select_fraction"
+            )
         if context_sentences < 0:
             raise ConfigError("must be 0 or more", field="context_sentences")
+        if neighbour_fraction is not None and not 0.0 <= neighbour_fraction <= 1.0:
+            raise ConfigError("must be between 0 and 1 (None: off)", field="neighbour_fraction")
+        if context_after < 0:
+            raise ConfigError("must be 0 or more", field="context_after")
         if scorer == "cross_encoder" and not model:
             raise ConfigError("scorer='cross_encoder' needs a model path or name", field="model")
         self.scorer = scorer
@@ -279,6 +310,8 @@ class RetrievalStage(BaseStage):
         self.select_within = select_within
         self.select_fraction = select_fraction
         self.context_sentences = context_sentences
+        self.context_after = context_after
+        self.neighbour_fraction = neighbour_fraction
         self._scorer: Scorer | None = None if isinstance(scorer, str) else scorer
 
     # ---- scorer
@@ -339,11 +372,21 @@ class RetrievalStage(BaseStage):
             fraction=self.cutoff_fraction,
             window=self.max_k,
         )
+        if parts is not None and self.cutoff == "fraction" and len(parts[1]) > len(valid):
+            # long documents: the scale runs from the worst window to the best, as it would
+            # were every window a passage of its own (a document's best window is its score)
+            low = float(parts[1].min())
+            threshold = low + self.cutoff_fraction * (float(parts[1].max()) - low) - 1e-12
+            k_rel = sum(1 for i in ranked if score_of[i] >= threshold)
         cap = self.max_k or len(ranked)
         if self.mmr_lambda is None:
-            selected = self._walk(ranked, k_rel, cap, documents, vectors, valid, score_of, tokens, log)
+            selected = self._walk(
+                ranked, k_rel, cap, documents, vectors, valid, score_of, tokens, log
+            )
         else:
-            pool = self._walk(ranked, k_rel, len(ranked), documents, vectors, valid, score_of, tokens, log)
+            pool = self._walk(
+                ranked, k_rel, len(ranked), documents, vectors, valid, score_of, tokens, log
+            )
             selected = self._mmr(pool, min(cap, len(pool)), vectors, valid, score_of, documents)
             for i in pool:
                 if i not in selected:
@@ -367,7 +410,9 @@ class RetrievalStage(BaseStage):
             log.change("reordered", "documents", reason=f"order={self.order}")
         new_docs = [
             documents[i].model_copy(
-                update={"score": score_of[i], "text": trimmed[i]} if i in trimmed else {"score": score_of[i]}
+                update={"score": score_of[i], "text": trimmed[i]}
+                if i in trimmed
+                else {"score": score_of[i]}
             )
             for i in ordered
         ]
@@ -398,7 +443,7 @@ class RetrievalStage(BaseStage):
             return -np.arange(len(docs), dtype=np.float64), None, None
         windowed = self._windows(docs, protect)
         texts = [w.text for w in windowed.windows]
-        embeddings = _window_embeddings(docs, windowed)
+        embeddings = window_embeddings([d.embedding for d in docs], windowed)
         if len(texts) > len(docs):
             log.details["windows"] = len(texts)
         scorer = self.get_scorer()
@@ -455,12 +500,7 @@ class RetrievalStage(BaseStage):
 
     def _windows(self, docs: Sequence[Document], protect: Sequence[str]) -> Windowed:
         if self.window_chars is None:  # whole documents, one input each
-            texts = [_scoring_text(d) for d in docs]
-            return Windowed(
-                units=[[Span(0, len(d.text), "sentence")] for d in docs],
-                windows=[Window(i, 0, 1, t) for i, t in enumerate(texts)],
-                window_chars=0,
-            )
+            return whole_documents([d.text for d in docs], [_scoring_text(d) for d in docs])
         return split_windows(
             [d.text for d in docs],
             [d.title for d in docs],
@@ -479,34 +519,24 @@ class RetrievalStage(BaseStage):
         tokens: list[int],
         log: StageLog,
     ) -> dict[int, str]:
-        """Coarse to fine: of each selected multi-window document keep the windows that pass
-        the relevance cut-off over all windows (its best always), with the sentence before
-        each and the first sentence when there is no title. ``tokens`` is updated; the report
-        says which sentences of each document stayed."""
-        windowed, scores = parts
-        top, low = float(scores.max()), float(scores.min())
-        fraction = self.cutoff_fraction if self.select_fraction is None else self.select_fraction
-        threshold = low + fraction * (top - low) - 1e-12
+        """Coarse to fine (``windows.select_parts``): the matching parts of each selected
+        long document. ``tokens`` is updated; the report says which sentences stayed."""
         row = {i: j for j, i in enumerate(valid)}
+        fraction = self.cutoff_fraction if self.select_fraction is None else self.select_fraction
+        rule = Selection(
+            fraction, self.neighbour_fraction, self.context_sentences, self.context_after
+        )
         trimmed: dict[int, str] = {}
         for i in selected:
-            doc, j = documents[i], row[i]
-            keep = select_units(
-                windowed, j, scores.tolist(), threshold,
-                context=self.context_sentences, first=not doc.title,
-            )
-            if keep is None or all(keep):
+            doc = documents[i]
+            found = select_parts(parts[0], parts[1], row[i], doc.text, rule, first=not doc.title)
+            if found is None:
                 continue
-            units = windowed.units[j]
-            text = selected_text(doc.text, units, keep)
+            text, kept_spans, summary = found
             n = count_document(doc.model_copy(update={"text": text}), log.counter)
-            log.change(
-                "compressed", f"document:{doc.id}", tokens=tokens[i] - n,
-                reason=f"kept sentences {_ranges(keep)} of {len(units)} (the parts that match the query)",
-            )
-            log.details.setdefault("kept_parts", []).append(
-                {"id": doc.id, "spans": [[units[u].start, units[u].end] for u in range(len(keep)) if keep[u]]}
-            )
+            reason = f"kept sentences {summary} (the parts that match the query)"
+            log.change("compressed", f"document:{doc.id}", tokens=tokens[i] - n, reason=reason)
+            log.details.setdefault("kept_parts", []).append({"id": doc.id, "spans": kept_spans})
             tokens[i] = n
             trimmed[i] = text
         return trimmed
@@ -542,7 +572,8 @@ class RetrievalStage(BaseStage):
         past the cap or the cut-off are not compared at all."""
         similar = self._similarity(ranked, documents, vectors, valid)
         threshold = self.dedup_threshold or (
-            DEFAULT_COSINE_THRESHOLD if self._dedup_method(vectors) == "embedding"
+            DEFAULT_COSINE_THRESHOLD
+            if self._dedup_method(vectors) == "embedding"
             else DEFAULT_SHINGLE_THRESHOLD
         )
         kept: list[int] = []
@@ -665,7 +696,10 @@ class RetrievalStage(BaseStage):
                 used += tokens[i]
             else:
                 self._drop(
-                    log, documents[i], tokens[i], score_of[i],
+                    log,
+                    documents[i],
+                    tokens[i],
+                    score_of[i],
                     f"does not fit the documents budget ({cap} tokens)",
                 )
         if kept or (budget.documents == 0) or self.min_k == 0:
@@ -699,9 +733,7 @@ class RetrievalStage(BaseStage):
         return kept
 
     @staticmethod
-    def _drop(
-        log: StageLog, doc: Document, tokens: int, score: float | None, reason: str
-    ) -> None:
+    def _drop(log: StageLog, doc: Document, tokens: int, score: float | None, reason: str) -> None:
         log.change("dropped", f"document:{doc.id}", tokens=tokens, score=score, reason=reason)
 
 
@@ -736,29 +768,6 @@ def _accepts_query_embedding(scorer_type: type[Scorer]) -> bool:
     return "query_embedding" in parameters or any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
     )
-
-
-def _window_embeddings(docs: Sequence[Document], windowed: Windowed) -> list[Any] | None:
-    """A vector store's embedding per window: a document's own counts for its first window
-    (the part a store's embedder reads); its later windows are embedded here."""
-    if not any(d.embedding for d in docs):
-        return None
-    return [docs[w.doc].embedding if w.first == 0 else None for w in windowed.windows]
-
-
-def _ranges(keep: Sequence[bool]) -> str:
-    """``1, 4-6``: the kept positions (from 1) as ranges."""
-    out: list[str] = []
-    i = 0
-    while i < len(keep):
-        if keep[i]:
-            j = i
-            while j + 1 < len(keep) and keep[j + 1]:
-                j += 1
-            out.append(f"{i + 1}" if i == j else f"{i + 1}-{j + 1}")
-            i = j
-        i += 1
-    return ", ".join(out)
 
 
 def _scoring_text(document: Document) -> str:

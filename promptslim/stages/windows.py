@@ -24,8 +24,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..backends.compress.extractive import join_units, split_units
 from ..text import Span, find_protected_spans
@@ -34,13 +33,17 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "Selection",
     "Window",
     "Windowed",
     "document_scores",
     "document_vectors",
+    "select_parts",
     "select_units",
     "selected_text",
     "split_windows",
+    "whole_documents",
+    "window_embeddings",
 ]
 
 #: a window's scoring text is cut to this many times the window size (a huge protected unit)
@@ -49,6 +52,9 @@ SCORING_CHARS_PER_WINDOW = 3
 # is not worth two model inputs
 _SLACK = 1.25
 _SPACE = re.compile(r"\s+")
+_PARAGRAPH = re.compile(r"\n[^\S\n]*\n")
+# a window at least this full ends at a paragraph break rather than run into the next one
+_MIN_FILL = 0.4
 
 
 @dataclass(frozen=True)
@@ -109,17 +115,26 @@ def _windows_of(
     limit = SCORING_CHARS_PER_WINDOW * size
     if len(text) <= _SLACK * size or len(units) == 1:
         return [Window(doc, 0, len(units), (head + text)[:limit])]
+    # a blank line between units starts a paragraph: a window that is already a fair part of
+    # its size ends there, and the next starts there without overlap (a paragraph is a topic;
+    # a window across two scores as neither)
+    para = [False] + [
+        _PARAGRAPH.search(text, units[u - 1].end, units[u].start) is not None
+        for u in range(1, len(units))
+    ]
     out: list[Window] = []
     first = 0
     while first < len(units):
         last = first + 1
         while last < len(units) and units[last].end - units[first].start <= size:
+            if para[last] and units[last - 1].end - units[first].start >= _MIN_FILL * size:
+                break
             last += 1
         body = text[units[first].start : units[last - 1].end]
         out.append(Window(doc, first, last, (head + body)[:limit]))
         if last >= len(units):
             break
-        first = max(first + 1, last - overlap)
+        first = last if para[last] else max(first + 1, last - overlap)
     return out
 
 
@@ -165,7 +180,9 @@ def document_scores(windowed: Windowed, scores: np.ndarray, n_docs: int) -> np.n
     return out
 
 
-def document_vectors(windowed: Windowed, vectors: np.ndarray | None, n_docs: int) -> np.ndarray | None:
+def document_vectors(
+    windowed: Windowed, vectors: np.ndarray | None, n_docs: int
+) -> np.ndarray | None:
     """One unit vector per document for near-duplicate checks and MMR: the normalised mean of
     its windows' vectors (a one-window document's own vector)."""
     import numpy as np
@@ -190,6 +207,8 @@ def select_units(
     *,
     context: int,
     first: bool,
+    after: int = 0,
+    neighbour_threshold: float | None = None,
 ) -> list[bool] | None:
     """Which units of document ``doc`` to keep: those of its windows scoring at least
     ``threshold`` (its best window always), the ``context`` units before each, and its first
@@ -200,10 +219,15 @@ def select_units(
         return None
     best = max(ids, key=lambda w: (scores[w], -w))
     keep = [False] * len(windowed.units[doc])
+    chosen = {w for w in ids if w == best or scores[w] >= threshold}
+    if neighbour_threshold is not None:
+        # the answer often sits just after (or before) the part that names the question's
+        # subject: a neighbour of a kept window needs a lower score to stay
+        chosen |= {w for w in ids if scores[w] >= neighbour_threshold and ({w - 1, w + 1} & chosen)}
     for w in ids:
-        if w == best or scores[w] >= threshold:
+        if w in chosen:
             window = windowed.windows[w]
-            for u in range(max(0, window.first - context), window.last):
+            for u in range(max(0, window.first - context), min(len(keep), window.last + after)):
                 keep[u] = True
     if first:
         keep[0] = True
@@ -214,3 +238,83 @@ def selected_text(text: str, units: Sequence[Span], keep: Sequence[bool]) -> str
     """The kept units of ``text`` in their order, joined as the extractive compressor joins
     them (separators kept between neighbours, squeezed across a dropped stretch)."""
     return join_units(text, units, keep)
+
+
+# ---------------------------------------------------------------- the stage's side
+
+
+def whole_documents(texts: Sequence[str], scoring_texts: Sequence[str]) -> Windowed:
+    """One window per document, its whole text (windows turned off)."""
+    return Windowed(
+        units=[[Span(0, len(t), "sentence")] for t in texts],
+        windows=[Window(i, 0, 1, t) for i, t in enumerate(scoring_texts)],
+        window_chars=0,
+    )
+
+
+def window_embeddings(given: Sequence[Any], windowed: Windowed) -> list[Any] | None:
+    """A vector store's embedding per window: a document's own counts for its first window
+    (the part a store's embedder reads); its later windows are embedded by the scorer."""
+    if not any(given):
+        return None
+    return [given[w.doc] if w.first == 0 else None for w in windowed.windows]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """How much of a kept long document stays: windows at least ``fraction`` of the way from
+    the request's worst window to its best, neighbours of those at ``neighbour_fraction``
+    (None: no neighbour rule), ``before`` sentences before each and ``after`` after."""
+
+    fraction: float
+    neighbour_fraction: float | None
+    before: int
+    after: int
+
+
+def select_parts(
+    windowed: Windowed,
+    scores: np.ndarray,
+    doc: int,
+    text: str,
+    rule: Selection,
+    *,
+    first: bool,
+) -> tuple[str, list[list[int]], str] | None:
+    """Document ``doc``'s kept text, the character spans kept, and a summary (``kept
+    sentences 1, 4-6 of 12``); None when it stays whole."""
+    top, low = float(scores.max()), float(scores.min())
+    threshold = low + rule.fraction * (top - low) - 1e-12
+    neighbour = None
+    if rule.neighbour_fraction is not None:
+        neighbour = low + rule.neighbour_fraction * (top - low) - 1e-12
+    keep = select_units(
+        windowed,
+        doc,
+        scores.tolist(),
+        threshold,
+        context=rule.before,
+        after=rule.after,
+        first=first,
+        neighbour_threshold=neighbour,
+    )
+    if keep is None or all(keep):
+        return None
+    units = windowed.units[doc]
+    spans = [[units[u].start, units[u].end] for u in range(len(keep)) if keep[u]]
+    return selected_text(text, units, keep), spans, f"{_ranges(keep)} of {len(units)}"
+
+
+def _ranges(keep: Sequence[bool]) -> str:
+    """``1, 4-6``: the kept positions (from 1) as ranges."""
+    out: list[str] = []
+    i = 0
+    while i < len(keep):
+        if keep[i]:
+            j = i
+            while j + 1 < len(keep) and keep[j + 1]:
+                j += 1
+            out.append(f"{i + 1}" if i == j else f"{i + 1}-{j + 1}")
+            i = j
+        i += 1
+    return ", ".join(out)
