@@ -113,8 +113,10 @@ def _document_tokens(counter: TokenCounter, title: str | None, text: str) -> int
     hit = _DOCUMENT_TOKENS.get(key)
     if hit is not None:
         return hit
-    # the document's number is a token or two; count it as a two-digit number
-    n = counter.count(document_line(10, title, text) + "\n")
+    # the document's number is a token or two; count it as a two-digit number. Encoded, not
+    # counted through the counter's memo: that would keep a copy of the whole rendered
+    # document alive beside the document's own text, which this memo's key already holds
+    n = len(counter.encode(document_line(10, title, text) + "\n"))
     _DOCUMENT_TOKENS.put(key, n, len(text) + len(title or "") + 1)
     return n
 

