@@ -217,7 +217,7 @@ def test_store_specs_and_stage_config_errors(tmp_path: Path) -> None:
     assert isinstance(tool_store_from_spec(f"sqlite:{tmp_path / 'x.db'}"), SqliteToolStore)
     assert tool_store_from_spec("memory:1000").max_bytes == 1000  # type: ignore[attr-defined]
     with pytest.raises(ConfigError) as err:
-        tool_store_from_spec("redis://localhost")
+        tool_store_from_spec("s3://bucket/originals")
     assert err.value.field == "store"
     with pytest.raises(ConfigError) as err:
         ToolsStage(compressors=("json", "yaml"))

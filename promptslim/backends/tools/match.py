@@ -60,41 +60,35 @@ def _words(query: str) -> tuple[str, ...]:
     return tuple(sorted(words))
 
 
-@lru_cache(maxsize=256)
-def _word_pattern(words: tuple[str, ...]) -> re.Pattern[str] | None:
-    """Query words (lowercase) as one pattern over lowercased text, compiled once per query.
-    No look-behind in front, so the engine scans for the words' first characters fast (a
-    case-insensitive pattern with look-behinds cost 3 ms on 20 KB); ``_word_matches`` checks
-    the character before."""
-    if not words:
-        return None
-    return re.compile(rf"(?:{'|'.join(map(re.escape, words))})\b")
-
-
 _WORDCHAR = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
 
-def _word_matches(pattern: re.Pattern[str], text: str) -> Iterator[tuple[int, str]]:
-    for m in pattern.finditer(text):
-        at = m.start()
-        if at == 0 or text[at - 1] not in _WORDCHAR:
-            yield at, m.group(0)
+def _occurrences(
+    needles: Sequence[str], text: str, inner: frozenset[str]
+) -> Iterator[tuple[int, str]]:
+    """Where each needle occurs in ``text`` with no character of ``inner`` on either side (a
+    literal is not the middle of a longer number, ``123`` in ``41234``; a word not the middle
+    of a longer word). ``str.find`` per needle: a turn's needles differ per result and per
+    query, and compiling a pattern for each cost more (3 ms a query here) than these scans."""
+    find, n = text.find, len(text)
+    for needle in needles:
+        size = len(needle)
+        at = find(needle)
+        while at != -1:
+            end = at + size
+            if (at == 0 or text[at - 1] not in inner) and (end == n or text[end] not in inner):
+                yield at, needle
+            at = find(needle, at + 1)
 
 
 def _literal_matches(literals: Sequence[str], text: str) -> Iterator[tuple[int, str]]:
-    """Where each literal occurs, not as the middle of a longer word or number (``123`` in
-    ``41234``). ``str.find`` per literal: the call's literals differ per result, and compiling
-    an alternation for each cost more than these scans."""
-    find, n = text.find, len(text)
-    for lit in literals:
-        size = len(lit)
-        at = find(lit)
-        while at != -1:
-            end = at + size
-            if (at == 0 or text[at - 1] not in _ALNUM) and (end == n or text[end] not in _ALNUM):
-                yield at, lit
-            at = find(lit, at + 1)
+    return _occurrences(literals, text, _ALNUM)
+
+
+def _word_matches(words: Sequence[str], text: str) -> Iterator[tuple[int, str]]:
+    """Query words (lowercase) in lowercased ``text``."""
+    return _occurrences(words, text, _WORDCHAR)
 
 
 class Matcher:
@@ -105,11 +99,10 @@ class Matcher:
     def __init__(self, literals: Sequence[str], words: Sequence[str]) -> None:
         self.literals = tuple(literals)
         self.words = tuple(words)
-        self._word_re = _word_pattern(self.words)
 
     @property
     def empty(self) -> bool:
-        return not self.literals and self._word_re is None
+        return not self.literals and not self.words
 
     def literal_hits(self, text: str) -> int:
         return sum(1 for _ in _literal_matches(self.literals, text))
@@ -120,20 +113,20 @@ class Matcher:
 
     def word_hits(self, text: str) -> int:
         """Distinct query words in ``text``."""
-        if self._word_re is None:
+        if not self.words:
             return 0
-        return len({w for _, w in _word_matches(self._word_re, text.lower())})
+        return len({w for _, w in _word_matches(self.words, text.lower())})
 
     def lines_hit(self, text: str, starts: Sequence[int]) -> dict[int, float]:
         """Line index -> relevance (2 per distinct literal, 1 per distinct query word)."""
         seen: dict[int, set[str]] = {}
         for at, lit in _literal_matches(self.literals, text):
             seen.setdefault(bisect_right(starts, at) - 1, set()).add("L" + lit)
-        if self._word_re is not None:
+        if self.words:
             low = text.lower()
             if len(low) != len(text):  # a character lowercased to two: offsets would drift
                 low = text
-            for at, word in _word_matches(self._word_re, low):
+            for at, word in _word_matches(self.words, low):
                 seen.setdefault(bisect_right(starts, at) - 1, set()).add("W" + word)
         # a word on every tenth line (``tests`` in a pytest log) or a literal on every third
         # (the repository in every URL) picks out nothing: it does not count
