@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 import threading
 from collections import OrderedDict
@@ -66,11 +67,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from .models import check_quantize
+from .shared_stats import note_computed
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["DEFAULT_CACHE_SIZE", "EmbeddingBackend", "EmbeddingService", "normalise"]
+__all__ = [
+    "DEFAULT_CACHE_SIZE",
+    "EmbeddingBackend",
+    "EmbeddingService",
+    "configure_embedding_cache",
+    "normalise",
+]
 
 EmbeddingBackend = Literal["torch", "onnx", "auto"]
 _BACKENDS = ("torch", "onnx", "auto")
@@ -94,6 +102,30 @@ _services: dict[tuple[Any, ...], EmbeddingService] = {}
 _services_lock = threading.Lock()
 # one lock per loaded model object: services with different truncation share a model
 _model_locks: dict[int, threading.Lock] = {}
+
+
+#: a ``redis://`` URL here shares every service's vectors between processes and hosts
+EMBEDDING_CACHE_ENV = "PROMPTSLIM_EMBEDDING_CACHE"
+_shared: list[Any] = []  # [store or None] once decided
+
+
+def configure_embedding_cache(spec: str | None) -> None:
+    """Share every service's vectors through Redis (``"redis://..."``, a ``RedisVectorCache``,
+    behind each service's own LRU) or not (None). The default is what
+    ``PROMPTSLIM_EMBEDDING_CACHE`` says, read on first use."""
+    store = None
+    if spec:
+        from .redis_store import RedisVectorCache
+
+        store = RedisVectorCache(spec)
+    with _services_lock:
+        _shared[:] = [store]
+
+
+def _shared_cache() -> Any:
+    if not _shared:
+        configure_embedding_cache(os.environ.get(EMBEDDING_CACHE_ENV) or None)
+    return _shared[0]
 
 
 def _text_key(text: str) -> bytes:
@@ -135,7 +167,9 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
 def _resolve_backend(backend: str) -> str:
     """``torch`` or ``onnx``; ``auto`` stays ``auto`` (decided at load: ONNX on a CPU)."""
     if backend not in _BACKENDS:
-        raise ConfigError(f"expected one of {', '.join(_BACKENDS)}, got {backend!r}", field="backend")
+        raise ConfigError(
+            f"expected one of {', '.join(_BACKENDS)}, got {backend!r}", field="backend"
+        )
     has_onnx = importlib.util.find_spec("onnxruntime") is not None
     if backend == "onnx" and not has_onnx:
         raise BackendUnavailable("onnxruntime (the ONNX embedding backend)", extra="onnx")
@@ -280,7 +314,10 @@ class EmbeddingService:
                     with _services_lock:
                         _model_locks.setdefault(id(st), threading.Lock())
                     # renamed in sentence-transformers 5.x; older releases have only the old name
-                    get_dim = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+                    get_dim = (
+                        getattr(st, "get_embedding_dimension", None)
+                        or st.get_sentence_embedding_dimension
+                    )
                     dim = get_dim()
                     self._dim = int(dim) if dim else None
                     if self._int8 is None:  # as the loader decided it: int8 on the CPU
@@ -323,12 +360,39 @@ class EmbeddingService:
             if vector is None and key not in missing:
                 missing[key] = i
         if missing:
-            fresh = self._encode([_model_text(texts[i]) for i in missing.values()])
-            new = list(zip(missing, fresh))
-            self._cache.put_many(new)
-            computed = dict(new)
+            shared = _shared_cache()
+            computed = self._from_shared(shared, missing) if shared is not None else {}
+            todo = [k for k in missing if k not in computed]
+            if todo:
+                fresh = self._encode([_model_text(texts[missing[k]]) for k in todo])
+                for key in todo:
+                    note_computed("embedding", key)
+                new = list(zip(todo, fresh))
+                self._cache.put_many(new)
+                computed.update(new)
+                if shared is not None:
+                    shared.put_many(self._space(), [(k, v.tobytes()) for k, v in new])
             found = [v if v is not None else computed[k] for k, v in zip(keys, found)]
         return np.stack(found)  # type: ignore[arg-type]
+
+    def _from_shared(self, shared: Any, missing: dict[bytes, int]) -> dict[bytes, np.ndarray]:
+        """The vectors of ``missing`` that the shared store holds (also put in this LRU)."""
+        import numpy as np
+
+        wanted = list(missing)
+        got: dict[bytes, np.ndarray] = {}
+        for key, data in zip(wanted, shared.get_many(self._space(), wanted)):
+            if data is not None and len(data) % 4 == 0 and (self._dim in (None, len(data) // 4)):
+                got[key] = np.frombuffer(data, dtype=np.float32).copy()
+        if got:
+            self._cache.put_many(list(got.items()))
+        return got
+
+    def _space(self) -> str:
+        """What a vector depends on besides its text: the model as loaded, its device and
+        truncation, int8 or not (the shared store's key space for this service)."""
+        st = self.load()
+        return f"{self.model}|{type(st).__name__}|{st.device}|{self.max_seq_length}|{self.int8}"
 
     def embed_one(self, text: str) -> np.ndarray:
         """One text as a ``(dim,)`` unit vector."""

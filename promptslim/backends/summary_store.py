@@ -162,16 +162,20 @@ class SqliteSummaryCache:
 
 def summary_cache_from_spec(spec: str) -> SummaryCache | None:
     """A summary cache named by a config string: ``"memory"`` (None: the process-wide
-    in-memory LRU) or ``"sqlite:PATH"``. Anything else is a ``ConfigError`` on
-    ``summary_cache``."""
+    in-memory LRU), ``"sqlite:PATH"`` or ``"redis://..."`` (``RedisSummaryCache``: shared by
+    replicas on many hosts). Anything else is a ``ConfigError`` on ``summary_cache``."""
     if spec == "memory":
         return None
+    if spec.startswith(("redis://", "rediss://", "unix://")):
+        from .redis_store import RedisSummaryCache
+
+        return RedisSummaryCache(spec)
     kind, sep, rest = spec.partition(":")
     if kind == "sqlite" and sep:
         if not rest:
             raise ConfigError("'sqlite:' needs a file path after it", field="summary_cache")
         return SqliteSummaryCache(os.path.expanduser(rest))
     raise ConfigError(
-        f"expected 'memory', 'sqlite:PATH' or a SummaryCache object, got {spec!r}",
+        f"expected 'memory', 'sqlite:PATH', 'redis://...' or a SummaryCache object, got {spec!r}",
         field="summary_cache",
     )

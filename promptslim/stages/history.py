@@ -62,6 +62,7 @@ from collections.abc import Sequence
 from itertools import accumulate, pairwise
 from typing import Any, Literal
 
+from ..backends.shared_stats import degraded_scope
 from ..backends.summarisers import (
     ExtractiveSummariser,
     LRUSummaryCache,
@@ -230,7 +231,11 @@ class HistoryStage(BaseStage):
         return out, report
 
     def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
-        out = self._trim(request, budget, log)
+        with degraded_scope() as degraded:  # a shared summary cache that fell back to local
+            out = self._trim(request, budget, log)
+        if degraded:
+            log.details["degraded"] = list(degraded)
+            log.warning("summary cache degraded: " + "; ".join(degraded))
         log.details["message_hashes"] = message_hashes(out.messages)
         log.details["history_fingerprint"] = ".".join(log.details["message_hashes"])
         return out

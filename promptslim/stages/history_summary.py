@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..backends.shared_stats import note_computed
 from ..backends.summarisers import SUMMARISERS, Summariser, SummaryCache, clip_to_tokens
 from ..counters import TokenCounter
 from ..counting import count_message
@@ -85,6 +86,7 @@ class RollingSummary:
         for j in range(done, len(keys)):
             chunk = [messages[i] for i in spans[j]]
             text, fell_back = self._step(chunk, text or None, body_cap, counter, log, fell_back)
+            note_computed("summary", keys[j])  # work a shared cache could have saved
             if not fell_back:
                 self.cache.set(keys[j], text)
         return text

@@ -241,6 +241,11 @@ def tool_store_from_spec(spec: str | ToolStore) -> ToolStore:
         return MemoryToolStore(max_bytes=int(rest))
     if kind == "sqlite" and sep and rest:
         return SqliteToolStore(os.path.expanduser(rest))
+    if kind in ("redis", "rediss", "unix") and rest.startswith("//"):  # shared by replicas
+        from ..redis_store import RedisToolStore
+
+        return RedisToolStore(spec)
     raise ConfigError(
-        f"expected 'memory', 'memory:BYTES' or 'sqlite:PATH', got {spec!r}", field="store"
+        f"expected 'memory', 'memory:BYTES', 'sqlite:PATH' or 'redis://...', got {spec!r}",
+        field="store",
     )
