@@ -6,8 +6,13 @@ Importing promptslim loads no heavy dependency (torch, transformers, faiss, llml
 
 from .backends.compress import COMPRESSORS as COMPRESSORS
 from .backends.compress import Compressor as Compressor
+from .backends.redis_store import RedisSummaryCache as RedisSummaryCache
+from .backends.redis_store import RedisToolStore as RedisToolStore
+from .backends.redis_store import RedisVectorCache as RedisVectorCache
 from .backends.scorers import SCORERS as SCORERS
 from .backends.scorers import Scorer as Scorer
+from .backends.shared_stats import STORE_STATS as STORE_STATS
+from .backends.shared_stats import StoreStats as StoreStats
 from .backends.summarisers import SUMMARISERS as SUMMARISERS
 from .backends.summarisers import Summariser as Summariser
 from .backends.summarisers import SummaryCache as SummaryCache
@@ -73,6 +78,7 @@ __all__ = [
     "EXPAND_TOOL",
     "SCORERS",
     "STAGES",
+    "STORE_STATS",
     "SUMMARISERS",
     "TOOL_COMPRESSORS",
     "Allocation",
@@ -96,6 +102,9 @@ __all__ = [
     "Pipeline",
     "PrefixStage",
     "PromptSlimError",
+    "RedisSummaryCache",
+    "RedisToolStore",
+    "RedisVectorCache",
     "Registry",
     "Report",
     "Request",
@@ -109,6 +118,7 @@ __all__ = [
     "StageLog",
     "StageReport",
     "StageTimeout",
+    "StoreStats",
     "Summariser",
     "SummaryCache",
     "TokenCounter",
@@ -119,8 +129,8 @@ __all__ = [
     "ToolsStage",
     "UnknownName",
     "allocate",
-    "check_body",
     "answer_expand_call",
+    "check_body",
     "count_messages",
     "count_request",
     "count_tools",
