@@ -288,9 +288,13 @@ async def test_models_proxied_and_health_and_metrics(default_proxy: str) -> None
     assert health.json()["status"] == "ok"
     text = metrics.text
     assert 'promptslim_requests_total{route="chat",status="200"}' in text
-    assert 'promptslim_stage_seconds_bucket{stage="pipeline",le="+Inf"}' in text
+    assert 'promptslim_pipeline_seconds_bucket{le="+Inf"}' in text
+    assert 'stage="pipeline"' not in text  # the whole run has its own histogram
+    assert 'promptslim_stage_seconds_bucket{le="1.5",stage="history"}' in text  # SLO buckets
     for name in ("promptslim_ttft_seconds_count", "promptslim_tokens_saved_total",
-                 "promptslim_queue_length", "promptslim_upstream_ttfb_seconds_sum"):  # fmt: skip
+                 "promptslim_queue_length", "promptslim_upstream_ttfb_seconds_sum",
+                 "promptslim_cacheable_tokens_total", "promptslim_pipeline_timeouts_total",
+                 "promptslim_build_info{version=", "process_resident_memory_bytes"):  # fmt: skip
         assert name in text
 
 
@@ -570,7 +574,8 @@ async def test_500_concurrent_streams_without_errors(seam: tuple[Seam, str]) -> 
             texts = await asyncio.wait_for(asyncio.gather(*(one() for _ in range(n))), 150)
     assert texts == ["Hello world"] * n
     assert state.admission.active == 0
-    assert state.metrics.requests[("chat", 200)] == n
+    labels = {"route": "chat", "status": "200"}
+    assert state.metrics.registry.get_sample_value("promptslim_requests_total", labels) == n
 
 
 # ---------------------------------------------------------------- packaging and CLI
@@ -712,50 +717,31 @@ def test_cli_serve_in_front_of_the_real_model(llama_server: str) -> None:  # noq
 # ---------------------------------------------------------------- several workers
 
 
-def test_metrics_snapshots_add_up_to_one_process_that_saw_everything() -> None:
-    from promptslim.serve.metrics import Metrics
-
-    whole, parts = Metrics(), [Metrics(), Metrics()]
-    # binary fractions: the sums come out exact whatever order they are added in
-    events = [("chat", 200, 2**-11, 2**-5), ("chat", 429, 0.25, 1.5), ("models", 200, 2**-8, 7.0)]
-    for i, (route, status, stage_s, ttft_s) in enumerate(events * 5):
-        for m in (whole, parts[i % 2]):
-            m.count_request(route, status)
-            m.stage_seconds["pipeline"].observe(stage_s)
-            m.ttft.observe(ttft_s)
-            m.tokens_in += 10 * i
-            m.tokens_out += i
-    total = Metrics()
-    for m in parts:  # through JSON, as the workers hand them over
-        total.absorb(json.loads(json.dumps(m.snapshot())))
-    assert total.render(queued=1, in_flight=2) == whole.render(queued=1, in_flight=2)
-    assert 'promptslim_requests_total{route="chat",status="429"} 5' in total.render(
-        queued=0, in_flight=0
-    )
+_WORKER_SCRIPT = """
+import os, sys
+from promptslim.serve.metrics import Metrics
+m = Metrics()
+for _ in range(int(sys.argv[1])):
+    m.count_request("chat", 200)
+m.set_load(queued=int(sys.argv[2]), in_flight=0, open_connections=0)
+if sys.argv[3] == "dead":
+    Metrics.mark_dead(os.getpid())
+"""
 
 
-def test_merged_metrics_keep_a_gone_workers_counts_but_not_its_gauges(tmp_path: Any) -> None:
-    from promptslim.serve.metrics import STALE_S, Metrics, merged, write_snapshot
-
-    def worker(requests: int) -> Metrics:
-        m = Metrics()
-        for _ in range(requests):
-            m.count_request("chat", 200)
-        return m
-
-    folder = str(tmp_path)
-    own = worker(1)
-    write_snapshot(folder, metrics=own, queued=9, in_flight=9)  # our own file: not read twice
-    for name, requests, gauges in (("101", 2, 3), ("102", 4, 5)):
-        data = {"pid": int(name), "queued": gauges, "in_flight": gauges,
-                "metrics": worker(requests).snapshot()}  # fmt: skip
-        (tmp_path / f"{name}.json").write_text(json.dumps(data))
-    old = time.time() - STALE_S - 1
-    os.utime(tmp_path / "102.json", (old, old))  # a worker that has gone
-    (tmp_path / "103.json").write_text('{"pid": 103, "metr')  # not a snapshot: skipped
-    total, queued, in_flight, workers = merged(folder, own, queued=1, in_flight=0)
-    assert total.requests[("chat", 200)] == 1 + 2 + 4
-    assert (queued, in_flight, workers) == (1 + 3, 0 + 3, 2)
+def test_workers_metrics_add_up_and_a_gone_workers_counts_stay_but_not_its_gauges(
+    tmp_path: Any,
+) -> None:
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    for requests, queued, state in ((2, 3, "live"), (4, 5, "dead")):
+        subprocess.run([sys.executable, "-c", _WORKER_SCRIPT, str(requests), str(queued), state],
+                       env=env, check=True, timeout=60)  # fmt: skip
+    scrape = "from promptslim.serve.metrics import Metrics; print(Metrics().render().decode())"
+    text = subprocess.run([sys.executable, "-c", scrape], env=env, check=True, timeout=60,
+                          capture_output=True, text=True).stdout  # fmt: skip
+    assert 'promptslim_requests_total{route="chat",status="200"} 6.0' in text
+    assert "promptslim_queue_length 3.0" in text  # the dead worker's 5 is not counted
+    assert "promptslim_workers 2.0" in text  # the scraper and the live worker
 
 
 def test_worker_limits_are_shares_and_pipelines_must_survive_a_config_round_trip() -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,16 +46,17 @@ class ConnectionGuard:
     header_timeout_s: float
     max_connections: int
     max_headers: int
+    #: called with the reason (``header_timeout``, ``connection_cap``) when a limit closes one
+    on_close: Callable[[str], None] | None = None
     _open: dict[Peer, GuardedH11Protocol] = field(default_factory=dict)
-    #: connections closed by a limit, by reason (``header_timeout``, ``connection_cap``)
-    closed: dict[str, int] = field(default_factory=dict)
 
     @property
     def open_connections(self) -> int:
         return len(self._open)
 
     def count_closed(self, reason: str) -> None:
-        self.closed[reason] = self.closed.get(reason, 0) + 1
+        if self.on_close is not None:
+            self.on_close(reason)
 
     def request_started(self, peer: Peer | None) -> None:
         connection = self._open.get(peer) if peer else None

@@ -22,6 +22,7 @@ from ..pipeline import Pipeline
 from .app import create_app
 from .config import ServeConfig
 from .guard import GuardedH11Protocol
+from .metrics import MULTIPROC_ENV
 
 __all__ = ["serve"]
 
@@ -72,11 +73,14 @@ def serve(config: ServeConfig, *, pipeline: Pipeline | None, log_level: str = "i
     )
     if config.api_key:
         os.environ[_WORKER_KEY_ENV] = config.api_key
+    # the workers keep their metrics in files there (prometheus_client's multiprocess mode,
+    # chosen when a worker first imports it) and each scrape adds them all up
+    os.environ[MULTIPROC_ENV] = folder
     try:
         with _startup_failure():
             run_workers(f"{__name__}:worker_app", config.workers, **options)
     finally:
-        for name in (_WORKER_ENV, _WORKER_KEY_ENV):
+        for name in (_WORKER_ENV, _WORKER_KEY_ENV, MULTIPROC_ENV):
             os.environ.pop(name, None)
         shutil.rmtree(folder, ignore_errors=True)
 
