@@ -31,11 +31,17 @@ def restore_json(value: Any, store: dict[str, str]) -> Any:
         out: list[Any] = []
         for v in value:
             m = MARKER.fullmatch(v) if isinstance(v, str) else None
-            out.extend(load_json(store[m.group(1)]) if m else [restore_json(v, store)])
+            if m and "(same as " in v:  # a repeated object: one value
+                out.append(restore_json(load_json(store[m.group(1)]), store))
+            else:
+                out.extend(load_json(store[m.group(1)]) if m else [restore_json(v, store)])
         return out
     if isinstance(value, list):  # an object's (key, value) pairs
         return [(k, restore_json(v, store)) for k, v in value]
     if isinstance(value, str):
+        m = MARKER.fullmatch(value)
+        if m and "(same as " in value:
+            return restore_json(load_json(store[m.group(1)]), store)
         m = MARKER.search(value)
         if m and m.end() == len(value):
             return value[: m.start() - 1] + store[m.group(1)]
@@ -84,7 +90,7 @@ def test_valid_json_in_gives_valid_json_out_and_markers_restore_it(
     value: Any, query: str, indent: int | None
 ) -> None:
     text = json.dumps(value, indent=indent)
-    out = JsonCompressor(max_string=16).compress(text, ToolContext(query=query))
+    out = JsonCompressor(max_string=16, dedup_chars=8).compress(text, ToolContext(query=query))
     if out is None:
         return
     parsed = json.loads(out.text)  # valid JSON, strictly
@@ -123,6 +129,21 @@ def test_json_keeps_ends_matches_anomalies_outliers_and_counts_the_rest() -> Non
     left_out = sum(e.count for e in out.elisions if e.kind == "items")
     assert left_out == 40 - len(kept)
     assert all(MARKER.search(m) for m in json.loads(out.text) if isinstance(m, str))
+
+
+def test_repeated_objects_are_shown_once() -> None:
+    user = {"login": "octocat", "id": 1, "url": "https://api.example.com/users/octocat" * 10}
+    text = json.dumps(
+        {"owner": user, "organization": user, "items": [{"n": i, "user": user} for i in range(3)]}
+    )
+    out = JsonCompressor().compress(text, ToolContext())
+    assert out is not None
+    data = json.loads(out.text)
+    assert data["owner"] == user
+    assert (
+        "same as $.owner" in data["organization"] and "same as $.owner" in data["items"][2]["user"]
+    )
+    assert as_plain(restore_json(load_json(out.text), originals(out))) == as_plain(load_json(text))
 
 
 def test_json_numbers_are_spelled_as_the_input_spelled_them() -> None:

@@ -145,6 +145,7 @@ class JsonCompressor(ToolCompressor):
     items kept for status fields that differ from the majority; ``max_outliers``: numeric
     outliers; ``max_schema``: further items kept to show key paths no kept item has.
     ``max_string``: strings longer than this keep their head (half of it) and a marker.
+    ``dedup_chars``: later copies of an object this long or longer become markers (0: off).
     """
 
     name = "json"
@@ -160,6 +161,7 @@ class JsonCompressor(ToolCompressor):
         max_outliers: int = 2,
         max_schema: int = 3,
         max_string: int = 1000,
+        dedup_chars: int = 300,
     ) -> None:
         for fld, value in (
             ("head", head),
@@ -182,6 +184,9 @@ class JsonCompressor(ToolCompressor):
         self.max_outliers = max_outliers
         self.max_schema = max_schema
         self.max_string = max_string
+        if isinstance(dedup_chars, bool) or not isinstance(dedup_chars, int) or dedup_chars < 0:
+            raise ConfigError(f"must be an int >= 0, got {dedup_chars!r}", field="dedup_chars")
+        self.dedup_chars = dedup_chars
 
     def compress(self, text: str, context: ToolContext) -> Compressed | None:
         stripped = text.strip()
@@ -191,6 +196,13 @@ class JsonCompressor(ToolCompressor):
             data = load_json(stripped)
             run = _Run(self, matcher_for(context), ascii_only=text.isascii() and "\\u" in text)
             out = run.crush(data, "$", 0)
+            if self.dedup_chars:
+                from .json_dedup import dedup_subtrees
+
+                out, repeated = dedup_subtrees(
+                    out, min_chars=self.dedup_chars, ascii_only=run.ascii_only
+                )
+                run.elisions += repeated
         except (ValueError, RecursionError, _TooDeep):
             return None  # not JSON (or too deep to walk): the text compressor's business
         if not run.elisions:
