@@ -20,6 +20,7 @@ from promptslim.bench.datasets import load_dataset
 from promptslim.bench.report import RunLog, read_rows, row_line, write_outputs
 from promptslim.bench.runner import Progress, build_config, parse_configs, run_bench
 from promptslim.errors import ConfigError, DatasetError
+from promptslim.pipeline import Pipeline
 
 
 class EchoBackend(ModelBackend):
@@ -53,6 +54,40 @@ def test_config_specs_parse_and_name_the_bad_part() -> None:
     ]:
         with pytest.raises(ConfigError, match=part):
             parse_configs(spec)
+
+
+@pytest.mark.parametrize(
+    ("spec", "stages"),
+    [
+        ("prefix+retrieval:max_k=abc", [{"name": "prefix"}, {"name": "retrieval", "max_k": "abc"}]),
+        ("retrieval:max_k=0", [{"name": "retrieval", "max_k": 0}]),
+        ("retrieval:max_k=2.5", [{"name": "retrieval", "max_k": 2.5}]),
+        ("history:pin_first_user=no", [{"name": "history", "pin_first_user": "no"}]),
+        ("compress@5", [{"name": "compress", "rate": 5.0}]),
+    ],
+)
+def test_shorthand_values_are_checked_as_a_config_file_is(
+    spec: str, stages: list[dict[str, Any]]
+) -> None:
+    """The shorthand spells a pipeline config: a bad value fails as the same config given to
+    Pipeline.from_config does, naming the same key path."""
+    with pytest.raises(ConfigError) as from_config:
+        Pipeline.from_config({"stages": stages})
+    with pytest.raises(ConfigError) as shorthand:
+        build_config(spec)
+    assert shorthand.value.field == from_config.value.field
+    assert shorthand.value.field is not None and shorthand.value.field.startswith("stages[")
+    assert shorthand.value.reason.startswith(from_config.value.reason)
+    assert repr(spec) in str(shorthand.value)
+
+
+def test_shorthand_spelling_errors_name_the_key() -> None:
+    with pytest.raises(ConfigError) as err:
+        build_config("prefix+compress:colour=red")
+    assert err.value.field == "stages[1].colour"
+    with pytest.raises(ConfigError) as err:
+        build_config("compress@abc")
+    assert err.value.field == "stages[0].rate"
 
 
 def test_config_file(tmp_path: Path) -> None:
