@@ -376,7 +376,7 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
         url=args.url, dataset=args.dataset, configs=tuple(c.strip() for c in args.configs.split(",") if c.strip()),
         requests=args.requests, concurrency=args.concurrency, rate=args.rate, burstiness=args.burstiness,
         timeout_s=args.timeout, time_limit_s=args.time_limit, slo_ttft_ms=args.slo_ttft,
-        max_tokens=args.max_tokens, model=args.model, seed=args.seed,
+        max_tokens=args.max_tokens, model=args.model, seed=args.seed, block=args.block,
     )  # fmt: skip
     check_output_folder(args.out, flag="--out")
     result = run_loadtest(options)
@@ -392,6 +392,20 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
             print(f"{label}: {s['completed']}/{s['requests']} ok, {ttft}, errors {s['error_rate']:.0%}")
         print(f"promptslim loadtest: wrote {paths['md']}")
     return EXIT_OK
+
+
+def _queue_budgets(pairs: list[str]) -> dict[str, float]:
+    """``--queue-budget CLASS=SECONDS``, repeated, as a dict (a bad one names the flag)."""
+    out: dict[str, float] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise ConfigError(f"expected CLASS=SECONDS, got {pair!r}", field="--queue-budget")
+    return out
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -420,6 +434,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         body_timeout_s=args.body_timeout, max_header_bytes=args.max_header_bytes,
         max_headers=args.max_headers, max_connections=args.max_connections,
         keepalive_s=args.keepalive, pipeline_timeout_s=args.pipeline_timeout,
+        priority_classes=tuple(c.strip() for c in (args.priority_classes or "").split(",") if c.strip()),
+        default_priority=args.default_priority, shortest_first=args.shortest_first,
+        tenant_max_concurrency=args.tenant_max_concurrency,
+        queue_budget_s=_queue_budgets(args.queue_budget or []),
     )  # fmt: skip
     serve(config, pipeline=pipeline, log_level=args.log_level)
     return EXIT_OK
@@ -512,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=100, metavar="M", help="requests per config (default 100)")
     p.add_argument("--configs", default="baseline", metavar="LIST", help="comma-separated: baseline, pipeline (the default pipeline), or bench config specs")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per-request limit in seconds (default 60)")
-    p.add_argument("--time-limit", dest="time_limit", type=float, default=600.0, metavar="S", help="whole run limit in seconds (default 600)")
+    p.add_argument("--time-limit", dest="time_limit", type=float, default=600.0, metavar="S", help="whole run limit in seconds, shared equally by the configs (default 600)")
+    p.add_argument("--block", type=int, metavar="N", help="requests per config per turn: configs take turns in blocks (default: 2x concurrency, or 10 s of arrivals)")
     p.add_argument("--slo-ttft", dest="slo_ttft", type=float, metavar="MS", help="TTFT SLO for goodput, in ms")
     p.add_argument("--max-tokens", dest="max_tokens", type=int, default=32, metavar="N")
     p.add_argument("--model", default="default", help="model name sent in each body")
@@ -541,6 +560,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not run the pipeline on a built-in sample at start-up (models then load on the first request)")  # fmt: skip
     p.add_argument("--upstream-transport", dest="upstream_transport", default="httpx", choices=("promptslim", "httpx"),
                    help="deprecated and ignored: every upstream is spoken to by httpx's transport")  # fmt: skip
+    p.add_argument("--priority-classes", dest="priority_classes", metavar="LIST", help="admission classes, highest first, named by the X-PromptSlim-Priority header (e.g. interactive,batch)")
+    p.add_argument("--default-priority", dest="default_priority", metavar="CLASS", help="class of requests that name none (default: the lowest)")
+    p.add_argument("--shortest-first", dest="shortest_first", action="store_true", help="within a class, the waiting request with the fewest slimmed prompt tokens goes first")
+    p.add_argument("--tenant-max-concurrency", dest="tenant_max_concurrency", type=int, metavar="N", help="requests one tenant (X-PromptSlim-Tenant, else its Authorization) may have at the upstream at once")
+    p.add_argument("--queue-budget", dest="queue_budget", action="append", metavar="CLASS=S", help="longest queue wait of a class before 429 (repeatable; others: --queue-timeout)")
     p.add_argument("--pipeline-timeout", dest="pipeline_timeout", type=float, default=1.0, metavar="S", help="pipeline time budget; past it the original request is forwarded (default 1)")
     p.add_argument("--header-timeout", dest="header_timeout", type=float, default=10.0, metavar="S", help="a client's time to send its headers before the connection is closed (default 10)")
     p.add_argument("--body-timeout", dest="body_timeout", type=float, default=30.0, metavar="S", help="a client's time to send its body before 408 (default 30)")

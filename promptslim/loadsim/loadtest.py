@@ -4,7 +4,8 @@ OpenAI-compatible server, with and without promptslim, on the same request strea
 Load is closed-loop (``concurrency`` clients, each sending its next request when the previous
 one ends) or open-loop (``rate`` requests/s, gaps from ``workload.arrival_times``: Poisson, or
 gamma with ``burstiness``; ``concurrency`` then caps requests in flight). Every config sends the
-same items in the same order at the same times; configs run one after another.
+same items in the same order at the same times; configs take turns in blocks of requests,
+each with its share of the time limit (``interleave``).
 
 Per request, on the client clock (``time.perf_counter``), seconds from the moment it was sent:
 scheduling delay (how late the client sent it), connect / request sent / first byte (httpx's
@@ -73,6 +74,8 @@ class LoadtestOptions:
     seed: int = 0
     #: content deltas this close to the first count as bunched (buffering detection)
     bunch_window_ms: float = 5.0
+    #: requests per config per turn (``interleave.default_block`` when None)
+    block: int | None = None
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
@@ -93,6 +96,8 @@ class LoadtestOptions:
             raise ConfigError(
                 f"expected concurrency >= 1, got {self.concurrency}", field="concurrency"
             )
+        if self.block is not None and self.block < 1:
+            raise ConfigError(f"expected block >= 1, got {self.block}", field="block")
         for name in ("requests", "max_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"expected {name} >= 1, got {getattr(self, name)}", field=name)
@@ -550,8 +555,10 @@ def run_loadtest(
     *,
     prepared: Mapping[str, Sequence[PreparedRequest]] | None = None,
 ) -> dict[str, Any]:
-    """Every config on the same stream, one after another: ``{"options", "configs": {label:
-    {"summary", "client", "records"}}}``. ``prepared`` bodies replace the dataset."""
+    """Every config on the same stream, in interleaved blocks, each with an equal share of
+    the time limit: ``{"options", "configs": {label: {"summary", "client", "cut",
+    "records"}}}``. ``prepared`` bodies replace the dataset."""
+    from .interleave import Target, default_block, run_interleaved
     from .workload import arrival_times
 
     streams = prepared or prepare_requests(
@@ -562,23 +569,25 @@ def run_loadtest(
         model=options.model,
         seed=options.seed,
     )
-    started = time.monotonic()
-    result: dict[str, Any] = {"options": options.as_dict(), "configs": {}}
-    for label, stream in streams.items():
-        stream = list(stream)[: options.requests]
-        arrivals = None
-        if options.rate is not None:
-            arrivals = arrival_times(
-                len(stream), rate=options.rate, burstiness=options.burstiness, seed=options.seed
-            )
-        # the time limit covers the whole run, shared by the configs left
-        left = max(1.0, options.time_limit_s - (time.monotonic() - started))
-        records, client = asyncio.run(
-            run_stream(
-                options.url, stream, config=label, concurrency=options.concurrency,
-                arrivals=arrivals, timeout_s=options.timeout_s, time_limit_s=left,
-            )
-        )  # fmt: skip
+    targets = {
+        label: Target(options.url, list(stream)[: options.requests])
+        for label, stream in streams.items()
+    }
+    n = min(len(t.requests) for t in targets.values())
+    targets = {label: Target(t.url, t.requests[:n]) for label, t in targets.items()}
+    arrivals = None
+    if options.rate is not None:
+        arrivals = arrival_times(
+            n, rate=options.rate, burstiness=options.burstiness, seed=options.seed
+        )
+    block = options.block or default_block(concurrency=options.concurrency, rate=options.rate)
+    runs = run_interleaved(
+        targets, concurrency=options.concurrency, arrivals=arrivals, timeout_s=options.timeout_s,
+        time_limit_s=options.time_limit_s, block=block,
+    )  # fmt: skip
+    result: dict[str, Any] = {"options": options.as_dict(), "block": block, "configs": {}}
+    for label, run in runs.items():
+        records, client = run["records"], run["client"]
         summary = summarise(
             records,
             wall_s=client["wall_s"],
@@ -588,6 +597,7 @@ def run_loadtest(
         result["configs"][label] = {
             "summary": summary,
             "client": client,
+            "cut": run["cut"],
             "records": [r.as_dict() for r in records],
         }
     return result
@@ -664,8 +674,13 @@ def format_markdown(result: Mapping[str, Any]) -> str:
             f"{lag['p50']:.2f} ms, p99 {lag['p99']:.2f} ms, max {lag['max']:.1f} ms"
             + ("; **the client may be the bottleneck**" if c["client_bound"] else "")
         )
-        if c["time_limit_reached"]:
-            lines.append("- stopped at the time limit")
+        cut = run.get("cut", {})
+        if c["time_limit_reached"] or cut.get("not_sent"):
+            lines.append(
+                f"- stopped at its share of the time limit ({cut.get('share_s', 0):g} s): "
+                f"{cut.get('cancelled_in_flight', 0)} cancelled in flight, "
+                f"{cut.get('not_sent', 0)} not sent"
+            )
         lines.append("")
     return "\n".join(lines)
 

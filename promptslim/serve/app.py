@@ -89,7 +89,9 @@ class Proxy:
         self.pipeline = pipeline
         # with several workers, each admits its share (the kernel spreads connections)
         self.admission = Admission(
-            limit=config.share(config.max_concurrency), max_queue=config.share(config.max_queue)
+            limit=config.share(config.max_concurrency),
+            max_queue=config.share(config.max_queue),
+            policy=config.admission_policy(),
         )
         self.metrics = Metrics()
         self.guard = ConnectionGuard(
@@ -244,9 +246,25 @@ class Proxy:
         body: dict[str, Any],
         parsed: Request | None,
     ) -> Response:
+        ticket = self.admission.policy.ticket(request.headers, key=ex.id)
+        ticket.tokens = len(raw) // 4  # a size to order by until the slimmed one is known
+        payload: bytes | None = None
+        if (
+            parsed is not None
+            and self.admission.policy.shortest_first
+            and self.admission.would_wait(ticket)
+        ):  # it will queue: slim it first, so it is ordered by what the upstream will prefill
+            early = await self._slimmed(parsed, ex, raw)
+            if not isinstance(early, bytes):
+                return early
+            payload = early
+            ticket.tokens = ex.tokens_out if ex.tokens_out is not None else ticket.tokens
         queued_at = time.perf_counter()
         try:
-            await self.admission.acquire(timeout_s=self.config.queue_timeout_s)
+            await self.admission.acquire(
+                timeout_s=self.admission.budget_s(ticket, self.config.queue_timeout_s),
+                ticket=ticket,
+            )
         except Overloaded as exc:
             retry = str(self.config.retry_after_s)
             return error_response(
@@ -257,25 +275,31 @@ class Proxy:
         ex.marks["queued"], ex.marks["admitted"] = queued_at, time.perf_counter()
         handed_over = False
         try:
-            payload = raw  # the original bytes unless the pipeline produced a body
-            if parsed is not None:
-                try:
-                    result = await self._slim(parsed, ex)
-                except BudgetInfeasible as exc:
-                    return error_response(
-                        400, str(exc), param="budget", code="budget_infeasible",
-                        minimum=exc.minimum, budget=exc.budget,
-                    )  # fmt: skip
-                except InvalidRequest as exc:
-                    return error_response(400, f"{exc.field}: {exc.reason}", param=exc.field)
-                if result is not None:
-                    payload = json_bytes(result)
+            if payload is None:  # the original bytes unless the pipeline produced a body
+                late = raw if parsed is None else await self._slimmed(parsed, ex, raw)
+                if not isinstance(late, bytes):
+                    return late
+                payload = late
             response = await self._upstream_chat(request, ex, payload, body)
             handed_over = isinstance(response, Relay)
             return response
         finally:
             if not handed_over:
-                self.admission.release()
+                self.admission.release(ex.id)
+
+    async def _slimmed(self, parsed: Request, ex: Exchange, raw: bytes) -> bytes | Response:
+        """The bytes to send: slimmed, or ``raw`` when the pipeline gave up; or the client's
+        error (its budget cannot be met, its request is invalid)."""
+        try:
+            result = await self._slim(parsed, ex)
+        except BudgetInfeasible as exc:
+            return error_response(
+                400, str(exc), param="budget", code="budget_infeasible",
+                minimum=exc.minimum, budget=exc.budget,
+            )  # fmt: skip
+        except InvalidRequest as exc:
+            return error_response(400, f"{exc.field}: {exc.reason}", param=exc.field)
+        return raw if result is None else json_bytes(result)
 
     async def _unless_gone(self, request: HTTPRequest, work: Awaitable[T]) -> T:
         """``await work``, cancelled as soon as the client goes (``_ClientGone``): a queued or
@@ -419,7 +443,7 @@ class Proxy:
         return response
 
     async def _relay_finished(self, ex: Exchange, status: int) -> None:
-        self.admission.release()
+        self.admission.release(ex.id)
         self.finish(ex, status)
 
     async def _upstream_failed(self, ex: Exchange, upstream: httpx.Response) -> Response:

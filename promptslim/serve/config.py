@@ -9,6 +9,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
+from .admission import AdmissionPolicy
 
 __all__ = ["ServeConfig"]
 
@@ -89,6 +90,18 @@ class ServeConfig:
     #: where the workers leave their metrics for each other (``serve`` makes a temporary folder
     #: when ``workers`` > 1; None: one process, nothing shared)
     metrics_dir: str | None = None
+    #: admission classes, highest priority first, named by the ``X-PromptSlim-Priority``
+    #: header (``serve.admission``); empty: one class, first come first served
+    priority_classes: tuple[str, ...] = ()
+    #: the class of a request that names none or an unknown one (None: the lowest)
+    default_priority: str | None = None
+    #: within a class, the waiting request with the fewest (slimmed) prompt tokens goes first
+    shortest_first: bool = False
+    #: requests one tenant (``X-PromptSlim-Tenant``, else its ``Authorization``) may have at
+    #: the upstream at once, per worker; None: no cap
+    tenant_max_concurrency: int | None = None
+    #: per class, the longest queue wait (s) before 429, instead of ``queue_timeout_s``
+    queue_budget_s: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)
@@ -129,6 +142,17 @@ class ServeConfig:
         for name in timeouts:
             if not getattr(self, name) > 0:
                 raise ConfigError("must be positive", field=name)
+        self.admission_policy()  # a bad class, cap or budget is a ConfigError now, not later
+
+    def admission_policy(self) -> AdmissionPolicy:
+        """How the proxy orders and caps waiting requests (``serve.admission``)."""
+        return AdmissionPolicy(
+            classes=tuple(self.priority_classes),
+            default_class=self.default_priority,
+            shortest_first=self.shortest_first,
+            tenant_limit=self.tenant_max_concurrency,
+            queue_budget_s=dict(self.queue_budget_s),
+        )
 
     @property
     def pools_connections(self) -> bool:
