@@ -135,7 +135,7 @@ def start_replicas(n: int, cfg: Path, seam: int, redis_url: str | None, stats: P
         proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
         procs.append((proc, port, i))
     for proc, port, _ in procs:
-        wait_ready(f"http://127.0.0.1:{port}/v1/models", proc, timeout_s=180)
+        wait_ready(f"http://127.0.0.1:{port}/healthz", proc, timeout_s=180)
     return procs
 
 

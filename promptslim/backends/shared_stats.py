@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -103,7 +104,10 @@ STORE_STATS = StoreStats(log_events=bool(os.environ.get(STATS_FILE_ENV)))
 def _dump_at_exit() -> None:
     base = os.environ.get(STATS_FILE_ENV)
     if base:
-        STORE_STATS.dump(f"{base}.{os.getpid()}.json")
+        try:
+            STORE_STATS.dump(f"{base}.{os.getpid()}.json")
+        except (OSError, ImportError) as exc:  # at exit: say so, never raise
+            logging.getLogger(__name__).warning("could not write %s: %s", base, exc)
 
 
 atexit.register(_dump_at_exit)
