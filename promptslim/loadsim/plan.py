@@ -20,20 +20,24 @@ fixed part leaves (a share, so that a request lacking one segment passes its par
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
+from ..bench.datasets import load_dataset
+from ..bench.results import segment_tokens
 from ..errors import BudgetInfeasible, ConfigError
+from ..pipeline import Pipeline
 from ..stats import percentile
+from ..types import Budget
 from .costmodel import CostModel
 from .engine import ServerConfig, SimRequest, simulate_server
-
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
+from .workload import extend_stream, load_prompts, prompt_tokens
 
 __all__ = [
     "PLAN_STAGES",
@@ -132,7 +136,7 @@ def plan_budget(
     """The largest per-request budget meeting ``slo_p99_s`` (see the module docstring).
 
     ``segments``: mean tokens per segment of the dataset (``prefix``, ``history``,
-    ``documents``, ``query``, as ``promptslim.bench.runner.segment_tokens`` counts them).
+    ``documents``, ``query``, as ``promptslim.bench.results.segment_tokens`` counts them).
     ``slim``: the stream the pipeline sends under a budget (:func:`pipeline_stream`); without
     it ``prompts`` are capped instead. Raises ``BudgetInfeasible`` when even the fixed part
     alone misses the SLO.
@@ -218,11 +222,6 @@ def pipeline_stream(
     share taken from ``segments``. The stages run under ``on_infeasible="best_effort"``: a
     request whose fixed part the budget cannot hold goes in as small as they make it, as a
     server would be sent it. Each budget's stream is computed once."""
-    from ..bench.datasets import load_dataset
-    from ..pipeline import Pipeline
-    from ..types import Budget
-    from .workload import extend_stream, prompt_tokens
-
     items = load_dataset(dataset, limit=min(requests, max_items), seed=seed).items
     if not items:
         raise ConfigError(f"no readable items in {dataset!r}", field="dataset")
@@ -245,8 +244,6 @@ def pipeline_stream(
 
 def write_config(config: Mapping[str, Any], path: str | Path) -> None:
     """Write a pipeline config as JSON, or TOML when ``path`` ends in ``.toml``."""
-    import json
-
     path = Path(path)
     if path.suffix != ".toml":
         path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
@@ -263,10 +260,6 @@ def dataset_profile(
 ) -> tuple[list[npt.NDArray[np.uint64]], dict[str, float]]:
     """The baseline prompt stream of ``dataset`` (``requests`` long) and its mean tokens per
     segment: what ``plan_budget`` takes."""
-    from ..bench.datasets import load_dataset
-    from ..bench.runner import segment_tokens
-    from .workload import load_prompts
-
     prompts = load_prompts(
         dataset, configs=["baseline"], requests=requests, seed=seed, max_items=max_items
     )["baseline"]

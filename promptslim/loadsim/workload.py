@@ -10,23 +10,23 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
+import numpy as np
+import numpy.typing as npt
+
+from ..bench.configs import parse_configs
+from ..bench.datasets import load_dataset
+from ..cache import as_token_array, request_tokens
 from ..errors import ConfigError
-
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-    from ..types import Request
+from ..pipeline import Pipeline
+from ..types import Request
 
 __all__ = ["arrival_times", "extend_stream", "load_prompts", "prompt_tokens"]
 
 
 def arrival_times(n: int, *, rate: float, burstiness: float = 1.0, seed: int = 0) -> list[float]:
     """``n`` arrival times (seconds, the first after one gap) at ``rate`` requests/s."""
-    import numpy as np
-
     if not rate > 0:
         raise ConfigError(f"expected a rate > 0, got {rate!r}", field="rate")
     if not burstiness > 0:
@@ -39,14 +39,9 @@ def arrival_times(n: int, *, rate: float, burstiness: float = 1.0, seed: int = 0
 def prompt_tokens(request: Request) -> npt.NDArray[np.uint64]:
     """The prompt as the server sees it: documents rendered into the messages (as
     ``Result.to_openai`` sends them), tokenised the way the prefix-cache models expect."""
-    from ..cache import as_token_array, request_tokens
-    from ..types import Request as _Request
-
     sent = request
     if request.documents:
-        from ..pipeline import Pipeline
-
-        sent = _Request.from_openai(Pipeline([]).run(request).to_openai())
+        sent = Request.from_openai(Pipeline([]).run(request).to_openai())
     tokens, _ = request_tokens(sent)
     return as_token_array(tokens)
 
@@ -73,9 +68,6 @@ def load_prompts(
     Dataset records that cannot be read are skipped, each said on ``stream`` (stderr by
     default), as ``promptslim bench`` says them.
     """
-    from ..bench.datasets import load_dataset
-    from ..bench.runner import parse_configs
-
     if requests < 1:
         raise ConfigError(f"expected requests >= 1, got {requests!r}", field="requests")
     loaded = load_dataset(dataset, limit=min(requests, max_items), seed=seed)
@@ -105,8 +97,6 @@ def extend_stream(
     ids, never seen before, for the rest (a new user's content: what no cache holds). Repeating
     whole prompts instead would let a prefix cache skip their prefill and flatter every config.
     """
-    import numpy as np
-
     if not prompts:
         raise ConfigError("expected at least one prompt", field="prompts")
     rng = np.random.default_rng(seed)
@@ -128,8 +118,6 @@ def extend_stream(
 
 
 def _common_prefix(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> int:
-    import numpy as np
-
     n = min(len(a), len(b))
     diff = np.flatnonzero(a[:n] != b[:n])
     return int(diff[0]) if len(diff) else n
