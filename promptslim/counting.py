@@ -76,8 +76,15 @@ def _each_message(messages: Iterable[Message], counter: TokenCounter) -> list[in
     # this loop runs over every message of every request, where call overhead is most of it
     for m in messages:
         content = m.content
-        if type(content) is str and m.name is None and m.tool_calls is None:
+        calls = m.tool_calls
+        if m.name is not None:
+            out.append(count_message(m, counter))
+        elif type(content) is str and calls is None:
             out.append(MESSAGE_OVERHEAD + count(content))
+        elif content is None and calls:
+            # an assistant's tool calls (a tenth of a tool-using history): count_message's
+            # sum, its text "" included, without its call and the ``text`` property
+            out.append(MESSAGE_OVERHEAD + count("") + _calls_tokens(calls, count))
         else:
             out.append(count_message(m, counter))
     return out

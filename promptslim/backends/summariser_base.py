@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any, ClassVar
 
+from ..memo import BoundedCache
 from ..text import split_sentences
 from ..tokens import TokenCounter
 from ..types import Message
@@ -80,8 +81,19 @@ def _scalar_cache_id(
     name: str, keys: tuple[str, ...], values: tuple[Any, ...], types: tuple[type, ...]
 ) -> str:
     """``_cache_id`` by the settings' names, values and the values' types (``True == 1`` as a
-    key, but JSON writes them apart)."""
-    return _cache_id(name, dict(zip(keys, values, strict=True)))
+    key, but JSON writes them apart), memoised: the same few summarisers ask every request."""
+    key = (name, keys, values, types)
+    found = _SCALAR_IDS.get(key)
+    if found is None:
+        found = _cache_id(name, dict(zip(keys, values, strict=True)))
+        _SCALAR_IDS.put(key, found, len(found) + 1)
+    return found
+
+
+#: summarisers' cache ids by their scalar settings (a handful of configurations per process)
+_SCALAR_IDS: BoundedCache[tuple[Any, ...], str] = BoundedCache(
+    max_entries=256, max_size=1_000_000
+)
 
 
 @cache
