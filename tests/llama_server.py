@@ -5,6 +5,9 @@ Use it from a test module with ``from .llama_server import llama_server  # noqa:
 take ``llama_server`` (the base URL, ending in ``/v1``) as a fixture argument. It is started
 once per session, waited for (``/v1/models`` polled, bounded), and stopped by its PID. Tests
 are skipped when llama-cpp-python's server is not installed (``scripts/setup.sh`` builds it).
+
+``llama_cpp_server`` is llama.cpp's own ``llama-server`` (continuous batching over parallel
+slots, a prompt cache): the engine the load tests are about. Same use, same lifetime.
 """
 
 from __future__ import annotations
@@ -90,3 +93,28 @@ def llama_server() -> Iterator[str]:
     finally:
         _stop(proc)
         log.close()
+
+
+@pytest.fixture(scope="session")
+def llama_cpp_server() -> Iterator[str]:
+    """Base URL of llama.cpp's own ``llama-server`` on SmolLM2: 4 parallel slots, continuous
+    batching, an 8,192-token cache (2,048 per slot), 2 threads. Built once into the user cache
+    by ``scripts/build_llama_server.sh``; the tests that need it are skipped without it."""
+    from promptslim.backends.models import smollm2_gguf_path
+    from promptslim.errors import BackendUnavailable
+    from promptslim.loadsim.llama_server import LlamaServer, find_binary
+
+    try:
+        binary = find_binary()
+        gguf = smollm2_gguf_path()
+    except (BackendUnavailable, ImportError) as exc:
+        pytest.skip(str(exc))
+    server = LlamaServer(gguf, parallel=4, ctx=8192, threads=2, binary=binary)
+    try:
+        server.start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield server.base_url
+    finally:
+        server.stop()

@@ -245,6 +245,33 @@ def test_timeouts_and_the_time_limit_stop_the_run(stream_server: str) -> None:
     assert s["duration_s"] < 3.0
 
 
+@pytest.mark.parametrize("stream_server", [StreamPlan(ttft_s=0.25, deltas=2)], indirect=True)
+def test_time_limit_is_shared_by_the_configs_in_turns(stream_server: str) -> None:
+    # one after another, the first config used the whole limit and the second sent nothing;
+    # in turns, each gets its half: both complete some, neither completes all, and each
+    # says what was cut. 12 requests of >= 0.25 s each at concurrency 1 cannot fit in 1.5 s
+    base = _prepared(12)["baseline"]
+    prepared = {"a": base, "b": _prepared(12)["baseline"]}
+    opts = LoadtestOptions(
+        url=stream_server, requests=12, concurrency=1, timeout_s=5, time_limit_s=3.0, block=2
+    )
+    result = run_loadtest(opts, prepared=prepared)
+    assert result["block"] == 2
+    for label in ("a", "b"):
+        run = result["configs"][label]
+        s, cut = run["summary"], run["cut"]
+        assert 1 <= s["completed"] < 12, label
+        assert cut["share_s"] == pytest.approx(1.5)
+        assert s["completed"] + cut["cancelled_in_flight"] + cut["not_sent"] == 12
+        assert cut["not_sent"] > 0
+        assert run["client"]["wall_s"] <= 1.5 + 0.5  # its share, give or take one cut-off
+        assert [r["index"] for r in run["records"]] == list(range(12))
+    # the turns interleave: a's first block was sent before b's, and b's before a's second
+    sent = {label: [r["sent_clock_s"] for r in result["configs"][label]["records"]]
+            for label in ("a", "b")}  # fmt: skip
+    assert sent["a"][0] < sent["b"][0] < sent["a"][2]
+
+
 def test_connection_refused_is_an_error_not_a_crash() -> None:
     from .llama_server import free_port
 

@@ -137,9 +137,16 @@ class RequestRecord:
     delta_times_s: list[float] = field(default_factory=list)
     output_tokens: int = 0
     server_prompt_tokens: int | None = None
+    #: prompt tokens the server served from its cache (``usage.prompt_tokens_details``)
+    server_cached_tokens: int | None = None
+    #: the server's own prompt evaluation (llama.cpp's ``timings``: prompt_ms / prompt_n)
+    server_prefill_s: float | None = None
+    server_prefill_tokens: int | None = None
     http_status: int | None = None
     status: str = "pending"  # ok | error | timeout | cancelled
     error: str | None = None
+    #: the streamed answer, for scoring; never written to reports (``as_dict`` leaves it out)
+    answer: str = field(default="", repr=False)
 
     @property
     def itl_s(self) -> list[float]:
@@ -167,6 +174,7 @@ class RequestRecord:
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        del out["answer"]
         out["itl_s"] = self.itl_s
         out["tpot_s"] = self.tpot_s
         return out
@@ -347,13 +355,32 @@ async def _read_until_done(lines: Any, record: RequestRecord, start: float) -> N
         usage = event.get("usage") or {}
         if usage.get("prompt_tokens") is not None:
             record.server_prompt_tokens = int(usage["prompt_tokens"])
+        _server_figures(event, usage, record)
         if usage.get("completion_tokens") is not None:
             record.output_tokens = int(usage["completion_tokens"])
         for choice in event.get("choices") or ():
-            if (choice.get("delta") or {}).get("content"):
+            if content := (choice.get("delta") or {}).get("content"):
                 if record.ttft_s is None:
                     record.ttft_s = now
                 record.delta_times_s.append(now)
+                record.answer += str(content)
+
+
+def _server_figures(
+    event: Mapping[str, Any], usage: Mapping[str, Any], record: RequestRecord
+) -> None:
+    """The server's cached-token count and its own prompt timing, when it sends them."""
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, Mapping) and isinstance(details.get("cached_tokens"), int):
+        record.server_cached_tokens = details["cached_tokens"]
+    timings = event.get("timings")
+    if isinstance(timings, Mapping):
+        ms, n = timings.get("prompt_ms"), timings.get("prompt_n")
+        if isinstance(ms, (int, float)) and isinstance(n, int):
+            record.server_prefill_s, record.server_prefill_tokens = float(ms) / 1000, n
+        cached = timings.get("cache_n")
+        if record.server_cached_tokens is None and isinstance(cached, int):
+            record.server_cached_tokens = cached
 
 
 async def run_stream(

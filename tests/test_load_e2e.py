@@ -1,0 +1,89 @@
+"""End to end against llama.cpp's ``llama-server`` (continuous batching, parallel slots, prompt
+cache): a few streamed requests at concurrency 2, baseline and promptslim interleaved, and the
+same stream through ``promptslim serve`` in front of it. Marked slow; the set-up builds the
+server once (``scripts/build_llama_server.sh``), and these are skipped without it."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("uvicorn")
+
+from promptslim import Budget, Pipeline, Request
+from promptslim.loadsim.interleave import Target, run_interleaved
+from promptslim.loadsim.loadtest import PreparedRequest, summarise
+from promptslim.serve import ServeConfig, create_app
+from promptslim.tokens import count_messages
+
+from .llama_server import llama_cpp_server  # noqa: F401
+from .test_serve import ThreadServer
+
+FILLER = (
+    "The lighthouse keeper logged the weather every hour, noting wind, swell and the colour of "
+    "the sky over the harbour, and the ledger grew thick with entries nobody would read. "
+)
+
+
+def _body(i: int) -> dict[str, Any]:
+    docs = [f"[{k}] " + FILLER * 3 for k in range(4)]
+    docs.insert(i % 5, f"[gold] The ferry to Island {i} leaves from pier {i + 3}.")
+    return {
+        "model": "smollm2",
+        "messages": [
+            {"role": "system", "content": "Answer from the documents.\n\n" + "\n\n".join(docs)},
+            {"role": "user", "content": f"Which pier does the ferry to Island {i} leave from?"},
+        ],
+        "stream": True,
+        "max_tokens": 8,
+        "temperature": 0.0,
+        "stream_options": {"include_usage": True},
+    }
+
+
+def _prepared(pipeline: Pipeline | None, n: int) -> list[PreparedRequest]:
+    out = []
+    for i in range(n):
+        body = _body(i)
+        if pipeline is not None:
+            slim = pipeline.run(Request.from_openai(body)).to_openai()
+            body = {**body, "messages": slim["messages"]}
+        out.append(PreparedRequest(body, count_messages(Request.from_openai(body).messages)))
+    return out
+
+
+@pytest.mark.slow
+def test_ab_interleaved_and_through_the_proxy(llama_cpp_server: str) -> None:  # noqa: F811
+    with urllib.request.urlopen(llama_cpp_server.removesuffix("/v1") + "/props", timeout=5) as r:
+        props = json.load(r)
+    assert props.get("total_slots", 4) >= 2  # a batching server, not one request at a time
+    pipeline = Pipeline.default(budget=Budget(total=160))
+    n = 4
+    baseline = _prepared(None, n)
+    client_side = _prepared(pipeline, n)
+    app = create_app(ServeConfig(upstream=llama_cpp_server, warm_up=False), pipeline=pipeline)
+    with ThreadServer(app) as proxy:
+        runs = run_interleaved(
+            {
+                "baseline": Target(llama_cpp_server, baseline),
+                "client": Target(llama_cpp_server, client_side),
+                "proxy": Target(proxy.url + "/v1", baseline),  # the proxy slims these
+            },
+            concurrency=2, timeout_s=45, time_limit_s=150, block=2,
+        )  # fmt: skip
+    summaries = {k: summarise(v["records"], wall_s=v["client"]["wall_s"]) for k, v in runs.items()}
+    for label, s in summaries.items():
+        assert s["completed"] == n and s["error_rate"] == 0, (label, s)
+        assert s["ttft_ms"]["n"] == n
+        assert runs[label]["cut"] == {"share_s": 50.0, "cancelled_in_flight": 0, "not_sent": 0}
+    # the server's own prompt counts: what promptslim sent is smaller, in the client and proxy
+    served = {k: sum(r.server_prompt_tokens or 0 for r in v["records"]) for k, v in runs.items()}
+    assert served["client"] < served["baseline"] and served["proxy"] < served["baseline"]
+    # the turns interleave: a block of each config before the next block of any
+    first_sent = {k: min(r.sent_clock_s for r in v["records"][:2]) for k, v in runs.items()}
+    second_sent = {k: min(r.sent_clock_s for r in v["records"][2:]) for k, v in runs.items()}
+    assert max(first_sent.values()) < min(second_sent.values())
