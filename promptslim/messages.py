@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
 __all__ = [
     "PREFIX_ROLES",
@@ -86,6 +86,9 @@ class Message(_Model):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     pinned: bool = Field(default=False, exclude=True)
+    #: where a caller's own message came from (an index the framework adapters set): never
+    #: sent, and carried by ``model_copy``, so a message a stage rewrote keeps it
+    _origin: int | None = PrivateAttr(default=None)
 
     __hash__ = None  # type: ignore[assignment]  # content parts may hold dicts: not hashable
 

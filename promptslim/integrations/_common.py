@@ -5,8 +5,8 @@ Message origins. An adapter converts framework messages to promptslim ``Message`
 must map the stage's output back without losing framework-only fields (LangChain message ids,
 ``additional_kwargs``, ``response_metadata``; LlamaIndex blocks...). Stages keep a message they
 did not touch as the same object, and change one with ``model_copy`` (``Message.with_text``),
-which copies pydantic's private-attribute dict. So the adapter tags each input message with
-its position in that dict: an output message carrying the tag is the input message at that
+which carries a message's private attributes. So the adapter tags each input message with
+its position (``Message._origin``, declared for this): an output message carrying the tag is the input message at that
 position (possibly with new text); one without it is new (a summary, moved volatile content).
 This needs no text matching and no cooperation from the stages.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from ..errors import ConfigError
 from ..pipeline import Pipeline
@@ -35,7 +34,6 @@ __all__ = [
     "unique_ids",
 ]
 
-_ORIGIN = "_promptslim_origin"
 
 #: the name under which the adapters hand the Report's figures to a framework's tracers
 REPORT_EVENT = "promptslim.report"
@@ -121,15 +119,10 @@ def query_messages(query: str | None) -> list[Message]:
 
 def tag(message: Message, index: int) -> Message:
     """Mark ``message`` as the input message at ``index`` (see the module docstring)."""
-    private: dict[str, Any] | None = message.__pydantic_private__
-    if private is None:  # a model without private attributes: give it the dict copies carry
-        object.__setattr__(message, "__pydantic_private__", {_ORIGIN: index})
-    else:
-        private[_ORIGIN] = index
+    message._origin = index
     return message
 
 
 def origin(message: Message) -> int | None:
     """The input position a stage's output message came from; None for a new message."""
-    private: dict[str, Any] | None = message.__pydantic_private__
-    return None if private is None else private.get(_ORIGIN)
+    return message._origin
