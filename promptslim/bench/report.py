@@ -51,17 +51,36 @@ def format_markdown(summary: Mapping[str, Any]) -> str:
     configs: Mapping[str, Any] = summary["configs"]
     order: Sequence[str] = summary.get("order", list(configs))
     ft = _first_token_name(summary)
+    lines = _provenance(summary)
+    lines += _cost_table(configs, order, ft)
+    lines += _quality_table(configs, order)
+    lines += _delta_table(configs, order, ft)
+    errors = [(label, e) for label in order for e in configs[label].get("errors_sample", [])]
+    if errors:
+        lines += ["", "## Errors (first few per config)", ""]
+        lines += [f"- {label}: {e}" for label, e in errors]
+    return "\n".join(lines) + "\n"
+
+
+def _provenance(summary: Mapping[str, Any]) -> list[str]:
     ds = summary.get("dataset", {})
     lines = [
         "# promptslim bench",
         "",
-        f"- dataset: `{ds.get('name')}`, {ds.get('items')} items ({ds.get('skipped', 0)} records skipped)",
+        (
+            f"- dataset: `{ds.get('name')}`, {ds.get('items')} items "
+            f"({ds.get('skipped', 0)} records skipped)"
+        ),
         f"- model: `{json.dumps(summary.get('backend', {}))}`",
         f"- seed: {summary.get('seed')}; wall time: {_num(summary.get('wall_s'), '{:.1f}')} s",
     ]
     if summary.get("machine"):
         lines.append(f"- machine: `{json.dumps(summary['machine'])}`")
-    lines += [
+    return lines
+
+
+def _cost_table(configs: Mapping[str, Any], order: Sequence[str], ft: str) -> list[str]:
+    lines = [
         "",
         "## Cost",
         "",
@@ -79,16 +98,21 @@ def format_markdown(summary: Mapping[str, Any]) -> str:
     ]
     for label in order:
         c = configs[label]
+        slim, first, net = c["slim_ms"], c["first_token_s"], c["net_ttft_ratio"]
         lines.append(
             f"| {label} | {c['n']} | {c['errors']} | {_num(c['tokens_in'], '{:.0f}')} "
             f"| {_num(c['tokens_out'], '{:.0f}')} | {_num(c['token_ratio'], '{:.2f}')} "
             f"| {_num(c['prompt_tokens'], '{:.0f}')} "
-            f"| {_num(c['slim_ms'].get('p50'), '{:.1f}')} / {_num(c['slim_ms'].get('p95'), '{:.1f}')} "
-            f"| {_num(c['first_token_s'].get('p50'))} / {_num(c['first_token_s'].get('p95'))} "
-            f"| {_num(c['net_ttft_ratio'].get('median'), '{:.2f}')} / "
-            f"{_num(c['net_ttft_ratio'].get('aggregate'), '{:.2f}')} |"
+            f"| {_num(slim.get('p50'), '{:.1f}')} / {_num(slim.get('p95'), '{:.1f}')} "
+            f"| {_num(first.get('p50'))} / {_num(first.get('p95'))} "
+            f"| {_num(net.get('median'), '{:.2f}')} / "
+            f"{_num(net.get('aggregate'), '{:.2f}')} |"
         )
-    lines += [
+    return lines
+
+
+def _quality_table(configs: Mapping[str, Any], order: Sequence[str]) -> list[str]:
+    lines = [
         "",
         "## Quality",
         "",
@@ -107,7 +131,11 @@ def format_markdown(summary: Mapping[str, Any]) -> str:
             f"| {label} | {_ci(q.get('em'))} | {_ci(q.get('f1'))} | {_ci(q.get('evidence'))} "
             f"| {_ci(q.get('gold_logprob'))} |"
         )
-    lines += [
+    return lines
+
+
+def _delta_table(configs: Mapping[str, Any], order: Sequence[str], ft: str) -> list[str]:
+    lines = [
         "",
         "## Deltas against the baseline",
         "",
@@ -126,11 +154,7 @@ def format_markdown(summary: Mapping[str, Any]) -> str:
             f"| {_ci(d.get('first_token_s'), '{:.3f}', signed=True)} "
             f"| {_ci(d.get('prompt_tokens'), '{:.0f}', signed=True)} |"
         )
-    errors = [(label, e) for label in order for e in configs[label].get("errors_sample", [])]
-    if errors:
-        lines += ["", "## Errors (first few per config)", ""]
-        lines += [f"- {label}: {e}" for label, e in errors]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def plot_quality_vs_ttft(summary: Mapping[str, Any], path: str | Path, *, metric: str = "em") -> bool:
