@@ -167,7 +167,13 @@ def simulate_server(
     arrivals: Sequence[float] | None = None,
 ) -> ServerRun:
     """Run ``requests`` through the engine; exactly one of ``concurrency`` / ``arrivals``."""
-    server = server or ServerConfig()
+    _check_inputs(requests, concurrency, arrivals)
+    return _Engine(requests, cost, server or ServerConfig(), concurrency, arrivals).run()
+
+
+def _check_inputs(
+    requests: Sequence[SimRequest], concurrency: int | None, arrivals: Sequence[float] | None
+) -> None:
     if (concurrency is None) == (arrivals is None):
         raise ConfigError("give exactly one of concurrency or arrivals", field="concurrency")
     if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
@@ -182,42 +188,79 @@ def simulate_server(
                 f"request {i}: cost_scale must be a positive number, got {r.cost_scale!r}",
                 field="requests",
             )
-    cache = (
-        BlockHashCache(block_size=server.block_size, capacity_blocks=server.cache_blocks)
-        if server.prefix_cache
-        else None
-    )
-    total = len(requests)
-    tokens = [as_token_array(r.tokens) for r in requests]
-    if arrivals is not None:
-        order = sorted(range(total), key=lambda i: (arrivals[i], i))
-        pending = deque((float(arrivals[i]), i) for i in order)
-        issued = total
-    else:
-        issued = min(concurrency or 0, total)
-        pending = deque((0.0, i) for i in range(issued))
 
-    waiting: deque[_State] = deque()
-    running: list[_State] = []
-    done: list[_State | None] = [None] * total
-    finished = steps = 0
-    now = busy = 0.0
-    # every step makes progress (a token of some request), so this bounds the loop
-    max_steps = sum(len(t) + r.output_tokens for t, r in zip(tokens, requests, strict=True)) + 1
-    while finished < total:
-        while pending and pending[0][0] <= now:
-            at, i = pending.popleft()
-            waiting.append(_State(i, tokens[i], requests[i].output_tokens, at))
-        if not running and not waiting:
-            now = pending[0][0]  # idle: jump to the next arrival
-            continue
-        steps += 1
-        if steps > max_steps:  # pragma: no cover - a scheduler bug, not a user error
-            raise RuntimeError("simulation made no progress")
+
+class _Engine:
+    """One simulation: the clock, the queues, and a step loop (schedule, cost, advance)."""
+
+    def __init__(
+        self,
+        requests: Sequence[SimRequest],
+        cost: CostModel,
+        server: ServerConfig,
+        concurrency: int | None,
+        arrivals: Sequence[float] | None,
+    ) -> None:
+        self.requests, self.cost, self.server = requests, cost, server
+        self.cache = (
+            BlockHashCache(block_size=server.block_size, capacity_blocks=server.cache_blocks)
+            if server.prefix_cache
+            else None
+        )
+        self.total = total = len(requests)
+        self.tokens = [as_token_array(r.tokens) for r in requests]
+        if arrivals is not None:
+            order = sorted(range(total), key=lambda i: (arrivals[i], i))
+            self.pending = deque((float(arrivals[i]), i) for i in order)
+            self.issued = total
+        else:
+            self.issued = min(concurrency or 0, total)
+            self.pending = deque((0.0, i) for i in range(self.issued))
+        self.waiting: deque[_State] = deque()
+        self.running: list[_State] = []
+        self.done: list[_State | None] = [None] * total
+        self.finished = self.steps = 0
+        self.now = self.busy = 0.0
+
+    def run(self) -> ServerRun:
+        # every step makes progress (a token of some request), so this bounds the loop
+        pairs = zip(self.tokens, self.requests, strict=True)
+        max_steps = sum(len(t) + r.output_tokens for t, r in pairs) + 1
+        while self.finished < self.total:
+            while self.pending and self.pending[0][0] <= self.now:
+                at, i = self.pending.popleft()
+                self.waiting.append(_State(i, self.tokens[i], self.requests[i].output_tokens, at))
+            if not self.running and not self.waiting:
+                self.now = self.pending[0][0]  # idle: jump to the next arrival
+                continue
+            self.steps += 1
+            if self.steps > max_steps:  # pragma: no cover - a scheduler bug, not a user error
+                raise RuntimeError("simulation made no progress")
+            chunks, decodes = self._schedule()
+            dt = self._step_seconds(chunks, decodes)
+            self.now += dt
+            self.busy += dt
+            self._advance(chunks, decodes)
+        timings = [
+            RequestTiming(s.arrival, s.start, s.first, s.end, s.n, s.hit)
+            for s in (d for d in self.done if d is not None)
+        ]
+        return ServerRun(
+            timings,
+            makespan_s=self.now,
+            busy_s=self.busy,
+            steps=self.steps,
+            config=self.server.as_dict(),
+        )
+
+    def _schedule(self) -> tuple[list[tuple[_State, int]], list[_State]]:
+        """This step's prefill chunks and decodes: running requests first, then waiting ones
+        admitted while there are sequence slots and token budget."""
+        server, cache = self.server, self.cache
         budget = server.max_batched_tokens
         chunks: list[tuple[_State, int]] = []
         decodes: list[_State] = []
-        for st in running:
+        for st in self.running:
             if st.pos < st.n:  # a chunked prefill going on
                 k = min(st.n - st.pos, budget)
                 if k > 0:
@@ -226,8 +269,8 @@ def simulate_server(
             elif budget > 0:
                 decodes.append(st)
                 budget -= 1
-        while waiting and len(running) < server.max_num_seqs and budget > 0:
-            st = waiting[0]
+        while self.waiting and len(self.running) < server.max_num_seqs and budget > 0:
+            st = self.waiting[0]
             if st.start < 0 and cache is not None:
                 # the last prompt token is always computed: it yields the first output token
                 st.hit = min(cache.lookup(st.tokens), st.n - 1)
@@ -236,28 +279,36 @@ def simulate_server(
             if not server.chunked_prefill and need > budget and (chunks or decodes):
                 break  # whole prefills only: wait for a step with room
             k = min(need, budget) if server.chunked_prefill else need
-            waiting.popleft()
-            st.start = now
-            running.append(st)
+            self.waiting.popleft()
+            st.start = self.now
+            self.running.append(st)
             chunks.append((st, k))
             budget -= k
+        return chunks, decodes
+
+    def _step_seconds(self, chunks: list[tuple[_State, int]], decodes: list[_State]) -> float:
+        cost = self.cost
         dt = cost.decode_s(len(decodes))
         if chunks:
             dt += cost.a + sum(
-                cost.chunk_s(st.pos, k) * requests[st.i].cost_scale for st, k in chunks
+                cost.chunk_s(st.pos, k) * self.requests[st.i].cost_scale for st, k in chunks
             )
         if not math.isfinite(dt):  # huge coefficients overflow; NaN would stall the clock
             raise ConfigError(f"a step costs {dt} s: coefficients too large", field="cost_model")
-        now += dt
-        busy += dt
+        return dt
+
+    def _advance(self, chunks: list[tuple[_State, int]], decodes: list[_State]) -> None:
+        """Apply the step: chunks move on (a finished prefill yields the first token and fills
+        the cache), decodes add a token, finished requests leave (closed loop: the client sends
+        its next one)."""
         ended: list[_State] = []
         for st, k in chunks:
             st.pos += k
             if st.pos == st.n:
-                st.first = now
+                st.first = self.now
                 st.out = 1
-                if cache is not None:
-                    cache.insert(st.tokens)
+                if self.cache is not None:
+                    self.cache.insert(st.tokens)
                 if st.out >= st.want:
                     ended.append(st)
         for st in decodes:
@@ -265,16 +316,11 @@ def simulate_server(
             if st.out >= st.want:
                 ended.append(st)
         for st in ended:
-            st.end = now
-            done[st.i] = st
-            finished += 1
-            if issued < total:  # closed loop: the client sends its next request
-                pending.append((now, issued))
-                issued += 1
+            st.end = self.now
+            self.done[st.i] = st
+            self.finished += 1
+            if self.issued < self.total:
+                self.pending.append((self.now, self.issued))
+                self.issued += 1
         if ended:
-            running = [st for st in running if st.end < 0]
-    timings = [
-        RequestTiming(s.arrival, s.start, s.first, s.end, s.n, s.hit)
-        for s in (d for d in done if d is not None)
-    ]
-    return ServerRun(timings, makespan_s=now, busy_s=busy, steps=steps, config=server.as_dict())
+            self.running = [st for st in self.running if st.end < 0]
