@@ -3,6 +3,7 @@ and the model backend, run them side by side, write the outputs."""
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import time
@@ -10,6 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ..errors import ConfigError
+from .backends import load_backend
+from .datasets import load_dataset
+from .report import RunLog, write_outputs
 from .runner import BenchRun, Progress, parse_configs, run_bench
 
 __all__ = ["DEFAULT_CONFIGS", "QUICK", "BenchOptions", "bench"]
@@ -52,11 +57,6 @@ def bench(
     records go to ``stream`` (stderr by default). With ``out``, rows are also logged as they
     finish (``report.RunLog``); ``resume=True`` skips the items an interrupted run of the same
     options already finished there."""
-    from ..errors import ConfigError
-    from .backends import load_backend
-    from .datasets import load_dataset
-    from .report import RunLog, write_outputs
-
     if resume and out is None:
         raise ConfigError("resuming needs the output folder of the run to resume", field="out")
 
@@ -99,8 +99,6 @@ def bench(
 
 
 def _machine() -> dict[str, object]:
-    import os
-
     info: dict[str, object] = {
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),

@@ -309,8 +309,6 @@ class ToolTracesLoader(DatasetLoader):
     kind = "tools"
 
     def _sources(self) -> TraceSources:
-        import json as json_module
-
         root = Path(self.source).expanduser()
         if not root.is_dir():
             raise DatasetError("not a folder of recorded API responses", path=self.source)
@@ -320,7 +318,7 @@ class ToolTracesLoader(DatasetLoader):
             if logs_dir.is_dir()
             else []
         )
-        stdlib = Path(json_module.__file__).parent.parent
+        stdlib = Path(json.__file__).parent.parent
         files = [
             p
             for pkg in ("json", "email", "http", "logging")

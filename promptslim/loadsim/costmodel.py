@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import ConfigError
 
 __all__ = ["CostModel", "fit_prefill"]
@@ -144,8 +146,6 @@ def fit_prefill(points: Sequence[tuple[float, float]]) -> dict[str, float]:
     Drops terms whose fit comes out negative (noise on a near-linear curve would otherwise give
     a negative ``c`` that makes long prompts cheaper than they are), then refits. Every point
     needs finite ``tokens > 0`` and ``seconds >= 0`` (``ConfigError`` naming the point)."""
-    import numpy as np
-
     for i, (tokens, seconds) in enumerate(points):
         _number(tokens, field=f"points[{i}]", positive=True)
         _number(seconds, field=f"points[{i}]")
