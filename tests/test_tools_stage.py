@@ -244,3 +244,12 @@ def test_short_results_and_the_stable_prefix_are_left_alone() -> None:
     out = ToolsStage(store=MemoryToolStore()).run(frozen)
     assert out.request.messages[3] == request.messages[3]
     assert out.request.messages[5] != request.messages[5]
+
+
+def test_the_default_pipeline_compresses_tool_results_and_keeps_the_question() -> None:
+    request = _trace()
+    result = Pipeline.default().run(request)
+    assert [s.stage for s in result.report.stages][:2] == ["prefix", "tools"]
+    assert result.report.tokens_out < 0.5 * result.report.tokens_in
+    last = request.last_user_index()
+    assert last is not None and result.request.messages[last] == request.messages[last]
