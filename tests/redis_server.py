@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import time
+from typing import Self
 
 __all__ = ["RedisServer", "redis_server_available"]
 
@@ -62,7 +63,7 @@ class RedisServer:
                 proc.kill()
                 proc.wait(timeout=10)
 
-    def __enter__(self) -> RedisServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -83,7 +83,7 @@ def test_bounded_oldest_written_go_first(tmp_path: Path) -> None:
     assert cache.get("k49") == "v49" and cache.get("k45") == "v45 again"
 
 
-@pytest.mark.parametrize("spec", ["redis://localhost", "sqlite:", "lru", ""])
+@pytest.mark.parametrize("spec", ["redis:localhost", "sqlite:", "lru", ""])
 def test_bad_specs_name_the_field(spec: str) -> None:
     with pytest.raises(ConfigError) as info:
         HistoryStage(summary_cache=spec)
