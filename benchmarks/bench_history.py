@@ -325,10 +325,6 @@ def main() -> None:
     lat_ex = latency({"exchanges": 200}, n // 2, n_cold // 3)
     hits = {s: cache_hits(s, stream_seeds, 50) for s in ("cache_aware", "last", "summarize")}
     recall = fact_recall(["cache_aware", "summarize", "last"], n_facts)
-
-    def p(part: dict[str, Any], key: str, q: str = "p99") -> float:
-        return round(part[key][q], 3)
-
     result = {
         "benchmark": "bench_history",
         "quick": args.quick,
@@ -363,7 +359,18 @@ def main() -> None:
         "tokenizer": get_counter().name,
         "wall_s": round(time.perf_counter() - started, 1),
     }
-    table = "\n".join([
+    emit(result, args, history_table(lat, lat_ex, hits, recall))
+
+
+def p(part: dict[str, Any], key: str, q: str = "p99") -> float:
+    """One percentile of one timing, in ms, rounded as the result records it."""
+    return round(part[key][q], 3)
+
+
+def history_table(
+    lat: dict[str, Any], lat_ex: dict[str, Any], hits: dict[str, Any], recall: dict[str, float]
+) -> str:
+    return "\n".join([
         f"(a) 200 messages ({lat['tokens_in']} tokens -> {lat['tokens_out']}), budget 2,000:",
         f"    last             p50 {p(lat, 'last', 'p50'):8.3f} ms  p99 {p(lat, 'last'):8.3f} ms ({goal('bench_history', 'last_p99_ms')})",
         f"    extractive cold  p50 {p(lat, 'extractive_cold', 'p50'):8.3f} ms  p99 {p(lat, 'extractive_cold'):8.3f} ms ({goal('bench_history', 'extractive_cold_p99_ms')})",
@@ -384,7 +391,6 @@ def main() -> None:
         "(c) fact recall (answer string survives trimming to 1,500 tokens):",
         *(f"    {s:12s} {v:.3f}" for s, v in recall.items()),
     ])
-    emit(result, args, table)
 
 
 if __name__ == "__main__":

@@ -127,11 +127,11 @@ def conversation_pairs(
     return agent, paired(memory.get, lambda: stage.run(history), n)
 
 
-def main() -> None:
-    args = parser(__doc__.splitlines()[0]).parse_args()
-    n = 2_000 if args.quick else 20_000
-    stage = PassThrough()
-    body = texts()
+def retriever_pairs(
+    stage: PassThrough, body: list[str], n: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """LangChain's document compressor and LlamaIndex's node postprocessor, each against the
+    bare stage on the same documents."""
     request = Request(
         messages=[Message(role="user", content=QUERY)],
         documents=[
@@ -139,7 +139,6 @@ def main() -> None:
         ],
         query=QUERY,
     )
-
     lc_docs = [
         LCDocument(page_content=t, metadata={"source": f"s{i}"}, id=f"d{i}")
         for i, t in enumerate(body)
@@ -148,7 +147,6 @@ def main() -> None:
     langchain = paired(
         lambda: compressor.compress_documents(lc_docs, QUERY), lambda: stage.run(request), n
     )
-
     nodes = [
         NodeWithScore(node=TextNode(text=t, id_=f"d{i}", metadata={"source": f"s{i}"}), score=0.5)
         for i, t in enumerate(body)
@@ -158,7 +156,15 @@ def main() -> None:
     llamaindex = paired(
         lambda: post.postprocess_nodes(nodes, bundle), lambda: stage.run(request), n
     )
+    return langchain, llamaindex
 
+
+def main() -> None:
+    args = parser(__doc__.splitlines()[0]).parse_args()
+    n = 2_000 if args.quick else 20_000
+    stage = PassThrough()
+    body = texts()
+    langchain, llamaindex = retriever_pairs(stage, body, n)
     agent, memory = conversation_pairs(stage, body, n)
     result = {
         "benchmark": "bench_integrations",

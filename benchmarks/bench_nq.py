@@ -32,6 +32,7 @@ two CPU cores), then the outputs cover every item.
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,9 +42,9 @@ from common import LlamaServer, data_file, emit, machine, parser
 
 from promptslim.bench.backends import Measurement, OpenAIBackend, load_backend
 from promptslim.bench.command import DEFAULT_CONFIGS
-from promptslim.bench.datasets import load_dataset
+from promptslim.bench.datasets import LoadedDataset, load_dataset
 from promptslim.bench.report import RunLog, write_outputs
-from promptslim.bench.runner import Progress, parse_configs, run_bench
+from promptslim.bench.runner import BenchRun, Progress, parse_configs, run_bench
 
 #: replaces the server's cached prompt between measured requests (see the module docstring)
 FLUSH = [{"role": "user", "content": "Say OK."}]
@@ -83,7 +84,7 @@ def compact(summary: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--dataset", help="default: nq20-dev.jsonl.gz in $PROMPTSLIM_DATA_DIR")
     p.add_argument("--limit", type=int, default=200)
@@ -99,9 +100,13 @@ def main() -> None:
     )
     args = p.parse_args()
     args.dataset = args.dataset or str(data_file("nq20-dev.jsonl.gz"))
-    limit = 4 if args.quick else args.limit
     if args.resume and not args.out:
         p.error("--resume needs --out")
+    return args
+
+
+def run_nq(args: argparse.Namespace, limit: int) -> tuple[BenchRun, LoadedDataset]:
+    """The configs side by side on the dataset, on SmolLM2 (torch, or a llama-cpp server)."""
     start = time.perf_counter()
     configs = parse_configs(args.configs)
     dataset = load_dataset(f"nq:{args.dataset}", limit=limit, seed=args.seed)
@@ -140,15 +145,10 @@ def main() -> None:
     if log is not None:
         write_outputs(run, args.out)
         log.finish()  # results.jsonl now holds every row
-    result = {
-        "dataset": Path(args.dataset).name,
-        "N": len(dataset.items),
-        "skipped": dataset.skipped,
-        "model": run.summary["model"],
-        "machine": run.summary["machine"],
-        "wall_s": run.summary["wall_s"],
-        "configs": compact(run.summary),
-    }
+    return run, dataset
+
+
+def nq_table(result: dict[str, Any]) -> str:
     lines = [
         f"nq run: {result['N']} items, {result['wall_s']:.0f} s, {result['model']}",
         f"{'config':28} {'tokens':>7} {'TTFT p50':>9} {'net':>6} {'EM':>6} {'dEM [95% CI]':>22}",
@@ -160,7 +160,22 @@ def main() -> None:
             f"{label:28} {c['tokens_out']:7.0f} {c['first_token_p50_s'] or 0:9.3f} "
             f"{c['net_ttft_ratio_median'] or 0:6.3f} {c['quality']['em']['mean']:6.3f} {ci:>22}"
         )
-    emit(result, args, "\n".join(lines))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    args = parse_args()
+    run, dataset = run_nq(args, 4 if args.quick else args.limit)
+    result = {
+        "dataset": Path(args.dataset).name,
+        "N": len(dataset.items),
+        "skipped": dataset.skipped,
+        "model": run.summary["model"],
+        "machine": run.summary["machine"],
+        "wall_s": run.summary["wall_s"],
+        "configs": compact(run.summary),
+    }
+    emit(result, args, nq_table(result))
 
 
 if __name__ == "__main__":

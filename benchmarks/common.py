@@ -113,6 +113,26 @@ def emit(result: dict[str, Any], args: argparse.Namespace, table: str) -> None:
         print(json.dumps(result))
 
 
+def write_json(result: dict[str, Any], path: Path | None) -> None:
+    """Write ``result`` as indented JSON to ``path`` (its folder made), when a path is given."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+def print_result(result: dict[str, Any], *, as_json: bool) -> None:
+    """``--json``: one JSON object on one line (the last of stdout); otherwise indented."""
+    print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+
+def logger(as_json: bool) -> Any:
+    """``print`` for progress lines, or, under ``--json``, print to stderr: stdout's last line
+    is then the JSON object alone."""
+    if as_json:
+        return lambda *a: print(*a, file=sys.stderr)
+    return print
+
+
 class LlamaServer:
     """llama-cpp-python's OpenAI-compatible server on SmolLM2 (the packaged GGUF), on a free
     127.0.0.1 port; its log goes to a temporary file (append mode, so reading it never moves the

@@ -33,6 +33,7 @@ local model (through promptslim's one model loader) on the same prompts.
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import statistics
@@ -449,7 +450,7 @@ class Session:
             }
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     p = parser(__doc__.splitlines()[0])
     p.add_argument(
         "--dataset", default="builtin:rag", help="a dataset spec; DATA/ is $PROMPTSLIM_DATA_DIR"
@@ -477,9 +478,14 @@ def main() -> int:
         "--device", default="cuda", help="cpu: a smoke test of this script with --layers"
     )
     args = p.parse_args()
-    sections = set(args.sections.split(","))
-    if unknown := sections - set(SECTIONS):
+    args.section_set = set(args.sections.split(","))
+    if unknown := args.section_set - set(SECTIONS):
         p.error(f"--sections: unknown {', '.join(sorted(unknown))}")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
     limit = 4 if args.quick else args.limit
     # DATA/ stands for the evaluation data's folder, so a recorded spec names no machine's path
     spec = args.dataset.replace("DATA/", f"{data_dir()}/")
@@ -493,8 +499,14 @@ def main() -> int:
             f"gpu_prefill: wrote {len(prepared['configs'])} configs' prompts to {args.write_prompts}"
         )
         return 0
+    return measure(args, spec, limit)
 
+
+def measure(args: argparse.Namespace, spec: str, limit: int) -> int:
+    """Every section asked for, on the random-weight model (and ``--model``'s, for configs)."""
     import torch
+
+    sections = args.section_set
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("gpu_prefill: no CUDA device here; nothing measured (run it on a GPU machine).")

@@ -261,6 +261,94 @@ def planned_config(
     return with_budget(plan.total), plan.as_dict()
 
 
+def simulate(
+    args: Any, server: ServerConfig, measured: CostModel | None, prompts: list[Any]
+) -> dict[str, Any]:
+    """One config's prompt stream through the simulated H200 at ``args.concurrency``."""
+    mean_prompt = statistics.fmean(len(p) for p in prompts)
+    cost = cost_for(
+        mean_prompt + args.output_tokens / 2, mfu=args.mfu, mbu=args.mbu, measured=measured
+    )
+    reqs = [SimRequest(p, args.output_tokens) for p in prompts]
+    t0 = time.perf_counter()
+    s = simulate_server(reqs, cost=cost, server=server, concurrency=args.concurrency).summary()
+    return {
+        "mean_prompt_tokens": mean_prompt,
+        "ttft_s": s["ttft_s"],
+        "queue_s": s["queue_s"],
+        "prefill_s": s["prefill_s"],
+        "cache_hit_rate": s["cache_hit_rate"],
+        "utilisation": s["utilisation"],
+        "throughput_rps": s["throughput_rps"],
+        "cost_model": cost.as_dict(),
+        "prefill_1k_tokens_ms": 1000 * cost.prefill_s(1000),
+        "sim_wall_s": time.perf_counter() - t0,
+    }
+
+
+def add_planned(
+    args: Any, server: ServerConfig, measured: CostModel | None, items: int, requests: int,
+    pipelines: dict[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """``promptslim_planned`` into ``pipelines``: the budget ``promptslim plan`` gives for the
+    baseline's P99 over ``args.plan``; returns the plan."""
+    from promptslim.pipeline import Pipeline
+
+    # the baseline alone first (no pipeline, no vectors): the plan starts from its P99
+    sent = build_streams(items, requests, args.seed, {}, vectors=False)
+    base = simulate(args, server, measured, sent["streams"]["baseline"])
+    config, plan = planned_config(
+        args, base["ttft_s"]["p99"], sent["streams"]["baseline"], sent["segments"],
+        CostModel.from_dict(base["cost_model"]), server, items, requests,
+    )  # fmt: skip
+    plan["config"] = config
+    pipelines["promptslim_planned"] = Pipeline.from_config(config)
+    if args.plan_config:
+        args.plan_config.parent.mkdir(parents=True, exist_ok=True)
+        args.plan_config.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        plan["config_file"] = str(args.plan_config)
+    return plan
+
+
+def ratios_of(
+    pipelines: dict[str, Any], configs: dict[str, Any], slim_s: dict[str, list[float]]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Per pipeline: baseline / its TTFT per quantile, its own slimming time per quantile, and
+    the ratio with that time added."""
+    base_t = configs["baseline"]["ttft_s"]
+    ratios: dict[str, dict[str, float]] = {}
+    with_own: dict[str, dict[str, float]] = {}
+    own: dict[str, dict[str, float]] = {}
+    for label in pipelines:
+        slim = configs[label]["ttft_s"]
+        ratios[label] = {q: base_t[q] / slim[q] if slim[q] > 0 else float("inf") for q in base_t}
+        # promptslim's own time, paid before the request reaches the engine: the same quantile
+        # of the slimming times measured here added on top (the sum of the two quantiles is at
+        # least the quantile of the per-request sum, so this errs against promptslim)
+        own[label] = {q: percentile(slim_s[label], float(q[1:])) for q in base_t}
+        with_own[label] = {q: base_t[q] / (slim[q] + own[label][q]) for q in base_t}
+    return ratios, own, with_own
+
+
+def verdicts_of(
+    args: Any, pipelines: dict[str, Any], ratios: dict[str, Any], quality: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Per config: both halves of the goal. A bench summary belongs to the config whose file it
+    ran (its label is the config file's stem)."""
+    files = {"promptslim": args.pipeline, "promptslim_planned": args.plan_config}
+    out = {}
+    for label in pipelines:
+        stem = files[label].stem if files.get(label) else None
+        mine = [q for q in quality if q["config"] == stem]
+        out[label] = {
+            "p99_ratio": ratios[label]["p99"],
+            "met_p99": ratios[label]["p99"] >= GOAL_P99_RATIO,
+            "quality_datasets": [q["dataset"]["name"] for q in mine if q.get("dataset")],
+            "met_quality": bool(mine) and all(q["met"] for q in mine),
+        }
+    return out
+
+
 def run(args: Any) -> dict[str, Any]:
     from promptslim.pipeline import Pipeline
 
@@ -275,60 +363,55 @@ def run(args: Any) -> dict[str, Any]:
         chunked_prefill=True, prefix_cache=True,
         block_size=16, cache_blocks=kv_cache_blocks(16),
     )  # fmt: skip
-
-    def simulate(prompts: list[Any]) -> dict[str, Any]:
-        mean_prompt = statistics.fmean(len(p) for p in prompts)
-        cost = cost_for(
-            mean_prompt + args.output_tokens / 2, mfu=args.mfu, mbu=args.mbu, measured=measured
-        )
-        reqs = [SimRequest(p, args.output_tokens) for p in prompts]
-        t0 = time.perf_counter()
-        s = simulate_server(reqs, cost=cost, server=server, concurrency=args.concurrency).summary()
-        return {
-            "mean_prompt_tokens": mean_prompt,
-            "ttft_s": s["ttft_s"],
-            "queue_s": s["queue_s"],
-            "prefill_s": s["prefill_s"],
-            "cache_hit_rate": s["cache_hit_rate"],
-            "utilisation": s["utilisation"],
-            "throughput_rps": s["throughput_rps"],
-            "cost_model": cost.as_dict(),
-            "prefill_1k_tokens_ms": 1000 * cost.prefill_s(1000),
-            "sim_wall_s": time.perf_counter() - t0,
-        }
-
     pipelines: dict[str, Any] = {"promptslim": Pipeline.from_config(args.pipeline)}
-    plan: dict[str, Any] | None = None
-    if args.plan:
-        # the baseline alone first (no pipeline, no vectors): the plan starts from its P99
-        sent = build_streams(items, requests, args.seed, {}, vectors=False)
-        base = simulate(sent["streams"]["baseline"])
-        config, plan = planned_config(
-            args, base["ttft_s"]["p99"], sent["streams"]["baseline"], sent["segments"],
-            CostModel.from_dict(base["cost_model"]), server, items, requests,
-        )  # fmt: skip
-        plan["config"] = config
-        pipelines["promptslim_planned"] = Pipeline.from_config(config)
-        if args.plan_config:
-            args.plan_config.parent.mkdir(parents=True, exist_ok=True)
-            args.plan_config.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-            plan["config_file"] = str(args.plan_config)
+    plan = add_planned(args, server, measured, items, requests, pipelines) if args.plan else None
     built = build_streams(items, requests, args.seed, pipelines, not args.no_vectors)
-    configs = {label: simulate(prompts) for label, prompts in built["streams"].items()}
+    configs = {
+        label: simulate(args, server, measured, prompts)
+        for label, prompts in built["streams"].items()
+    }
     goal_config = "promptslim_planned" if args.plan else "promptslim"
-    base_t = configs["baseline"]["ttft_s"]
-    ratios: dict[str, dict[str, float]] = {}
-    with_own: dict[str, dict[str, float]] = {}
-    own: dict[str, dict[str, float]] = {}
-    for label in pipelines:
-        slim = configs[label]["ttft_s"]
-        ratios[label] = {q: base_t[q] / slim[q] if slim[q] > 0 else float("inf") for q in base_t}
-        # promptslim's own time, paid before the request reaches the engine: the same quantile
-        # of the slimming times measured here added on top (the sum of the two quantiles is at
-        # least the quantile of the per-request sum, so this errs against promptslim)
-        own[label] = {q: percentile(built["slim_s"][label], float(q[1:])) for q in base_t}
-        with_own[label] = {q: base_t[q] / (slim[q] + own[label][q]) for q in base_t}
-    result: dict[str, Any] = {
+    ratios, own, with_own = ratios_of(pipelines, configs, built["slim_s"])
+    result = scenario_result(args, source, server, requests, items, plan, goal_config)
+    result.update({
+        "configs": configs,
+        "p_ratio_by_config": ratios,
+        "p_ratio_baseline_over_promptslim": ratios[goal_config],
+        "goal_p99_ratio": GOAL_P99_RATIO,
+        "met_p99": ratios[goal_config]["p99"] >= GOAL_P99_RATIO,
+        "own_time_s": own[goal_config],
+        "p_ratio_including_own_time_by_config": with_own,
+        "p_ratio_including_own_time": with_own[goal_config],
+        "met_p99_including_own_time": with_own[goal_config]["p99"] >= GOAL_P99_RATIO,
+        "slim_ms_this_cpu": {
+            label: {
+                "p50": 1000 * statistics.median(times),
+                "max": 1000 * max(times),
+                "n": len(times),
+            }
+            for label, times in built["slim_s"].items()
+        },
+        "machine": machine(),
+    })  # fmt: skip
+    if args.bench_summary:
+        # one summary per dataset of the stream (a bench run reads one dataset)
+        result["quality"] = [
+            quality_delta(Path(path), config=args.bench_config, metric=args.quality_metric)
+            for path in args.bench_summary
+        ]
+    result["verdicts"] = verdicts_of(args, pipelines, ratios, result.get("quality", []))
+    # the goal holds when one config meets both halves
+    result["met_goal"] = any(v["met_p99"] and v["met_quality"] for v in result["verdicts"].values())
+    result["wall_s"] = time.perf_counter() - started
+    return result
+
+
+def scenario_result(
+    args: Any, source: str, server: ServerConfig, requests: int, items: int,
+    plan: dict[str, Any] | None, goal_config: str,
+) -> dict[str, Any]:  # fmt: skip
+    """The result's leading keys: what was simulated, and how."""
+    return {
         "benchmark": "scenario_h200",
         "quick": args.quick,
         "cost_source": source
@@ -349,48 +432,7 @@ def run(args: Any) -> dict[str, Any]:
         "goal_config": goal_config,
         "vectors_handed_over": not args.no_vectors,
         "output_tokens": args.output_tokens,
-        "configs": configs,
-        "p_ratio_by_config": ratios,
-        "p_ratio_baseline_over_promptslim": ratios[goal_config],
-        "goal_p99_ratio": GOAL_P99_RATIO,
-        "met_p99": ratios[goal_config]["p99"] >= GOAL_P99_RATIO,
-        "own_time_s": own[goal_config],
-        "p_ratio_including_own_time_by_config": with_own,
-        "p_ratio_including_own_time": with_own[goal_config],
-        "met_p99_including_own_time": with_own[goal_config]["p99"] >= GOAL_P99_RATIO,
-        "slim_ms_this_cpu": {
-            label: {
-                "p50": 1000 * statistics.median(times),
-                "max": 1000 * max(times),
-                "n": len(times),
-            }
-            for label, times in built["slim_s"].items()
-        },
-        "machine": machine(),
     }
-    if args.bench_summary:
-        # one summary per dataset of the stream (a bench run reads one dataset)
-        result["quality"] = [
-            quality_delta(Path(path), config=args.bench_config, metric=args.quality_metric)
-            for path in args.bench_summary
-        ]
-    # per config: both halves of the goal. A bench summary belongs to the config whose file it
-    # ran (its label is the config file's stem).
-    files = {"promptslim": args.pipeline, "promptslim_planned": args.plan_config}
-    result["verdicts"] = {}
-    for label in pipelines:
-        stem = files[label].stem if files.get(label) else None
-        quality = [q for q in result.get("quality", []) if q["config"] == stem]
-        result["verdicts"][label] = {
-            "p99_ratio": ratios[label]["p99"],
-            "met_p99": ratios[label]["p99"] >= GOAL_P99_RATIO,
-            "quality_datasets": [q["dataset"]["name"] for q in quality if q.get("dataset")],
-            "met_quality": bool(quality) and all(q["met"] for q in quality),
-        }
-    # the goal holds when one config meets both halves
-    result["met_goal"] = any(v["met_p99"] and v["met_quality"] for v in result["verdicts"].values())
-    result["wall_s"] = time.perf_counter() - started
-    return result
 
 
 def table(result: dict[str, Any]) -> str:
@@ -412,7 +454,12 @@ def table(result: dict[str, Any]) -> str:
             f"| {t['p99']:.3f} | {c['queue_s']['p99']:.3f} | {c['cache_hit_rate']:.2f} "
             f"| {c['prefill_1k_tokens_ms']:.1f} | {ratio} |"
         )
-    goal = result["goal_config"]
+    return "\n".join(lines + plan_lines(result) + goal_lines(result))
+
+
+def plan_lines(result: dict[str, Any]) -> list[str]:
+    """What ``promptslim_planned`` is, when the run planned one."""
+    lines: list[str] = []
     plan = result.get("plan")
     if plan:
         budget = plan["config"]["budget"]
@@ -430,6 +477,13 @@ def table(result: dict[str, Any]) -> str:
                 + "."
             ),
         ]
+    return lines
+
+
+def goal_lines(result: dict[str, Any]) -> list[str]:
+    """The ratios against the goal, the quality deltas, and each config's verdict."""
+    lines: list[str] = []
+    goal = result["goal_config"]
     r = result["p_ratio_baseline_over_promptslim"]
     w = result["p_ratio_including_own_time"]
     own = result["slim_ms_this_cpu"][goal]
@@ -475,10 +529,10 @@ def table(result: dict[str, Any]) -> str:
         f"{GOAL_QUALITY_POINTS:.0f} point, on one config): "
         f"{'met' if result['met_goal'] else 'NOT met'}."
     )
-    return "\n".join(lines)
+    return lines
 
 
-def main() -> None:
+def parse_args() -> Any:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, help="write NAME.md and NAME.json into this folder")
     p.add_argument("--name", default="scenario_h200", help="file name for --out (no suffix)")
@@ -537,6 +591,11 @@ def main() -> None:
     args = p.parse_args()
     if args.plan is not None and not args.plan > 0:
         p.error(f"--plan: expected a factor > 0, got {args.plan}")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     result = run(args)
     text = table(result)
     if args.out:

@@ -48,6 +48,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from common import emit, machine, parser
@@ -342,36 +343,40 @@ def _embedded() -> int:
     return sum(svc.cache_info()["misses"] for svc in list(_services.values()))
 
 
-def main() -> None:
-    ap = parser(__doc__.splitlines()[0])
-    ap.add_argument(
-        "-n", "--requests", dest="n", type=int,
-        help="number of requests (default 100,000; 10,000 with --quick)",
-    )  # fmt: skip
-    args = ap.parse_args()
-    n = args.n or (10_000 if args.quick else 100_000)
+@dataclass
+class SoakRun:
+    """What the timed stream gave: latencies (ms) overall and per kind, failures, memory."""
+
+    latencies: list[float] = field(default_factory=list)
+    by_kind: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    embedded_by_kind: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    first_errors: list[str] = field(default_factory=list)
+    fallbacks: int = 0
+    rss_half: float = float("nan")
+    windows: list[dict[str, float]] = field(default_factory=list)
+    caches_half: dict[str, Any] | None = None
+    wall: float = 0.0
+    cpu_s: float = 0.0
+
+
+def set_up() -> tuple[Pipeline, VectorStore, float]:
+    """The pipeline and the vector store, warmed up; the set-up time in seconds."""
     t_setup = time.perf_counter()
-    rss_import = rss_mb()
     pipeline = Pipeline.default(budget=Budget(total=BUDGET))
     retrieval = next(s for s in pipeline.stages if isinstance(s, RetrievalStage))
     store = VectorStore(retrieval.max_seq_length)  # loads MiniLM, indexes the corpus
-
     # warm-up on requests far past the end of the stream (each kind): tiktoken, MiniLM and the
     # lazy imports load before rss_start, and no cache holds a text of the stream
     for _, _, body, qvec in stream(_WARM_UP + 12, store, start=_WARM_UP):
         pipeline.run(Request.from_openai(body, query_embedding=qvec))
     gc.collect()
-    setup_s = time.perf_counter() - t_setup
-    rss_start = rss_mb()
-    caches = {"start": cache_sizes(pipeline)}
-    latencies: list[float] = []
-    by_kind: dict[str, list[float]] = {k: [] for k in KINDS}
-    embedded_by_kind: Counter[str] = Counter()
-    errors: Counter[str] = Counter()
-    first_errors: list[str] = []
-    fallbacks = 0
-    rss_half = float("nan")
-    windows: list[dict[str, float]] = []
+    return pipeline, store, time.perf_counter() - t_setup
+
+
+def soak_stream(pipeline: Pipeline, store: VectorStore, n: int) -> SoakRun:
+    """``n`` requests through ``pipeline``, one after another; only the slimming is timed."""
+    run = SoakRun()
     window = max(1, n // 20)
     w_wall = w_cpu = 0.0  # timed work only, in this window
     start = time.perf_counter()
@@ -383,21 +388,21 @@ def main() -> None:
         try:
             out = pipeline.run(Request.from_openai(body, query_embedding=qvec))
         except Exception as exc:  # noqa: BLE001  (any failure is a lost request: count it, keep going)
-            errors[type(exc).__name__] += 1
-            if len(first_errors) < 5:
-                first_errors.append(
+            run.errors[type(exc).__name__] += 1
+            if len(run.first_errors) < 5:
+                run.first_errors.append(
                     f"request {i} ({kind}): " + traceback.format_exc(limit=3)[-600:]
                 )
             continue
         ms = (time.perf_counter() - t0) * 1e3
         w_cpu += time.process_time() - c0
         w_wall += ms / 1e3
-        latencies.append(ms)
-        by_kind[kind].append(ms)
-        embedded_by_kind[kind] += _embedded() - before
-        fallbacks += any("fallback" in s.details for s in out.report.stages)
+        run.latencies.append(ms)
+        run.by_kind[kind].append(ms)
+        run.embedded_by_kind[kind] += _embedded() - before
+        run.fallbacks += any("fallback" in s.details for s in out.report.stages)
         if (i + 1) % window == 0:
-            windows.append({
+            run.windows.append({
                 "requests": i + 1, "rss_mb": round(rss_mb(), 1),
                 "requests_per_s": round(window / max(w_wall, 1e-9), 1),
                 "cpu_ms_per_request": round(w_cpu * 1e3 / window, 2),
@@ -405,39 +410,61 @@ def main() -> None:
             w_wall = w_cpu = 0.0
         if i + 1 == n // 2:
             gc.collect()
-            rss_half = rss_mb()
-            caches["half"] = cache_sizes(pipeline)
-    wall = time.perf_counter() - start
-    cpu_s = time.process_time() - cpu_start
-    gc.collect()
-    rss_end = rss_mb()
-    caches["end"] = cache_sizes(pipeline)
+            run.rss_half = rss_mb()
+            run.caches_half = cache_sizes(pipeline)
+    run.wall = time.perf_counter() - start
+    run.cpu_s = time.process_time() - cpu_start
+    return run
 
-    lat = spread(latencies)
+
+#: how the run was set up, as the result records it
+CONFIG = {
+    "pipeline": "Pipeline.default (prefix, history, retrieval scorer=hybrid/MiniLM, compress)",
+    "budget_total": BUDGET,
+    "kinds": "i % 3: rag (1 in COLD_EVERY rag_cold), chat, volatile",
+    "docs_per_rag_request": DOCS_PER_RAG,
+    "corpus_docs": CORPUS_DOCS,
+    "cold_every": COLD_EVERY,
+    "new_docs_per_cold_request": NEW_DOCS,
+    "live_chats": LIVE_CHATS,
+    "chat_turns": CHAT_TURNS,
+    "system_templates": SYSTEM_TEMPLATES,
+    "timed": "Request.from_openai + Pipeline.run, one thread",
+    "vectors": "rag: Document.embedding and Request.query_embedding from the vector store (untimed); rag_cold: none",
+    "rss_start": "VmRSS after MiniLM loaded, the corpus embedded and 12 warm-up requests",
+}
+
+
+def soak_result(
+    n: int, quick: bool, run: SoakRun, setup_s: float, rss: dict[str, float],
+    caches: dict[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    lat = spread(run.latencies)
+    rss_half, rss_end = run.rss_half, rss["end"]
     growth = None if math.isnan(rss_half) else (rss_end - rss_half) / rss_half
-    result: dict[str, Any] = {
+    return {
         "benchmark": "soak",
         "N": n,
-        "quick": args.quick,
+        "quick": quick,
         "requests": n,
-        "errors": sum(errors.values()),
-        "errors_by_type": dict(errors),
-        "first_errors": first_errors,
-        "fallbacks": fallbacks,
-        "requests_per_s": round(n / wall, 1),
-        "wall_s": round(wall, 1),
+        "errors": sum(run.errors.values()),
+        "errors_by_type": dict(run.errors),
+        "first_errors": run.first_errors,
+        "fallbacks": run.fallbacks,
+        "requests_per_s": round(n / run.wall, 1),
+        "wall_s": round(run.wall, 1),
         "setup_s": round(setup_s, 1),
         # includes the untimed generation and the vector store's query embeddings
-        "cpu_s": round(cpu_s, 1),
+        "cpu_s": round(run.cpu_s, 1),
         "p50_ms": round(lat.get("p50", float("nan")), 3),
         "p99_ms": round(lat.get("p99", float("nan")), 3),
         "latency_ms": lat,
-        "latency_ms_by_kind": {k: spread(v) for k, v in by_kind.items()},
+        "latency_ms_by_kind": {k: spread(v) for k, v in run.by_kind.items()},
         # texts the pipeline's MiniLM encoded, per kind (the warm rag path should need none
         # once the retrieval stage reuses Request.query_embedding)
-        "embedded_texts_by_kind": {k: embedded_by_kind[k] for k in KINDS},
-        "rss_import_mb": round(rss_import, 1),
-        "rss_start_mb": round(rss_start, 1),
+        "embedded_texts_by_kind": {k: run.embedded_by_kind[k] for k in KINDS},
+        "rss_import_mb": round(rss["import"], 1),
+        "rss_start_mb": round(rss["start"], 1),
         "rss_half_mb": round(rss_half, 1),
         "rss_end_mb": round(rss_end, 1),
         "rss_peak_mb": round(peak_rss_mb(), 1),
@@ -446,30 +473,17 @@ def main() -> None:
         # expected flat from there on for those that had; the others hold their working set)
         "caches_full_at_half": _full(caches.get("half")),
         "cache_fill": {point: fill(sizes) for point, sizes in caches.items()},
-        "windows": windows,
+        "windows": run.windows,
         "caches": caches,
-        "config": {
-            "pipeline": "Pipeline.default (prefix, history, retrieval scorer=hybrid/MiniLM, compress)",
-            "budget_total": BUDGET,
-            "kinds": "i % 3: rag (1 in COLD_EVERY rag_cold), chat, volatile",
-            "docs_per_rag_request": DOCS_PER_RAG,
-            "corpus_docs": CORPUS_DOCS,
-            "cold_every": COLD_EVERY,
-            "new_docs_per_cold_request": NEW_DOCS,
-            "live_chats": LIVE_CHATS,
-            "chat_turns": CHAT_TURNS,
-            "system_templates": SYSTEM_TEMPLATES,
-            "timed": "Request.from_openai + Pipeline.run, one thread",
-            "vectors": "rag: Document.embedding and Request.query_embedding from the vector store (untimed); rag_cold: none",
-            "rss_start": "VmRSS after MiniLM loaded, the corpus embedded and 12 warm-up requests",
-        },
+        "config": CONFIG,
         "machine": machine(),
     }
-    if args.quick:
-        result["quick_changes"] = f"{n:,} requests instead of 100,000; nothing else"
-    table = "\n".join([
+
+
+def soak_table(result: dict[str, Any]) -> str:
+    return "\n".join([
         (
-            f"soak: {n} requests, {result['errors']} errors, {result['requests_per_s']} req/s "
+            f"soak: {result['N']} requests, {result['errors']} errors, {result['requests_per_s']} req/s "
             f"({result['cpu_s']} s CPU, setup {result['setup_s']} s), "
             f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms"
         ),
@@ -484,7 +498,30 @@ def main() -> None:
         ),
         *(f"caches at {point}: " + json.dumps(f) for point, f in result["cache_fill"].items()),
     ])  # fmt: skip
-    emit(result, args, table)
+
+
+def main() -> None:
+    ap = parser(__doc__.splitlines()[0])
+    ap.add_argument(
+        "-n", "--requests", dest="n", type=int,
+        help="number of requests (default 100,000; 10,000 with --quick)",
+    )  # fmt: skip
+    args = ap.parse_args()
+    n = args.n or (10_000 if args.quick else 100_000)
+    rss = {"import": rss_mb()}
+    pipeline, store, setup_s = set_up()
+    rss["start"] = rss_mb()
+    caches = {"start": cache_sizes(pipeline)}
+    run = soak_stream(pipeline, store, n)
+    if run.caches_half is not None:
+        caches["half"] = run.caches_half
+    gc.collect()
+    rss["end"] = rss_mb()
+    caches["end"] = cache_sizes(pipeline)
+    result = soak_result(n, args.quick, run, setup_s, rss, caches)
+    if args.quick:
+        result["quick_changes"] = f"{n:,} requests instead of 100,000; nothing else"
+    emit(result, args, soak_table(result))
 
 
 if __name__ == "__main__":
