@@ -78,6 +78,7 @@ def chunked(item: BenchItem, k: int, position: int) -> BenchItem:
     others = [d for i, d in enumerate(docs) if i != gold]
     n_chunks = -(-len(docs) // k)
     at = min(n_chunks - 1, gold * n_chunks // max(1, len(docs)))
+    at = min(at, (len(docs) - 1 - position) // k)  # a short last chunk has no such position
     order = others[: at * k + position] + [docs[gold]] + others[at * k + position :]
     chunks = [
         Document(
