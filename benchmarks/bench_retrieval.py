@@ -44,14 +44,13 @@ import argparse
 import gzip
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from common import data_file, machine, print_result, write_json
+from common import data_file, logger, machine, print_result, write_json
 
 from promptslim.pipeline import Pipeline
 from promptslim.stages.retrieval import RetrievalStage
@@ -310,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     load_at_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     requests = load_requests(args.dataset, rows)
-    log: Log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    log: Log = logger(args.json)
     default = RetrievalStage()
     service: EmbeddingService = default.get_scorer().service()  # type: ignore[attr-defined]
     # what a server loads once at start-up is not what "cold" measures: the model, rank-bm25,

@@ -74,6 +74,7 @@ from promptslim.loadsim import (
     ServerConfig,
     ServerTiming,
     SimRequest,
+    SingleStreamFit,
     fit_single_stream,
     parse_llama_perf,
     run_loadtest,
@@ -312,6 +313,91 @@ def _fit(rounds: list[tuple[list[dict[str, Any]], list[ServerTiming] | None]]) -
     )
 
 
+def _fit_summary(f: SingleStreamFit, spread: list[float], first: _Level) -> dict[str, Any]:
+    """The first fit as the result records it, with the service-cost spread and the server's
+    own decode time per token."""
+    return {
+        **f.as_dict(),
+        "service_cost_spread": sorted(round(k, 4) for k in spread),
+        "server_decode_s_per_token": (
+            statistics.median(
+                t.decode_s / t.decode_tokens for t in first.paired if t.decode_tokens
+            )
+            if first.paired
+            else None
+        ),
+    }
+
+
+def _bracketing(
+    records: list[dict[str, Any]], c: int, bracket: tuple[SingleStreamFit, list[float]],
+    measured: dict[str, float],
+) -> dict[str, Any]:  # fmt: skip
+    """The concurrency-1 rounds just before and after a level, pooled: a prediction from
+    concurrency-1 measurements taken when the machine ran at the speed it ran this level at
+    (the first fit cannot know a later drift)."""
+    b_fit, b_spread = bracket
+    b_sim = predict(
+        records,
+        b_fit.cost,
+        concurrency=c,
+        template_tokens=b_fit.template_tokens,
+        spread=b_spread,
+    )
+    return {
+        "cost_model": b_fit.as_dict()["cost_model"],
+        "requests": b_fit.requests,
+        "simulated": b_sim,
+        "rel_error": _err(b_sim, measured),
+    }
+
+
+def _level_row(
+    lv: _Level, c: int, cost: CostModel, template: float, spread: list[float],
+    bracket: tuple[SingleStreamFit, list[float]] | None, c1_per_token: float | None,
+) -> dict[str, Any]:  # fmt: skip
+    """One level's measured TTFT beside the simulator's predictions: from the first fit, from
+    the concurrency-1 rounds bracketing it, and with the costs rescaled to the level's speed."""
+    records = lv.records
+    measured = _p([r["ttft_s"] for r in records])
+    # the curve alone, per request (for the detail below), and the prediction
+    simulated_all = simulate(records, cost, concurrency=c, template_tokens=template)
+    simulated = predict(records, cost, concurrency=c, template_tokens=template, spread=spread)
+    per_token = lv.per_token()
+    row: dict[str, Any] = {
+        "requests": len(records),
+        "level_wall_s": lv.wall_s,
+        "measured": measured,
+        "simulated": simulated,
+        "rel_error": _err(simulated, measured),
+        "simulated_curve_only": _p(simulated_all),
+        "prompt_tokens_mean": statistics.fmean(r["prompt_tokens"] for r in records),
+        "output_tokens_mean": statistics.fmean(r["output_tokens"] for r in records),
+        "server_prefill_ms_per_token": per_token * 1000 if per_token else None,
+        # per request, in send order: when it was sent (from the level's first send),
+        # measured and simulated TTFT (the curve alone); the server's order shows in
+        # the send + TTFT sums
+        "requests_detail": _detail(records, simulated_all),
+        "speed_vs_c1": None,
+        "rel_error_level_costs": None,
+        "bracketing_fit": None,
+    }
+    if bracket is not None:
+        row["bracketing_fit"] = _bracketing(records, c, bracket, measured)
+    if per_token and c1_per_token:
+        # the machine's speed now vs at the fit: rescale the whole model by it
+        scale = per_token / c1_per_token
+        level_cost = CostModel(
+            a=cost.a * scale, b=cost.b * scale, decode_step_s=cost.decode_step_s * scale
+        )
+        level_sim = predict(
+            records, level_cost, concurrency=c, template_tokens=template, spread=spread
+        )
+        row["speed_vs_c1"] = scale
+        row["rel_error_level_costs"] = _err(level_sim, measured)
+    return row
+
+
 def validate(
     *,
     requests: int,
@@ -346,17 +432,7 @@ def validate(
         f = _fit([(first.records, first.paired)])
         cost, template = f.cost, f.template_tokens
         spread = spread_of([(first.records, first.paired)])
-        fit = {
-            **f.as_dict(),
-            "service_cost_spread": sorted(round(k, 4) for k in spread),
-            "server_decode_s_per_token": (
-                statistics.median(
-                    t.decode_s / t.decode_tokens for t in first.paired if t.decode_tokens
-                )
-                if first.paired
-                else None
-            ),
-        }
+        fit = _fit_summary(f, spread, first)
         print(f"fit: {json.dumps(fit)}", file=sys.stderr, flush=True)
         c1_per_token = first.per_token()
         before = first  # the concurrency-1 round that ran just before the next level
@@ -372,61 +448,7 @@ def validate(
                 rounds = [before.tail(calibration), after.tail(calibration)] if after else []
                 bracket = (_fit(rounds), spread_of(rounds)) if after else None
                 before = after or before
-            records = lv.records
-            measured = _p([r["ttft_s"] for r in records])
-            # the curve alone, per request (for the detail below), and the prediction
-            simulated_all = simulate(records, cost, concurrency=c, template_tokens=template)
-            simulated = predict(
-                records, cost, concurrency=c, template_tokens=template, spread=spread
-            )
-            per_token = lv.per_token()
-            row: dict[str, Any] = {
-                "requests": len(records),
-                "level_wall_s": lv.wall_s,
-                "measured": measured,
-                "simulated": simulated,
-                "rel_error": _err(simulated, measured),
-                "simulated_curve_only": _p(simulated_all),
-                "prompt_tokens_mean": statistics.fmean(r["prompt_tokens"] for r in records),
-                "output_tokens_mean": statistics.fmean(r["output_tokens"] for r in records),
-                "server_prefill_ms_per_token": per_token * 1000 if per_token else None,
-                # per request, in send order: when it was sent (from the level's first send),
-                # measured and simulated TTFT (the curve alone); the server's order shows in
-                # the send + TTFT sums
-                "requests_detail": _detail(records, simulated_all),
-                "speed_vs_c1": None,
-                "rel_error_level_costs": None,
-                "bracketing_fit": None,
-            }
-            if bracket is not None:
-                # the concurrency-1 rounds just before and after this level, pooled: a
-                # prediction from concurrency-1 measurements taken when the machine ran at
-                # the speed it ran this level at (the first fit cannot know a later drift)
-                b_fit, b_spread = bracket
-                b_sim = predict(
-                    records,
-                    b_fit.cost,
-                    concurrency=c,
-                    template_tokens=b_fit.template_tokens,
-                    spread=b_spread,
-                )
-                row["bracketing_fit"] = {
-                    "cost_model": b_fit.as_dict()["cost_model"],
-                    "requests": b_fit.requests,
-                    "simulated": b_sim,
-                    "rel_error": _err(b_sim, measured),
-                }
-            if per_token and c1_per_token:
-                # the machine's speed now vs at the fit: rescale the whole model by it
-                scale = per_token / c1_per_token
-                level_cost = CostModel(
-                    a=cost.a * scale, b=cost.b * scale, decode_step_s=cost.decode_step_s * scale
-                )
-                level_sim = predict(
-                    records, level_cost, concurrency=c, template_tokens=template, spread=spread
-                )
-                row["speed_vs_c1"] = scale
-                row["rel_error_level_costs"] = _err(level_sim, measured)
+            row = _level_row(lv, c, cost, template, spread, bracket, c1_per_token)
             rows[str(c)] = row
             print(f"concurrency {c}: {json.dumps(row)}", file=sys.stderr, flush=True)
             if partial is not None:
