@@ -28,6 +28,14 @@ run on several items, for instance ``--compressors lm lm_fp32 llmlingua --n-lm 1
 achieved rates beside the times. Without ``--dataset`` it reads nq20-dev from
 ``$PROMPTSLIM_DATA_DIR`` (the committed sample otherwise). The goals are
 ``GOALS["bench_compress"]`` in ``benchmarks/summary.py``.
+
+llmlingua 0.2.2 runs only on transformers <= 4.47.1, and ``.venv`` runs current transformers.
+Where llmlingua cannot run in this interpreter, its rows are computed in the lingua environment
+(``.venv-lingua``, ``scripts/setup_lingua.sh``; another interpreter with
+``$PROMPTSLIM_LINGUA_PYTHON``) by this script in a child process (``--llmlingua-worker``), on the
+same items and timed there the same way, before this process's own items (so not interleaved
+with ``lm``); its compressed prompts are prefilled here with the others. Without that
+environment the llmlingua rows are skipped, saying so (``llmlingua_skipped`` in the JSON).
 """
 
 from __future__ import annotations
@@ -36,9 +44,11 @@ import argparse
 import gzip
 import inspect
 import json
+import os
 import re
 import statistics
 import string
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -86,7 +96,9 @@ def prompt_ids(lm: Any, request: Request) -> Any:
     them (``insert_documents``), through the model's chat template."""
     messages = [m.to_openai() for m in request.messages]
     messages = insert_documents(messages, request.documents, request.last_user_index())
-    ids = lm.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
+    ids = lm.tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, return_tensors="pt", return_dict=False
+    )
     return ids.to(lm.device)
 
 
@@ -108,8 +120,68 @@ def answer_kept(row: dict[str, Any], documents: list[Document]) -> bool:
     return any(normalise(a) in context for a in row["answers"])
 
 
+def _lingua_python() -> str | None:
+    """The interpreter of the lingua environment, when there is one."""
+    named = os.environ.get("PROMPTSLIM_LINGUA_PYTHON")
+    found = Path(named) if named else Path(__file__).resolve().parent.parent / ".venv-lingua/bin/python"
+    return str(found) if found.exists() else None
+
+
+def _remote_llmlingua(args: argparse.Namespace, n: int) -> dict[str, Any] | str:
+    """llmlingua's records from the lingua environment (a child process running this script
+    with ``--llmlingua-worker``), or why there are none."""
+    from promptslim.backends.compress.lingua import llmlingua_unavailable
+
+    missing = llmlingua_unavailable()
+    python = _lingua_python()
+    if python is None:
+        return f"needs {missing}: no lingua environment (bash scripts/setup_lingua.sh makes one)"
+    cmd = [python, __file__, "--llmlingua-worker", "--dataset", args.dataset, "--n", str(n)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return f"the lingua environment failed: {done.stderr.strip().splitlines()[-1:]}"
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _llmlingua_worker(args: argparse.Namespace) -> dict[str, Any]:
+    """The llmlingua rows alone, with each compressed request's documents (for the parent's
+    prefill): what ``run`` records for llmlingua, computed in this environment."""
+    rows = load(Path(args.dataset), args.n)
+    counter = get_counter()
+    stages = {
+        rate: CompressStage(compressor="llmlingua", rate=rate, options={"protect_fallback": False}, strict=True)
+        for rate in RATES
+    }
+    for stage in stages.values():  # warm-up: the model load is not compression time
+        stage.run(request_of(rows[0], n_docs=3))
+    out: dict[str, list[dict[str, Any]]] = {str(rate): [] for rate in RATES}
+    for row in rows:
+        request = request_of(row)
+        before = count_documents(request.documents, counter)
+        for rate, stage in stages.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            result = stage.run(request)
+            out[str(rate)].append({
+                "ms": (time.perf_counter() - wall) * 1e3,
+                "cpu_ms": (time.process_time() - cpu) * 1e3,
+                "rate": count_documents(result.documents, counter) / before,
+                "kept": answer_kept(row, result.documents),
+                "documents": [d.model_dump(mode="json") for d in result.documents],
+            })  # fmt: skip
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = load(Path(args.dataset), args.n)
+    remote: dict[str, Any] | str | None = None
+    if "llmlingua" in args.compressors:
+        from promptslim.backends.compress.lingua import llmlingua_unavailable
+
+        if llmlingua_unavailable() is not None:
+            remote = _remote_llmlingua(args, min(len(rows), args.n_llmlingua))
+            if isinstance(remote, str):
+                print(f"llmlingua skipped: {remote}", flush=True)
+                args.compressors = [c for c in args.compressors if c != "llmlingua"]
     counter = get_counter()
     n_lm = min(len(rows), args.n_lm)
     sizes = {"extractive": len(rows), "lm": n_lm, "lm_fp32": n_lm, "llmlingua": min(len(rows), args.n_llmlingua)}
@@ -122,6 +194,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         for name in args.compressors
         for rate in RATES
+        if not (name == "llmlingua" and isinstance(remote, dict))
     }
     for (name, rate), stage in stages.items():  # warm-up: model loads are not compression time
         stage.run(request_of(rows[0], n_docs=3))
@@ -132,6 +205,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         lm = load_causal_lm(device="cpu")
     # per (compressor, rate): per-item records, in row order
     records: dict[tuple[str, float], list[dict[str, Any]]] = {key: [] for key in stages}
+    if isinstance(remote, dict):
+        records |= {("llmlingua", rate): [] for rate in RATES}
     for i, row in enumerate(rows):
         request = request_of(row)
         before = count_documents(request.documents, counter)
@@ -149,6 +224,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
             records[(name, rate)].append(rec)
             compressed[(name, rate)] = result.request
+        if isinstance(remote, dict) and i < sizes["llmlingua"]:
+            for rate in RATES:
+                rec = dict(remote[str(rate)][i])
+                docs = [Document.model_validate(d) for d in rec.pop("documents")]
+                records[("llmlingua", rate)].append(rec)
+                compressed[("llmlingua", rate)] = request.model_copy(update={"documents": docs})
         if lm is not None and i < args.prefill_items:
             _prefill_item(lm, request, compressed, records, args.repeats)
     out: dict[str, Any] = {}
@@ -168,6 +249,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "(Linear layers dynamically quantised) for lm"
         ),
         dataset=Path(args.dataset).name,  # the file, not where this machine keeps it
+        llmlingua_skipped=remote if isinstance(remote, str) else None,
+        llmlingua_environment=(
+            "the lingua environment (transformers <= 4.47.1), a child process"
+            if isinstance(remote, dict)
+            else "this process"
+            if "llmlingua" in args.compressors
+            else None
+        ),
         notes=(
             "llmlingua in LongLLMLingua mode, protect_fallback off (the raw package); lm and "
             "llmlingua compared on the same first N_per_compressor['llmlingua'] items; model "
@@ -267,8 +356,12 @@ def main() -> None:
     parser.add_argument("--prefill-items", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--compressors", nargs="+", default=["extractive", "lm", "lm_fp32", "llmlingua"])
+    parser.add_argument("--llmlingua-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.dataset = args.dataset or str(data_file("nq20-dev.jsonl.gz"))
+    if args.llmlingua_worker:  # the child process of _remote_llmlingua
+        print(json.dumps(_llmlingua_worker(args)))
+        return
 
     def pick(value: int | None, quick: int, full: int) -> int:
         return value if value is not None else (quick if args.quick else full)

@@ -386,25 +386,6 @@ def test_lm_dynamic_shares_favour_the_best_and_fill_the_budget() -> None:
     assert flat == pytest.approx([50.0, 50.0, 50.0])
 
 
-@pytest.mark.slow
-def test_llmlingua_backend_runs_for_real() -> None:
-    pytest.importorskip("llmlingua")
-    _need_smollm2()
-    from promptslim.backends.compress.lingua import LLMLinguaCompressor
-
-    counter = get_counter()
-    items = _short_items()
-    out = LLMLinguaCompressor().compress(
-        items, query="How long is the Nile?", budget=45, counter=counter
-    )
-    assert len(out) == 3 and any(out)
-    assert sum(counter.count(t) for t in out) < sum(counter.count(t) for t in _SHORT)
-    for item, text in zip(items, out):  # protect_fallback: each span whole or absent
-        for p in item.protected:
-            if p.of(item.text).split()[0] in text:
-                assert p.of(item.text) in text
-
-
 def test_llmlingua_options_validated() -> None:
     from promptslim.backends.compress.lingua import LLMLinguaCompressor, _recover
 

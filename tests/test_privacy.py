@@ -199,24 +199,3 @@ def test_no_code_executing_loader_in_the_package() -> None:
             if banned.search(code) or ("torch.load(" in code and "weights_only=True" not in code):
                 found.append(f"{path.name}:{n}: {line.strip()}")
     assert not found, found
-
-
-def test_llmlingua_never_trusts_remote_code(monkeypatch: pytest.MonkeyPatch) -> None:
-    """llmlingua's own default is ``trust_remote_code=True`` (a model folder's Python would run);
-    promptslim passes False, and ``local_files_only``."""
-    pytest.importorskip("llmlingua")
-    import llmlingua
-
-    from promptslim.backends.compress import lingua
-
-    seen: list[dict[str, Any]] = []
-
-    class FakeCompressor:
-        def __init__(self, **kwargs: Any) -> None:
-            seen.append(kwargs)
-
-    monkeypatch.setattr(llmlingua, "PromptCompressor", FakeCompressor)
-    monkeypatch.setattr(lingua, "_offline_tiktoken", lambda: None)
-    compressor = lingua.LLMLinguaCompressor(mode="llmlingua2", model="/models/user-supplied", device="cpu")
-    compressor._load()
-    assert seen[0]["model_config"] == {"trust_remote_code": False, "local_files_only": True}

@@ -69,7 +69,7 @@ class LMSummariser(Summariser):
                 {"role": "user", "content": prompt},
             ]
             ids = lm.tokenizer.apply_chat_template(
-                chat, add_generation_prompt=True, return_tensors="pt"
+                chat, add_generation_prompt=True, return_tensors="pt", return_dict=False
             ).to(lm.device)
             with torch.no_grad():
                 out = lm.model.generate(

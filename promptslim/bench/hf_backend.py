@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ..backends.hf_compat import cache_keyword, output_cache
 from ..backends.models import load_causal_lm
 from ..errors import BackendError, ConfigError
 from .backend_base import Measurement, ModelBackend, first_line, plain_messages
@@ -88,7 +89,7 @@ class HFBackend(ModelBackend):
         tok = self.lm.tokenizer
         chat = plain_messages(messages)
         if getattr(tok, "chat_template", None):
-            ids = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
+            ids = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False)
             return list(ids)
         # no template: a plain transcript ending where the answer starts
         text = "".join(f"{m['role']}: {m['content']}\n" for m in chat) + "assistant:"
@@ -163,6 +164,7 @@ class HFBackend(ModelBackend):
         import torch
 
         model, tok = self.lm.model, self.lm.tokenizer
+        cache_kw = cache_keyword(model)
         x = torch.tensor([list(ids)], device=self.lm.device)
         times = []
         with torch.inference_mode():
@@ -176,7 +178,7 @@ class HFBackend(ModelBackend):
                 out = model(x, use_cache=True, **self._last_logits)
                 self._sync()
                 times.append(time.perf_counter() - start)
-            past = _croppable(out.past_key_values)
+            past = _croppable(output_cache(out))
             if past is None:
                 return None
             last_logits = out.logits[0, -1].float()
@@ -185,7 +187,7 @@ class HFBackend(ModelBackend):
                 answer_ids = list(tok.encode(answer, add_special_tokens=False))
                 if answer_ids:
                     a = torch.tensor([answer_ids], device=self.lm.device)
-                    later = model(a, past_key_values=past, use_cache=True).logits[0, :-1].float()
+                    later = model(a, **{cache_kw: past}, use_cache=True).logits[0, :-1].float()
                     logits = torch.cat([last_logits[None], later], dim=0)
                     logp = torch.log_softmax(logits, dim=-1)
                     target = torch.tensor(answer_ids, device=logp.device)
@@ -202,7 +204,7 @@ class HFBackend(ModelBackend):
                     break  # only the first line is scored
                 step = model(
                     torch.tensor([[next_id]], device=self.lm.device),
-                    past_key_values=past,
+                    **{cache_kw: past},
                     use_cache=True,
                 )
                 next_id = int(step.logits[0, -1].argmax())

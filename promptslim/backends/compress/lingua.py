@@ -1,6 +1,8 @@
 """The llmlingua package as a compressor: LLMLingua, LongLLMLingua and LLMLingua-2.
 
-Needs the ``lingua`` extra (llmlingua 0.2.2 works only with transformers <= 4.47.1). The
+Needs the ``lingua`` extra (llmlingua 0.2.2 works only with transformers <= 4.47.1), in an
+environment of its own: the rest of promptslim runs on current transformers, where llmlingua
+crashes, so ``scripts/setup_lingua.sh`` makes ``.venv-lingua`` for it. The
 scoring LM defaults to the packaged SmolLM2 (converted once by ``models._smollm2_folder``); on
 CPU unless CUDA is there (llmlingua's own default is CUDA, which crashes CPU-only hosts).
 LLMLingua-2 needs a token-classification model path (``model=...``).
@@ -20,20 +22,43 @@ import importlib.util
 import os
 import shutil
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError
 from pathlib import Path
 from typing import Any
 
 from ...errors import BackendError, BackendUnavailable, ConfigError
 from ...tokens import TokenCounter
+from ..hf_compat import transformers_version
 from . import Compressor, Item
 from .extractive import ExtractiveCompressor
 
-__all__ = ["LLMLinguaCompressor"]
+__all__ = ["LLMLinguaCompressor", "llmlingua_unavailable"]
 
 _MODES = ("longllmlingua", "llmlingua", "llmlingua2")
 # tiktoken's cache name for cl100k_base: the sha1 of its download address
 _CL100K_CACHE_NAME = "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
 _SEPARATOR = "\n\n"
+#: the newest transformers llmlingua 0.2.2 runs on (its iterative compression crashes on the
+#: KV cache of 4.48 and later)
+_NEWEST_TRANSFORMERS = (4, 47)
+_LINGUA_INSTALL = (
+    "pip install 'promptslim[lingua]' in an environment of its own (llmlingua 0.2.2 needs "
+    "transformers <= 4.47.1)"
+)
+
+
+def llmlingua_unavailable() -> str | None:
+    """Why the llmlingua backend cannot run here (None when it can): llmlingua missing, or a
+    transformers newer than llmlingua 0.2.2 works with."""
+    if importlib.util.find_spec("llmlingua") is None:
+        return "llmlingua"
+    try:
+        found = transformers_version()
+    except PackageNotFoundError:
+        return "llmlingua's transformers (<= 4.47.1)"
+    if found > _NEWEST_TRANSFORMERS:
+        return f"llmlingua on transformers <= 4.47.1 (this environment has {found[0]}.{found[1]})"
+    return None
 
 
 class LLMLinguaCompressor(Compressor):
@@ -82,8 +107,9 @@ class LLMLinguaCompressor(Compressor):
     def _load(self) -> Any:
         if self._compressor is not None:
             return self._compressor
-        if importlib.util.find_spec("llmlingua") is None:
-            raise BackendUnavailable("llmlingua", extra="lingua")
+        reason = llmlingua_unavailable()
+        if reason is not None:
+            raise BackendUnavailable(reason, extra="lingua", install=_LINGUA_INSTALL)
         _offline_tiktoken()
         from llmlingua import PromptCompressor
 

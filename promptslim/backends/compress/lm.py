@@ -39,6 +39,7 @@ from typing import Any
 
 from ...errors import BackendError, BackendUnavailable, ConfigError
 from ...tokens import TokenCounter
+from ..hf_compat import cache_keyword, kv_layers, make_dynamic_cache, output_cache
 from ..models import check_quantize
 from . import Compressor, Item
 from .extractive import ExtractiveCompressor
@@ -252,11 +253,12 @@ class LMCompressor(Compressor):
         prefix = tok(f"Question: {query}\nContext:", add_special_tokens=False)["input_ids"] if query else []
         prefix = prefix or [tok.eos_token_id]  # something to condition the first token on
         base, head = model.get_decoder(), model.get_output_embeddings()
+        cache_kw = cache_keyword(base)
         out: list[Any] = [None] * len(docs)
         try:
             with torch.inference_mode():
                 first = base(input_ids=torch.tensor([prefix], device=lm.device), use_cache=True)
-                prefix_cache = _legacy(first.past_key_values)
+                prefix_cache = kv_layers(output_cache(first))
                 prefix_last = first.last_hidden_state[:, -1:, :]  # predicts each row's first token
                 for batch in _batches(docs, self.batch_tokens):
                     rows = [docs[b] for b in batch]
@@ -275,7 +277,7 @@ class LMCompressor(Compressor):
                     hidden = base(
                         input_ids=ids,
                         attention_mask=mask,
-                        past_key_values=_repeat(prefix_cache, len(rows)),
+                        **{cache_kw: _repeat(prefix_cache, len(rows))},
                         use_cache=True,
                     ).last_hidden_state
                     # the hidden state at t predicts token t+1: shift by one, the question's last first
@@ -381,17 +383,8 @@ def _surprisal(head: Any, config: Any, hidden: Any, targets: Any) -> Any:
     return torch.cat(parts) if parts else hidden.new_zeros(0)
 
 
-def _legacy(cache: Any) -> Any:
-    """The question's KV cache as per-layer (key, value) tensors, to copy for each batch."""
-    return cache.to_legacy_cache() if hasattr(cache, "to_legacy_cache") else cache
-
-
 def _repeat(cache: Any, batch: int) -> Any:
     """A fresh cache holding the question's keys and values for ``batch`` rows (the forward
     pass appends to it, so every batch gets its own)."""
-    layers = tuple(tuple(t.expand(batch, *t.shape[1:]).contiguous() for t in layer) for layer in cache)
-    try:
-        from transformers import DynamicCache
-    except ImportError:  # very old transformers: legacy tuples it is
-        return layers
-    return DynamicCache.from_legacy_cache(layers)
+    layers = [tuple(t.expand(batch, *t.shape[1:]).contiguous() for t in layer) for layer in cache]
+    return make_dynamic_cache([(k, v) for k, v in layers])
