@@ -198,6 +198,7 @@ def fit(records: Sequence[RequestRecord]) -> Any:
     ok = [r for r in records if r.status == "ok" and r.ttft_s is not None]
     timed = [r for r in ok if r.server_prefill_s and r.server_prefill_tokens]
     server = [ServerTiming(r.server_prefill_s or 0.0, r.server_prefill_tokens or 1) for r in timed]
+    timed = timed or ok  # a server that sends no timings: the client's TTFT alone
     return fit_single_stream(
         [r.prompt_tokens for r in timed],
         [r.ttft_s or 0.0 for r in timed],
