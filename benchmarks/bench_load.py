@@ -110,7 +110,7 @@ def ab_phase(items: list[Item], proxy: Proxy, server: str, **load: Any) -> dict[
         {
             "baseline": Target(server, base),
             "client": Target(server, [i.slimmed for i in items]),
-            "proxy": Target(proxy.url, base),
+            "proxy": Target(proxy.url, [i.proxied for i in items]),
         },
         **load,
     )

@@ -31,12 +31,16 @@ REPLAY = Path.home() / ".cache" / "promptslim" / "pygithub-2.10.0" / "tests" / "
 
 @dataclass(frozen=True)
 class Item:
-    """One request of the stream: its kind, its answers, and its two bodies."""
+    """One request of the stream: its kind, its answers, and its bodies: as the server gets
+    it without promptslim, slimmed in the client, and as a client of the proxy sends it
+    (retrieved documents in a top-level ``documents`` list, promptslim's extension, for the
+    proxy to select from and render; its size is the baseline's)."""
 
     kind: str  # rag | chat | tools
     answers: tuple[str, ...]
     baseline: PreparedRequest
     slimmed: PreparedRequest
+    proxied: PreparedRequest
 
 
 def _body(request: Request, max_tokens: int) -> dict[str, Any]:
@@ -90,7 +94,11 @@ def mixed_stream(
         slim = pipeline.run(item.request).to_openai()
         slim_s = time.perf_counter() - start
         slim.update({k: v for k, v in base.items() if k != "messages"})
-        out.append(Item(kind, item.answers, _prepared(base), _prepared(slim, slim_s)))
+        raw = item.request.to_openai()
+        raw.update({k: v for k, v in base.items() if k != "messages"})
+        baseline = _prepared(base)
+        proxied = PreparedRequest(raw, baseline.prompt_tokens)
+        out.append(Item(kind, item.answers, baseline, _prepared(slim, slim_s), proxied))
     return out
 
 

@@ -15,6 +15,7 @@ pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
 from promptslim import Budget, Pipeline, Request
+from promptslim.bench.runner import build_config
 from promptslim.loadsim.interleave import Target, run_interleaved
 from promptslim.loadsim.loadtest import PreparedRequest, summarise
 from promptslim.serve import ServeConfig, create_app
@@ -29,15 +30,17 @@ FILLER = (
 )
 
 
-def _body(i: int) -> dict[str, Any]:
-    docs = [f"[{k}] " + FILLER * 3 for k in range(4)]
-    docs.insert(i % 5, f"[gold] The ferry to Island {i} leaves from pier {i + 3}.")
+def _raw(i: int) -> dict[str, Any]:
+    """A client's body: the question, and the retrieved documents in a top-level list."""
+    docs = [{"id": f"d{k}", "text": FILLER * 2} for k in range(4)]
+    docs.insert(i % 5, {"id": "gold", "text": f"The ferry to Island {i} leaves from pier {i + 3}."})
     return {
         "model": "smollm2",
         "messages": [
-            {"role": "system", "content": "Answer from the documents.\n\n" + "\n\n".join(docs)},
+            {"role": "system", "content": "Answer from the documents."},
             {"role": "user", "content": f"Which pier does the ferry to Island {i} leave from?"},
         ],
+        "documents": docs,
         "stream": True,
         "max_tokens": 8,
         "temperature": 0.0,
@@ -45,13 +48,13 @@ def _body(i: int) -> dict[str, Any]:
     }
 
 
-def _prepared(pipeline: Pipeline | None, n: int) -> list[PreparedRequest]:
+def _prepared(pipeline: Pipeline, n: int) -> list[PreparedRequest]:
+    """What the server gets: the documents rendered into the messages, slimmed or not."""
     out = []
     for i in range(n):
-        body = _body(i)
-        if pipeline is not None:
-            slim = pipeline.run(Request.from_openai(body)).to_openai()
-            body = {**body, "messages": slim["messages"]}
+        raw = _raw(i)
+        sent = pipeline.run(Request.from_openai(raw)).to_openai()
+        body = {k: v for k, v in raw.items() if k != "documents"} | {"messages": sent["messages"]}
         out.append(PreparedRequest(body, count_messages(Request.from_openai(body).messages)))
     return out
 
@@ -61,25 +64,26 @@ def test_ab_interleaved_and_through_the_proxy(llama_cpp_server: str) -> None:  #
     with urllib.request.urlopen(llama_cpp_server.removesuffix("/v1") + "/props", timeout=5) as r:
         props = json.load(r)
     assert props.get("total_slots", 4) >= 2  # a batching server, not one request at a time
-    pipeline = Pipeline.default(budget=Budget(total=160))
+    pipeline = Pipeline.default(budget=Budget(total=120))
     n = 4
-    baseline = _prepared(None, n)
+    baseline = _prepared(build_config("baseline").pipeline, n)
     client_side = _prepared(pipeline, n)
+    raw = [PreparedRequest(_raw(i), r.prompt_tokens) for i, r in enumerate(baseline)]
     app = create_app(ServeConfig(upstream=llama_cpp_server, warm_up=False), pipeline=pipeline)
     with ThreadServer(app) as proxy:
         runs = run_interleaved(
             {
                 "baseline": Target(llama_cpp_server, baseline),
                 "client": Target(llama_cpp_server, client_side),
-                "proxy": Target(proxy.url + "/v1", baseline),  # the proxy slims these
+                "proxy": Target(proxy.url + "/v1", raw),  # the proxy slims these
             },
-            concurrency=2, timeout_s=45, time_limit_s=150, block=2,
+            concurrency=2, timeout_s=120, time_limit_s=450, block=2,
         )  # fmt: skip
     summaries = {k: summarise(v["records"], wall_s=v["client"]["wall_s"]) for k, v in runs.items()}
     for label, s in summaries.items():
         assert s["completed"] == n and s["error_rate"] == 0, (label, s)
         assert s["ttft_ms"]["n"] == n
-        assert runs[label]["cut"] == {"share_s": 50.0, "cancelled_in_flight": 0, "not_sent": 0}
+        assert runs[label]["cut"] == {"share_s": 150.0, "cancelled_in_flight": 0, "not_sent": 0}
     # the server's own prompt counts: what promptslim sent is smaller, in the client and proxy
     served = {k: sum(r.server_prompt_tokens or 0 for r in v["records"]) for k, v in runs.items()}
     assert served["client"] < served["baseline"] and served["proxy"] < served["baseline"]
