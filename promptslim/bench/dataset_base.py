@@ -182,7 +182,3 @@ class FileLoader(DatasetLoader):
             if isinstance(record.get(key), (str, int)):
                 return str(record[key])
         return f"{Path(self.source).name}:{lineno}"
-
-
-#: the name this class had
-_FileLoader = FileLoader
