@@ -140,7 +140,7 @@ def priority_phase(items: list[Item], server: str, *, n: int, rate: float) -> di
         server,
         "--no-pipeline",
         "--max-concurrency",
-        str(SLOTS),
+        str(ADMIT),
         "--priority-classes",
         "interactive,batch",
         "--shortest-first",
