@@ -20,8 +20,8 @@ TTFT on the client clock (first non-empty token), ITL, error and timeout rates, 
 prompt tokens sent, the server's own cached-token counts, and the EM of the streamed answers,
 paired with the baseline's (bootstrap interval).
 
-Priority: a second stream of short chats (``X-PromptSlim-Priority: interactive``) mixed with
-long RAG prompts (``batch``), open loop, through two transparent proxies that admit ``ADMIT``
+Priority: a second stream of short requests (``X-PromptSlim-Priority: interactive``) mixed
+with long ones (``batch``), open loop, through two transparent proxies that admit ``ADMIT``
 requests at a time: first come first served vs. ``--priority-classes interactive,batch
 --shortest-first``, interleaved.
 
@@ -125,15 +125,17 @@ def ab_phase(items: list[Item], proxy: Proxy, server: str, **load: Any) -> dict[
 
 
 def priority_phase(items: list[Item], server: str, *, n: int, rate: float) -> dict[str, Any]:
-    """Short chats (interactive) among long RAG prompts (batch), FIFO vs priority proxies."""
-    shorts = [i for i in items if i.kind == "chat"] or items[:1]
-    longs = [i for i in items if i.kind == "rag"] or items[:1]
+    """Short requests (interactive: slimmed RAG prompts, ~110 tokens) among long ones (batch:
+    whole RAG prompts and chats, 400-600), FIFO vs priority proxies."""
+    rag = [i for i in items if i.kind == "rag"] or items[:1]
+    shorts = [i.slimmed for i in rag]
+    longs = [i.baseline for i in items]
     stream: list[PreparedRequest] = []
     kinds: list[str] = []
     for k in range(n):  # one short for every two long
         short = k % 3 == 2
-        item = (shorts if short else longs)[k % len(shorts if short else longs)]
-        stream.append(item.slimmed if short else item.baseline)
+        pool = shorts if short else longs
+        stream.append(pool[k % len(pool)])
         kinds.append("short" if short else "long")
     fifo = Proxy(server, "--no-pipeline", "--max-concurrency", str(ADMIT))
     prio = Proxy(
