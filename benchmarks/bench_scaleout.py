@@ -1,6 +1,6 @@
 """Scale-out: N ``promptslim serve`` replicas sharing one Redis, against each on its own.
 
-N = 1, 2 and 4 (``--quick``: 1 and 2, a shorter stream) ``promptslim serve`` processes on 127.0.0.1 (stand-ins for hosts, each with its
+N = 1, 2 and 4 (``--quick``: 1 without Redis and 2, a shorter stream) ``promptslim serve`` processes on 127.0.0.1 (stand-ins for hosts, each with its
 own local caches) run one pipeline config (history + retrieval + tools) whose summary cache and
 tool store are ``redis://`` URLs, and whose embedding cache is Redis through
 ``PROMPTSLIM_EMBEDDING_CACHE`` — or, for the baseline, the local stores only. A client sends a
@@ -16,7 +16,10 @@ Keys:
   written by ``promptslim.backends.shared_stats`` at exit, attributed by each request's
   send/receive window; the client is sequential, so the windows do not overlap).
 - ``p99_pipeline_ms``: the proxy's own pipeline time (its report), cold pass and warm pass
-  (the same stream again); ``redis_p99_ms``: the replicas' Redis call latency.
+  (the same stream again, each request on the next replica); ``redis_p99_ms``: Redis call
+  latency on loopback from this process alone (``redis_loopback``: 600-byte summaries, a write
+  and a read each), and as the replicas saw it beside their pipelines (per run; it includes
+  waiting for the interpreter lock and, for a replica's first call, the connection).
 - ``identical``: every request's upstream prompt hash equals the N=1 local run's.
 - the fault run (N=2 with Redis): Redis stopped a third of the way in and started again at two
   thirds; ``errors`` (non-200 answers) and ``degraded_share`` (requests that fell back).
@@ -192,7 +195,10 @@ def run(n: int, requests: list[dict[str, Any]], *, redis: RedisServer | None, se
             for proc, _, _ in procs:  # SIGINT: uvicorn re-raises SIGTERM, which skips atexit
                 proc.send_signal(signal.SIGINT)
             for proc, _, _ in procs:
-                stop(proc)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    stop(proc)
         events = events_of(directory)
     return summarise(n, windows[: len(requests)], events, pipeline_ms, hashes, errors)
 
@@ -232,6 +238,21 @@ def summarise(n: int, windows: list[tuple[int, float, float]], events: dict[int,
     }
 
 
+def loopback_latency(redis: RedisServer, n: int) -> dict[str, float]:
+    """Redis calls from this process alone (no pipeline beside them): the round trip itself."""
+    from promptslim.backends.redis_store import RedisSummaryCache
+    from promptslim.backends.shared_stats import STORE_STATS
+
+    STORE_STATS.reset()
+    cache = RedisSummaryCache(f"{redis.url}?tenant=loopback", memory=1)
+    value = "s" * 600  # about a summary's size
+    for i in range(n):
+        cache.set(f"k{i}", value)
+        cache.get(f"k{i - 1}")  # not the one in the one-entry LRU: a Redis read
+    stats = STORE_STATS.snapshot()
+    return {"p50_ms": stats["redis_p50_ms"], "p99_ms": stats["redis_p99_ms"], "calls": 2 * n}
+
+
 def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     conversations, turns = (5, 3) if args.quick else (12, 10)
@@ -241,8 +262,11 @@ def main() -> None:
     redis = RedisServer().start()
     rows: dict[str, Any] = {}
     try:
+        loopback = loopback_latency(redis, 500 if args.quick else 5000)
         for n in sizes:
             for name, store in (("local", None), ("redis", redis)):
+                if args.quick and n == 1 and store is not None:
+                    continue  # under two minutes: one replica shares with no one
                 if store is not None:
                     redis.stop()
                     redis.start()  # empty: each run starts cold
@@ -255,7 +279,8 @@ def main() -> None:
         seam_server.shutdown()
     reference = rows["local_n1"]["hashes"]
     result: dict[str, Any] = {"benchmark": "scaleout", "quick": args.quick, "machine": machine(),
-                              "conversations": conversations, "turns": turns}  # fmt: skip
+                              "conversations": conversations, "turns": turns,
+                              "redis_loopback": loopback}  # fmt: skip
     for key, row in rows.items():
         row["identical"] = row.pop("hashes") == reference
         result[key] = row
@@ -266,7 +291,8 @@ def main() -> None:
         if local4["cold_share"]
         else None,
         "fault_errors": rows["fault_n2"]["errors"],
-        "redis_p99_ms": max((r["redis_p99_ms"] or 0.0) for r in rows.values()),
+        "redis_p99_ms": loopback["p99_ms"],
+        "redis_p99_ms_in_replicas": max((r["redis_p99_ms"] or 0.0) for r in rows.values()),
         "warm_p99_delta_ms_top": redis4["warm_p99_pipeline_ms"] - local4["warm_p99_pipeline_ms"],
         "identical": all(r["identical"] for r in rows.values()),
         "top_replicas": top,

@@ -162,6 +162,9 @@ class RedisLink:
         self._down_until = 0.0
         self._backoff_s = 0.0
         self._warned = False
+        # connect now, at config time, so a request does not pay for the connection (a Redis
+        # that is away here only starts the backoff; it is never a config error)
+        self.call(lambda c: c.ping(), what="ping", timed=False)
 
     @classmethod
     def get(cls, url: str, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> RedisLink:
@@ -180,7 +183,7 @@ class RedisLink:
         """False while a failure's backoff lasts."""
         return time.monotonic() >= self._down_until
 
-    def call(self, op: Callable[[Any], T], *, what: str) -> T | _Missing:
+    def call(self, op: Callable[[Any], T], *, what: str, timed: bool = True) -> T | _Missing:
         if time.monotonic() < self._down_until:
             note_degraded("redis unavailable (backing off)")
             return MISSING
@@ -193,7 +196,8 @@ class RedisLink:
         except self._errors as exc:
             self._fault(f"redis unreachable on a {what}", exc, backoff=True)
             return MISSING
-        STORE_STATS.latency((time.perf_counter() - start) * 1e3)
+        if timed:
+            STORE_STATS.latency((time.perf_counter() - start) * 1e3)
         self._backoff_s = 0.0
         return out
 
