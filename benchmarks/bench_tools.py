@@ -388,8 +388,8 @@ def reader_quality(sources: TraceSources, n: int, model: str) -> dict[str, Any]:
     from promptslim.bench.metrics import best_subspan_em
     from promptslim.stats import paired_bootstrap_ci
 
-    # short traces: SmolLM2 reads 8k tokens at most, and prefill on a CPU is ~100 tokens/s
-    items = build_traces(sources, n=n, seed=2, calls=(5, 5), max_result_chars=3_000)
+    # short traces: SmolLM2 reads 8k tokens at most, and a CPU prefills a few hundred a second
+    items = build_traces(sources, n=n, seed=2, calls=(3, 3), max_result_chars=6_000)
     backend = load_backend(model, device="cpu", repeats=1)
     stage = ToolsStage(store="memory:268435456")
     scores: dict[str, dict[str, list[float]]] = {
