@@ -182,3 +182,26 @@ def test_url_options_are_ours_and_the_rest_is_redis_pys() -> None:
     )  # fmt: skip
     assert (spec.tenant, spec.ttl_s, spec.max_value_bytes) == ("t", 60, 2)
     assert spec.url == "redis://127.0.0.1:6379/2?health_check_interval=5"
+
+
+def test_a_slow_redis_times_out_and_the_request_goes_on() -> None:
+    import threading
+
+    from promptslim.backends.redis_store import RedisLink
+
+    with RedisServer("--enable-debug-command", "yes") as srv:
+        url = f"{srv.url}?tenant=slow&timeout_ms=50"
+        cache = RedisSummaryCache(url, memory=1)
+        assert RedisLink.get(srv.url, timeout_ms=50.0) is cache.link  # one pool per process
+        cache.set("k", "before")
+        cache.set("k2", "evicts k from the one-entry LRU")
+        blocker = threading.Thread(
+            target=lambda: redis.Redis.from_url(srv.url).execute_command("DEBUG", "SLEEP", "2")
+        )
+        blocker.start()
+        time.sleep(0.2)  # the server is now asleep for two seconds
+        with degraded_scope() as degraded:
+            assert cache.get("k") is None  # timed out: a miss, not an exception
+            assert cache.get("other") is None  # in its backoff: not even tried
+        blocker.join()
+        assert degraded and all("redis" in reason for reason in degraded)
