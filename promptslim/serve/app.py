@@ -31,9 +31,10 @@ from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
 
 import httpx
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request as HTTPRequest
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import BudgetInfeasible, ConfigError, InvalidRequest
@@ -44,7 +45,7 @@ from .admission import Admission, Overloaded
 from .config import ServeConfig
 from .exchange import Exchange, ms_since
 from .guard import ConnectionGuard, GuardMiddleware, install_guard
-from .metrics import Metrics, merged, write_snapshot
+from .metrics import Metrics
 from .paths import ForbiddenPath, model_url
 from .relay import CLIENT_CLOSED, Relay, disconnected, report_chunk
 from .responses import error_response, upstream_error
@@ -98,6 +99,7 @@ class Proxy:
             header_timeout_s=config.header_timeout_s,
             max_connections=config.max_connections,
             max_headers=config.max_headers,
+            on_close=self.metrics.count_closed,
         )
         self.pid = os.getpid()  # in the process that serves: an app is made in its worker
         self._client = client
@@ -123,17 +125,10 @@ class Proxy:
             # that stalled the event loop for seconds
             gc.freeze()
             log.info(json.dumps({"event": "warm_up", "s": round(seconds, 3)}))
-        sharing = None
-        if self.config.metrics_dir is not None:
-            sharing = asyncio.create_task(self._share_metrics(self.config.metrics_dir))
         try:
             yield
         finally:
-            if sharing is not None:
-                sharing.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sharing
-                self._write_metrics(self.config.metrics_dir)  # the final counts stay
+            Metrics.mark_dead(self.pid)  # several workers: this one's gauges stop counting
             if own and self._client is not None:
                 await self._client.aclose()
                 self._client = None
@@ -173,45 +168,15 @@ class Proxy:
     async def metrics_text(self, request: HTTPRequest) -> Response:
         if not self._authorised(request):
             return error_response(401, "missing or wrong X-PromptSlim-Key", code="invalid_api_key")
-        queued, in_flight = self.admission.queued, self.admission.active
-        self.metrics.connections_closed = dict(self.guard.closed)
-        if self.config.metrics_dir is None:
-            total, workers = self.metrics, 1
-        else:  # every worker's figures, whichever worker the scrape reached
-            total, queued, in_flight, workers = merged(
-                self.config.metrics_dir, self.metrics, queued=queued, in_flight=in_flight
-            )
-        text = total.render(
-            queued=queued,
-            in_flight=in_flight,
-            workers=workers,
+        self._update_load()
+        return Response(self.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    def _update_load(self) -> None:
+        self.metrics.set_load(
+            queued=self.admission.queued,
+            in_flight=self.admission.active,
             open_connections=self.guard.open_connections,
         )
-        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
-
-    # ---- several workers
-
-    #: seconds between a worker's snapshots: how stale the other workers' part of a scrape is
-    METRICS_SHARE_S = 1.0
-
-    async def _share_metrics(self, folder: str) -> None:
-        while True:
-            self._write_metrics(folder)
-            await asyncio.sleep(self.METRICS_SHARE_S)
-
-    def _write_metrics(self, folder: str | None) -> None:
-        if folder is None:
-            return
-        self.metrics.connections_closed = dict(self.guard.closed)
-        try:
-            write_snapshot(
-                folder,
-                metrics=self.metrics,
-                queued=self.admission.queued,
-                in_flight=self.admission.active,
-            )
-        except OSError as exc:  # a full disk must not take the proxy down; the scrape is short
-            log.warning(json.dumps({"event": "metrics_share_failed", "error": str(exc)}))
 
     # ---- chat completions
 
@@ -331,7 +296,7 @@ class Proxy:
             body = result.to_openai()
         except asyncio.TimeoutError:
             self._forwarding_original(ex, start, "timeout", "PipelineTimeout", None)
-            self.metrics.pipeline_timeouts += 1
+            self.metrics.pipeline_timeouts.inc()
             return None
         except Exception as exc:
             if isinstance(exc, BudgetInfeasible) or (
@@ -339,7 +304,7 @@ class Proxy:
             ):
                 raise  # the client's input or budget: they need to know
             self._forwarding_original(ex, start, "failed", type(exc).__name__, exc)
-            self.metrics.pipeline_failures += 1
+            self.metrics.pipeline_failures.inc()
             return None
         ex.pipeline, ex.pipeline_ms = "ok", ms_since(start)
         if self.config.log_content and log.isEnabledFor(logging.DEBUG):
@@ -350,11 +315,9 @@ class Proxy:
         report = result.report
         ex.tokens_in, ex.tokens_out = report.tokens_in, report.tokens_out
         ex.stages_ms = {s.stage: round(s.ms, 3) for s in report.stages}
-        self.metrics.tokens_in += report.tokens_in
-        self.metrics.tokens_out += report.tokens_out
-        self.metrics.stage_seconds["pipeline"].observe(ex.pipeline_ms / 1e3)
-        for stage, ms in ex.stages_ms.items():
-            self.metrics.stage_seconds[stage].observe(ms / 1e3)
+        self.metrics.observe_report(
+            pipeline_s=ex.pipeline_ms / 1e3, stages_ms=ex.stages_ms, report=report
+        )
         return body
 
     def _forwarding_original(
@@ -546,6 +509,7 @@ class Proxy:
         ex.status = status
         ex.total_ms = ms_since(ex.start)
         self.metrics.count_request(ex.route, status)
+        self._update_load()
         if ex.upstream_ttfb_ms is not None:
             self.metrics.upstream_ttfb.observe(ex.upstream_ttfb_ms / 1e3)
         if ex.first_chunk_ms is not None:
