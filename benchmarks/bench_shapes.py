@@ -216,7 +216,9 @@ def run_suite(
     shapes: dict[str, list[BenchItem]], runs: dict[str, Callable[[Any], Any]], lingua: int
 ) -> dict[str, dict[str, Any]]:
     if lingua:
-        runs = dict(runs, longllmlingua=build_config("compress:llmlingua@0.2").pipeline.run)
+        lingua_run = build_config("compress:llmlingua@0.2").pipeline.run
+        lingua_run(next(iter(shapes.values()))[0].request)  # the model loads outside the timings
+        runs = dict(runs, longllmlingua=lingua_run)
     results: dict[str, dict[str, Any]] = {}
     for shape, items in shapes.items():
         rows: dict[str, list[dict[str, float]]] = {label: [] for label in runs}
