@@ -16,10 +16,11 @@ Keys:
   written by ``promptslim.backends.shared_stats`` at exit, attributed by each request's
   send/receive window; the client is sequential, so the windows do not overlap).
 - ``p99_pipeline_ms``: the proxy's own pipeline time (its report), cold pass and warm pass
-  (the same stream again, each request on the next replica); ``redis_p99_ms``: Redis call
-  latency on loopback from this process alone (``redis_loopback``: 600-byte summaries, a write
-  and a read each), and as the replicas saw it beside their pipelines (per run; it includes
-  waiting for the interpreter lock and, for a replica's first call, the connection).
+  (the same stream again, each request on the next replica; with one replica every cache is
+  warm then, so ``warm_p99_delta_ms_n1`` is what Redis adds to a warm request).
+- ``redis_p99_ms``: Redis call latency on loopback from this process alone (``redis_loopback``:
+  600-byte summaries, a write and a read each), and as the replicas saw it beside their
+  pipelines (per run; it includes waiting for the interpreter lock and the CPU).
 - ``identical``: every request's upstream prompt hash equals the N=1 local run's.
 - the fault run (N=2 with Redis): Redis stopped a third of the way in and started again at two
   thirds; ``errors`` (non-200 answers) and ``degraded_share`` (requests that fell back).
@@ -293,7 +294,11 @@ def main() -> None:
         "fault_errors": rows["fault_n2"]["errors"],
         "redis_p99_ms": loopback["p99_ms"],
         "redis_p99_ms_in_replicas": max((r["redis_p99_ms"] or 0.0) for r in rows.values()),
-        "warm_p99_delta_ms_top": redis4["warm_p99_pipeline_ms"] - local4["warm_p99_pipeline_ms"],
+        # one replica, every cache warm: what Redis adds to a warm request (not in --quick)
+        "warm_p99_delta_ms_n1": rows["redis_n1"]["warm_p99_pipeline_ms"]
+        - rows["local_n1"]["warm_p99_pipeline_ms"]
+        if "redis_n1" in rows
+        else None,
         "identical": all(r["identical"] for r in rows.values()),
         "top_replicas": top,
     }
