@@ -1,8 +1,8 @@
 """Scale-out: N ``promptslim serve`` replicas sharing one Redis, against each on its own.
 
-N = 1, 2 and 4 (``--quick``: 1 without Redis and 2, a shorter stream) ``promptslim serve`` processes on 127.0.0.1 (stand-ins for hosts, each with its
-own local caches) run one pipeline config (history + retrieval + tools) whose summary cache and
-tool store are ``redis://`` URLs, and whose embedding cache is Redis through
+N = 1, 2 and 4 (``--quick``: 1 without Redis and 2, a shorter stream) ``promptslim serve``
+processes on 127.0.0.1 (stand-ins for hosts, each with its own local caches) run one pipeline
+config (history + retrieval + tools) whose summary cache and tool store are ``redis://`` URLs, and whose embedding cache is Redis through
 ``PROMPTSLIM_EMBEDDING_CACHE`` — or, for the baseline, the local stores only. A client sends a
 deterministic multi-turn stream (chats that grow past their history budget, RAG documents drawn
 from one shared pool, agent turns with large JSON tool results) one request at a time,
@@ -50,7 +50,29 @@ from common import emit, machine, parser
 from promptslim.stats import percentile
 from tests.redis_server import RedisServer
 
-WORDS = ["alpha", "beta", "gamma", "delta", "invoice", "order", "shipment", "refund", "ticket", "cluster", "node", "region", "latency", "quota", "budget", "release", "patch", "rollback", "schema", "index", "replica"]  # fmt: skip
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "invoice",
+    "order",
+    "shipment",
+    "refund",
+    "ticket",
+    "cluster",
+    "node",
+    "region",
+    "latency",
+    "quota",
+    "budget",
+    "release",
+    "patch",
+    "rollback",
+    "schema",
+    "index",
+    "replica",
+]
 
 
 # ---------------------------------------------------------------- the seam upstream
@@ -94,8 +116,9 @@ def body(c: int, turn: int) -> dict[str, Any]:
     for i in range(turn):
         messages.append({"role": "user", "content": _sentence(c, i) + " " + _sentence(c + 1, i)})
         if i % 3 == 2:
+            arguments = json.dumps({"case": c, "i": i})
             call = {"id": f"call{c}_{i}", "type": "function",
-                    "function": {"name": "lookup", "arguments": json.dumps({"case": c, "i": i})}}  # fmt: skip
+                    "function": {"name": "lookup", "arguments": arguments}}  # fmt: skip
             messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
             rows = [{"id": k, "case": c, "status": WORDS[(k * i) % len(WORDS)], "amount": k * 3}
                     for k in range(60)]  # fmt: skip
@@ -205,7 +228,8 @@ def run(n: int, requests: list[dict[str, Any]], *, redis: RedisServer | None, se
 
 
 def summarise(n: int, windows: list[tuple[int, float, float]], events: dict[int, Any],
-              pipeline_ms: list[list[float]], hashes: list[str], errors: int) -> dict[str, Any]:  # fmt: skip
+              pipeline_ms: list[list[float]], hashes: list[str],
+              errors: int) -> dict[str, Any]:  # fmt: skip
     first: dict[str, int] = {}  # work key -> the replica that computed it first
     timeline = sorted((t, r, kind, key) for r, evs in events.items() if r >= 0
                       for kind, key, t in evs if kind.startswith("computed_"))  # fmt: skip
@@ -302,7 +326,8 @@ def main() -> None:
         "identical": all(r["identical"] for r in rows.values()),
         "top_replicas": top,
     }
-    table = ["| run | cold_share | p99 ms | warm p99 ms | redis p99 ms | errors | degraded | same |",
+    head = "| run | cold_share | p99 ms | warm p99 ms | redis p99 ms | errors | degraded | same |"
+    table = [head,
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for key, r in rows.items():
         table.append(f"| {key} | {r['cold_share']:.3f} | {r['p99_pipeline_ms']:.1f} | "
