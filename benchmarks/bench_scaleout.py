@@ -4,10 +4,11 @@ N = 1, 2 and 4 (``--quick``: 1 without Redis and 2, a shorter stream) ``promptsl
 processes on 127.0.0.1 (stand-ins for hosts, each with its own local caches) run one pipeline
 config (history + retrieval + tools) whose summary cache and tool store are ``redis://`` URLs,
 and whose embedding cache is Redis through ``PROMPTSLIM_EMBEDDING_CACHE`` — or, for the
-baseline, the local stores only. A client sends a deterministic multi-turn stream (chats that grow past their history budget, RAG documents drawn
-from one shared pool, agent turns with large JSON tool results) one request at a time,
-round-robin over the replicas, so one conversation's turns land on different replicas. The
-upstream is a seam in this process that answers with the SHA-256 of the messages it received.
+baseline, the local stores only. A client sends a deterministic multi-turn stream (chats that
+grow past their history budget, RAG documents drawn from one shared pool, agent turns with large
+JSON tool results) one request at a time, round-robin over the replicas, so one conversation's
+turns land on different replicas. The upstream is a seam in this process that answers with the
+SHA-256 of the messages it received.
 
 Keys:
 
