@@ -346,3 +346,17 @@ def test_against_a_real_llama_cpp_server(llama_server: str, tmp_path: Path) -> N
     assert s["phases_ms"]["connect"]["n"] <= 2
     write_report(result, tmp_path)
     assert (tmp_path / "loadtest.md").read_text().count("ttft_ms") == 1
+
+
+def test_interleaving_needs_streams_of_one_length() -> None:
+    from promptslim import ConfigError
+    from promptslim.loadsim.interleave import Target, run_interleaved
+
+    one, two = _prepared(1)["baseline"], _prepared(2)["baseline"]
+    url = "http://127.0.0.1:1/v1"
+    with pytest.raises(ConfigError) as info:
+        run_interleaved({"a": Target(url, one), "b": Target(url, two)}, concurrency=1)
+    assert info.value.field == "requests"
+    with pytest.raises(ConfigError) as info:
+        LoadtestOptions(url=url, concurrency=1, block=0)
+    assert info.value.field == "block"
