@@ -42,23 +42,18 @@ from ..pipeline import Pipeline
 from ..render import json_bytes
 from ..types import Request, Result
 from .admission import Admission, Overloaded
+from .body import parse_body, read_body
 from .config import ServeConfig
 from .exchange import Exchange, ms_since
+from .forward import UpstreamExchanges
 from .guard import ConnectionGuard, GuardMiddleware, install_guard
 from .metrics import Metrics
-from .paths import ForbiddenPath, model_url
-from .relay import CLIENT_CLOSED, Relay, disconnected, report_chunk
-from .responses import error_response, upstream_error
-from .spans import end_server_span, inject_context, server_span, use_span
+from .relay import CLIENT_CLOSED, Relay, disconnected
+from .responses import error_response
+from .spans import end_server_span, server_span, use_span
 from .upstream import (
     KEY_HEADER,
-    REPORT_HEADER,
-    downstream_headers,
     make_client,
-    open_stream,
-    read_bounded,
-    transport_error,
-    upstream_headers,
 )
 
 __all__ = ["Exchange", "Proxy", "create_app"]
@@ -76,7 +71,7 @@ class _ClientGone(Exception):
     """The client closed its connection before its answer was ready."""
 
 
-class Proxy:
+class Proxy(UpstreamExchanges):
     """Request handling; one per app. ``client`` is the shared, pooled upstream client."""
 
     def __init__(
@@ -183,11 +178,11 @@ class Proxy:
     async def _chat(self, request: HTTPRequest, ex: Exchange) -> Response:
         if not self._authorised(request):
             return error_response(401, "missing or wrong X-PromptSlim-Key", code="invalid_api_key")
-        raw = await self._read_body(request)
+        raw = await read_body(request, self.config)
         if isinstance(raw, Response):
             return raw
         ex.bytes_in = len(raw)
-        body = _parse_body(raw)
+        body = parse_body(raw)
         if isinstance(body, Response):
             return body
         ex.stream = body.get("stream") is True
@@ -334,140 +329,6 @@ class Proxy:
             line["message"] = str(exc)
         log.warning(json.dumps(line, ensure_ascii=False))
 
-    async def _upstream_chat(
-        self, request: HTTPRequest, ex: Exchange, payload: bytes, body: dict[str, Any]
-    ) -> Response:
-        ex.bytes_up = len(payload)
-        headers = upstream_headers(request.headers.raw, close=not self.config.pools_connections)
-        headers = inject_context(ex.span, headers)
-        marks = ex.marks if ex.span is not None else None
-        sent = ex.marks["sent"] = time.perf_counter()
-        ex.forward_ms = (sent - ex.start) * 1e3
-        try:
-            upstream = await open_stream(
-                self.client, "POST", self._chat_url, headers=headers, content=payload, marks=marks
-            )
-        except httpx.HTTPError as exc:
-            ex.error, response = transport_error(
-                exc, self.config, while_="waiting for the response"
-            )
-            return response
-        ex.marks["headers"] = time.perf_counter()
-        ex.upstream_ttfb_ms = ms_since(sent)
-        if upstream.status_code >= 400:
-            return await self._upstream_failed(ex, upstream)
-        want_report = request.headers.get(REPORT_HEADER, "").lower() in ("1", "true", "yes")
-        if not ex.stream and self._small(upstream):
-            return await self._read_whole(ex, upstream, sent, report=want_report)
-        model = body.get("model")
-        report_event = (lambda: report_chunk(ex.report(), request_id=ex.id, model=model)) if (
-            want_report
-        ) else None  # fmt: skip
-        out_headers = downstream_headers(upstream)
-        if ex.stream:
-            out_headers += _STREAM_HEADERS
-        out_headers.append((b"x-request-id", ex.id.encode()))
-        out_headers.append((b"server-timing", ex.server_timing(complete=False).encode()))
-        return Relay(
-            upstream, ex, headers=out_headers, sent=sent, sse=ex.stream,
-            report_event=report_event, upstream_timeout_s=self.config.upstream_timeout_s,
-            finish=self._relay_finished,
-        )  # fmt: skip
-
-    def _small(self, upstream: httpx.Response) -> bool:
-        declared = upstream.headers.get("content-length", "")
-        return declared.isdigit() and int(declared) <= self.config.max_buffered_body_bytes
-
-    async def _read_whole(
-        self, ex: Exchange, upstream: httpx.Response, sent: float, *, report: bool
-    ) -> Response:
-        """A small non-streamed body (``_small``), read whole; the report added when asked."""
-        try:
-            content = await read_bounded(upstream, self.config.max_buffered_body_bytes)
-        except httpx.HTTPError as exc:
-            ex.error, response = transport_error(exc, self.config, while_="reading the response")
-            return response
-        finally:
-            await upstream.aclose()
-        if content is None:  # longer than it said
-            ex.error = "upstream_length_mismatch"
-            return error_response(502, "upstream body longer than its Content-Length",
-                                  type_="upstream_error", code="upstream_invalid")  # fmt: skip
-        ex.upstream_ms = ms_since(sent)
-        ex.first_chunk_ms = ms_since(ex.start)
-        ex.marks["first_relayed"] = time.perf_counter()
-        if report:
-            content = _add_report(content, ex)
-        ex.bytes_out = len(content)
-        response = Response(content, status_code=upstream.status_code)
-        response.raw_headers = [h for h in response.raw_headers if h[0] == b"content-length"]
-        response.raw_headers += downstream_headers(upstream, drop={"content-encoding"})
-        response.raw_headers.append((b"server-timing", ex.server_timing(complete=True).encode()))
-        return response
-
-    async def _relay_finished(self, ex: Exchange, status: int) -> None:
-        self.admission.release(ex.id)
-        self.finish(ex, status)
-
-    async def _upstream_failed(self, ex: Exchange, upstream: httpx.Response) -> Response:
-        try:
-            content = await _read_error_body(upstream)
-        finally:
-            await upstream.aclose()
-        ex.error = f"upstream_{upstream.status_code}"
-        return upstream_error(
-            upstream.status_code, content, retry_after=upstream.headers.get("retry-after")
-        )
-
-    # ---- other routes
-
-    async def _forward_get(self, request: HTTPRequest, ex: Exchange) -> Response:
-        if not self._authorised(request):
-            return error_response(401, "missing or wrong X-PromptSlim-Key", code="invalid_api_key")
-        model_id = request.path_params.get("model")
-        try:
-            url = (
-                self.config.upstream_url("/models")
-                if model_id is None
-                else model_url(self.config.upstream, model_id)
-            )
-        except ForbiddenPath as exc:
-            ex.error = "forbidden_path"
-            return error_response(400, f"not forwarded: {exc}", param="path", code="invalid_path")
-        sent = time.perf_counter()
-        try:
-            upstream = await open_stream(
-                self.client,
-                "GET",
-                url,
-                headers=upstream_headers(
-                    request.headers.raw, close=not self.config.pools_connections
-                ),
-            )
-            try:
-                content = await read_bounded(upstream, self.config.max_buffered_body_bytes)
-            finally:
-                await upstream.aclose()
-        except httpx.HTTPError as exc:
-            ex.error, response = transport_error(
-                exc, self.config, while_="waiting for the response"
-            )
-            return response
-        ex.upstream_ttfb_ms = ex.upstream_ms = ms_since(sent)
-        if upstream.status_code >= 400:
-            ex.error = f"upstream_{upstream.status_code}"
-            return upstream_error(
-                upstream.status_code, (content or b"")[:_MAX_ERROR_BODY],
-                retry_after=upstream.headers.get("retry-after"),
-            )  # fmt: skip
-        if content is None:
-            ex.error = "upstream_too_large"
-            return error_response(502, "upstream model list too large", type_="upstream_error",
-                                  code="upstream_invalid")  # fmt: skip
-        response = Response(content, status_code=upstream.status_code)
-        response.raw_headers += downstream_headers(upstream, drop={"content-encoding"})
-        return response
-
     # ---- helpers
 
     def _authorised(self, request: HTTPRequest) -> bool:
@@ -476,33 +337,6 @@ class Proxy:
             return True
         given = request.headers.get(KEY_HEADER, "")
         return hmac.compare_digest(given.encode(), key.encode())
-
-    async def _read_body(self, request: HTTPRequest) -> bytes | Response:
-        """The body, bounded in size (``413``) and in time (``408``: a client that sends a
-        short body slowly must not hold a connection and a task for good)."""
-        limit = self.config.max_body_bytes
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            return _too_large(limit)  # refused before reading a byte of it
-        parts: list[bytes] = []
-
-        async def read() -> Response | None:
-            size = 0
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    return _too_large(limit)
-                parts.append(chunk)
-            return None
-
-        try:
-            refused = await asyncio.wait_for(read(), self.config.body_timeout_s)
-        except asyncio.TimeoutError:
-            return error_response(
-                408, f"request body not received within {self.config.body_timeout_s:g} s",
-                param="body", code="body_timeout", headers={"Connection": "close"},
-            )  # fmt: skip
-        return refused if refused is not None else b"".join(parts)
 
     def finish(self, ex: Exchange, status: int) -> None:
         """Count and log a finished request (one JSON line: sizes and timings only)."""
@@ -517,59 +351,6 @@ class Proxy:
         end_server_span(ex.span, ex, status)
         if log.isEnabledFor(logging.INFO):
             log.info(ex.log_line(self.pid))
-
-
-def _parse_body(raw: bytes) -> dict[str, Any] | Response:
-    try:
-        body = json.loads(raw, parse_constant=_not_json)
-    except ValueError as exc:
-        return error_response(400, f"malformed JSON body: {exc}", param="body", code="invalid_json")
-    except RecursionError:
-        return error_response(
-            400, "malformed JSON body: nested too deeply", param="body", code="invalid_json"
-        )
-    if not isinstance(body, dict):
-        return error_response(400, "expected a JSON object", param="body")
-    return body
-
-
-def _not_json(name: str) -> Any:
-    """``json.loads`` accepts NaN and Infinity; JSON does not, and an upstream server may
-    fail on them or read them differently, so a body that holds one is refused here."""
-    raise ValueError(f"{name} is not a JSON value")
-
-
-async def _read_error_body(upstream: httpx.Response) -> bytes:
-    """The first ``_MAX_ERROR_BODY`` bytes of an error body (its message is all we use)."""
-    parts: list[bytes] = []
-    size = 0
-    try:
-        async for chunk in upstream.aiter_bytes():
-            parts.append(chunk)
-            size += len(chunk)
-            if size >= _MAX_ERROR_BODY:
-                break
-    except httpx.HTTPError:
-        pass
-    return b"".join(parts)[:_MAX_ERROR_BODY]
-
-
-def _too_large(limit: int) -> Response:
-    return error_response(
-        413, f"request body over {limit} bytes", param="body", code="body_too_large",
-        headers={"Connection": "close"},
-    )  # fmt: skip
-
-
-def _add_report(content: bytes, ex: Exchange) -> bytes:
-    try:
-        data = json.loads(content)
-    except (ValueError, RecursionError):
-        return content  # not JSON (or nested too deeply): leave the upstream's bytes alone
-    if not isinstance(data, dict):
-        return content
-    data["promptslim"] = ex.report()
-    return json.dumps(data).encode()
 
 
 def create_app(
