@@ -59,28 +59,15 @@ import json
 import statistics
 import sys
 import time
-import urllib.request
-import uuid
 from pathlib import Path
 from typing import Any
 
 from common import RESULTS, LlamaServer, emit, machine, parser
 from summary import goal
+from validate_measure import Level, Prompts, loadtest_records
+from validate_predict import detail, fit_rounds, p50_p99, predict, rel_error, simulate, spread_of
 
-from promptslim.loadsim import (
-    CostModel,
-    LoadtestOptions,
-    PreparedRequest,
-    ServerConfig,
-    ServerTiming,
-    SimRequest,
-    SingleStreamFit,
-    fit_single_stream,
-    parse_llama_perf,
-    run_loadtest,
-    simulate_server,
-)
-from promptslim.stats import percentile
+from promptslim.loadsim import CostModel, SingleStreamFit
 
 GOAL = goal("validate_simulator", "max_abs_rel_error_bracketing").target
 CONCURRENCIES = (1, 2, 4, 8)
@@ -93,227 +80,17 @@ QUICK_REQUESTS = 6
 #: concurrency-1 requests after each higher level (the bracketing fit's calibration rounds)
 CALIBRATION_REQUESTS = 6
 QUICK_CALIBRATION_REQUESTS = 3
-#: simulations per prediction, service costs drawn from the measured spread
-REPLICAS = 400
 #: --quick's prompts: a smoke run in under two minutes, not a validation
 QUICK_PROMPT_TOKENS = 250
-_FILLER = (
-    "The archive of the northern valley keeps records of every harvest since the old bridge "
-    "was built, and each ledger lists the families, the fields they worked and the weather of "
-    "that year. "
-)
 
-
-# ---------------------------------------------------------------- the server we start
-
-
-def _post(url: str, body: dict[str, Any]) -> Any:
-    req = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        return json.loads(resp.read())
-
-
-def _timings(server: LlamaServer) -> list[ServerTiming]:
-    """The server's per-request perf lines so far (it logs them with ``--verbose True``)."""
-    return parse_llama_perf(server.log_text())
-
-
-# ---------------------------------------------------------------- prompts of a known size
-
-
-class Prompts:
-    """Unique prompts of about ``n`` tokens in the served model's own tokenizer."""
-
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self._per_filler = len(self.tokenize(_FILLER * 10)) / 10
-
-    def tokenize(self, text: str) -> list[int]:
-        return list(_post(self.base + "/extras/tokenize", {"input": text})["tokens"])
-
-    def make(self, n: int, *, max_tokens: int) -> PreparedRequest:
-        # a unique first line: llama.cpp reuses the longest prefix of the previous prompt
-        head = f"Ticket {uuid.uuid4().hex}. Read the notes below.\n"
-        question = "\nSummarise the notes above in one long sentence."
-        fixed = len(self.tokenize(head + question)) + 12  # + chat-template tokens
-        repeats = max(0, round((n - fixed) / self._per_filler))
-        content = head + _FILLER * repeats + question
-        body = {
-            "model": "smollm2",
-            "messages": [{"role": "user", "content": content}],
-            "stream": True,
-            "max_tokens": max_tokens,
-            "temperature": 0.0,
-        }
-        return PreparedRequest(body, len(self.tokenize(content)))
-
-
-def _loadtest(
-    base: str, stream: list[PreparedRequest], *, concurrency: int, max_tokens: int
-) -> list[dict[str, Any]]:
-    opts = LoadtestOptions(
-        url=base + "/v1", requests=len(stream), concurrency=concurrency, timeout_s=600,
-        time_limit_s=1800, max_tokens=max_tokens,
-    )  # fmt: skip
-    run = run_loadtest(opts, prepared={"baseline": stream})["configs"]["baseline"]
-    bad = [r for r in run["records"] if r["status"] != "ok"]
-    if bad:
-        raise SystemExit(f"{len(bad)} requests failed: {bad[0]['error']}")
-    # the order the server took them in (one at a time: the order their first tokens came)
-    return sorted(run["records"], key=lambda r: r["sent_clock_s"] + r["ttft_s"])
+#: the names the tests read (the percentiles a level reports)
+_p = p50_p99
 
 
 # ---------------------------------------------------------------- the run
 
 
-def simulate(
-    records: list[dict[str, Any]],
-    cost: CostModel,
-    *,
-    concurrency: int,
-    template_tokens: int,
-    spread: list[float] | None = None,
-    seed: int = 0,
-) -> list[float]:
-    """TTFTs of the same closed-loop stream on a batch-1 server with ``cost``; with ``spread``,
-    each request's ``cost_scale`` is drawn from it (with replacement)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    ordered = sorted(records, key=lambda r: r["index"])  # the order the clients sent them
-    scales = rng.choice(spread, size=len(ordered)) if spread else [1.0] * len(ordered)
-    reqs = [
-        # random ids: no two prompts share a block, as the unique first line ensures for real
-        SimRequest(
-            rng.integers(0, 2**40, size=r["prompt_tokens"] + template_tokens, dtype=np.uint64),
-            max(1, r["output_tokens"]),
-            float(k),
-        )
-        for r, k in zip(ordered, scales, strict=True)
-    ]
-    server = ServerConfig(
-        max_num_seqs=1, max_batched_tokens=1 << 20, chunked_prefill=False, prefix_cache=False
-    )
-    run = simulate_server(reqs, cost=cost, server=server, concurrency=concurrency)
-    return [t.ttft_s for t in run.requests]
-
-
-def predict(
-    records: list[dict[str, Any]],
-    cost: CostModel,
-    *,
-    concurrency: int,
-    template_tokens: int,
-    spread: list[float],
-) -> dict[str, float]:
-    """The P50 and P99 the simulator expects for this stream: their mean over ``REPLICAS``
-    runs, each request's service cost drawn from ``spread``. A P99 over 16 requests is the
-    tail of the service times as much as of the queue; the curve alone (every request at its
-    median cost) cannot produce it, even at concurrency 1."""
-    runs = [
-        _p(
-            simulate(
-                records,
-                cost,
-                concurrency=concurrency,
-                template_tokens=template_tokens,
-                spread=spread,
-                seed=seed,
-            )
-        )
-        for seed in range(REPLICAS)
-    ]
-    return {q: statistics.fmean(r[q] for r in runs) for q in ("p50", "p99")}
-
-
-def spread_of(rounds: list[tuple[list[dict[str, Any]], list[ServerTiming] | None]]) -> list[float]:
-    """Each concurrency-1 request's prefill cost per token relative to the median of them:
-    from the server's own prompt-eval timings when every round has them, else from the
-    client's TTFT."""
-    if all(timings for _, timings in rounds):
-        costs = [t.prefill_s / t.prefill_tokens for _, timings in rounds for t in timings or ()]
-    else:
-        costs = [r["ttft_s"] / r["prompt_tokens"] for recs, _ in rounds for r in recs]
-    mid = statistics.median(costs)
-    return [c / mid for c in costs]
-
-
-def _detail(records: list[dict[str, Any]], simulated: list[float]) -> list[list[float]]:
-    ordered = sorted(records, key=lambda r: r["index"])
-    t0 = min(r["sent_clock_s"] for r in ordered)
-    return [
-        [round(r["sent_clock_s"] - t0, 3), round(r["ttft_s"], 3), round(s, 3)]
-        for r, s in zip(ordered, simulated, strict=True)
-    ]
-
-
-def _p(values: list[float]) -> dict[str, float]:
-    return {"p50": percentile(values, 50), "p99": percentile(values, 99)}
-
-
-def _err(sim: dict[str, float], meas: dict[str, float]) -> dict[str, float]:
-    return {q: (sim[q] - meas[q]) / meas[q] for q in meas}
-
-
-class _Level:
-    """One closed-loop level's records (in the server's order) and the server's timings of
-    the same requests (None when they could not be paired one to one)."""
-
-    def __init__(
-        self, server: LlamaServer, prompts: Prompts, *, n: int, concurrency: int, prompt_tokens: int,
-        max_tokens: int,
-    ) -> None:  # fmt: skip
-        seen = len(_timings(server))
-        t0 = time.monotonic()
-        self.records = _loadtest(
-            server.base,
-            [prompts.make(prompt_tokens, max_tokens=max_tokens) for _ in range(n)],
-            concurrency=concurrency,
-            max_tokens=max_tokens,
-        )
-        self.wall_s = time.monotonic() - t0
-        timings = _timings(server)[seen:]
-        self.paired: list[ServerTiming] | None = (
-            timings if len(timings) == len(self.records) else None
-        )
-        if self.paired is None:
-            print(
-                f"level {concurrency}: {len(timings)} server timings for {len(self.records)} "
-                "requests; not used",
-                file=sys.stderr,
-            )
-
-    def tail(self, k: int) -> tuple[list[dict[str, Any]], list[ServerTiming] | None]:
-        """The last ``k`` requests the server took, with their timings."""
-        return self.records[-k:], self.paired[-k:] if self.paired else None
-
-    def per_token(self) -> float | None:
-        """The server's median prefill time per token over this level."""
-        if not self.paired:
-            return None
-        return statistics.median(t.prefill_s / t.prefill_tokens for t in self.paired)
-
-
-def _fit(rounds: list[tuple[list[dict[str, Any]], list[ServerTiming] | None]]) -> Any:
-    """``fit_single_stream`` over concurrency-1 rounds pooled (server timings used only when
-    every round has them)."""
-    records = [r for recs, _ in rounds for r in recs]
-    paired = (
-        [t for _, timings in rounds for t in timings or ()]
-        if all(timings for _, timings in rounds)
-        else None
-    )
-    return fit_single_stream(
-        [r["prompt_tokens"] for r in records],
-        [r["ttft_s"] for r in records],
-        [r["tpot_s"] for r in records],
-        paired,
-    )
-
-
-def _fit_summary(f: SingleStreamFit, spread: list[float], first: _Level) -> dict[str, Any]:
+def _fit_summary(f: SingleStreamFit, spread: list[float], first: Level) -> dict[str, Any]:
     """The first fit as the result records it, with the service-cost spread and the server's
     own decode time per token."""
     return {
@@ -348,18 +125,18 @@ def _bracketing(
         "cost_model": b_fit.as_dict()["cost_model"],
         "requests": b_fit.requests,
         "simulated": b_sim,
-        "rel_error": _err(b_sim, measured),
+        "rel_error": rel_error(b_sim, measured),
     }
 
 
 def _level_row(
-    lv: _Level, c: int, cost: CostModel, template: float, spread: list[float],
+    lv: Level, c: int, cost: CostModel, template: float, spread: list[float],
     bracket: tuple[SingleStreamFit, list[float]] | None, c1_per_token: float | None,
 ) -> dict[str, Any]:  # fmt: skip
     """One level's measured TTFT beside the simulator's predictions: from the first fit, from
     the concurrency-1 rounds bracketing it, and with the costs rescaled to the level's speed."""
     records = lv.records
-    measured = _p([r["ttft_s"] for r in records])
+    measured = p50_p99([r["ttft_s"] for r in records])
     # the curve alone, per request (for the detail below), and the prediction
     simulated_all = simulate(records, cost, concurrency=c, template_tokens=template)
     simulated = predict(records, cost, concurrency=c, template_tokens=template, spread=spread)
@@ -369,15 +146,15 @@ def _level_row(
         "level_wall_s": lv.wall_s,
         "measured": measured,
         "simulated": simulated,
-        "rel_error": _err(simulated, measured),
-        "simulated_curve_only": _p(simulated_all),
+        "rel_error": rel_error(simulated, measured),
+        "simulated_curve_only": p50_p99(simulated_all),
         "prompt_tokens_mean": statistics.fmean(r["prompt_tokens"] for r in records),
         "output_tokens_mean": statistics.fmean(r["output_tokens"] for r in records),
         "server_prefill_ms_per_token": per_token * 1000 if per_token else None,
         # per request, in send order: when it was sent (from the level's first send),
         # measured and simulated TTFT (the curve alone); the server's order shows in
         # the send + TTFT sums
-        "requests_detail": _detail(records, simulated_all),
+        "requests_detail": detail(records, simulated_all),
         "speed_vs_c1": None,
         "rel_error_level_costs": None,
         "bracketing_fit": None,
@@ -394,7 +171,7 @@ def _level_row(
             records, level_cost, concurrency=c, template_tokens=template, spread=spread
         )
         row["speed_vs_c1"] = scale
-        row["rel_error_level_costs"] = _err(level_sim, measured)
+        row["rel_error_level_costs"] = rel_error(level_sim, measured)
     return row
 
 
@@ -418,18 +195,18 @@ def validate(
     fit: dict[str, Any] = {}
     try:
         prompts = Prompts(server.base)
-        _loadtest(
+        loadtest_records(
             server.base, [prompts.make(prompt_tokens, max_tokens=2)], concurrency=1, max_tokens=2
         )  # warm-up, not counted
 
-        def level(n: int, c: int) -> _Level:
-            return _Level(
+        def level(n: int, c: int) -> Level:
+            return Level(
                 server, prompts, n=n, concurrency=c, prompt_tokens=prompt_tokens,
                 max_tokens=max_tokens,
             )  # fmt: skip
 
         first = level(requests, 1)
-        f = _fit([(first.records, first.paired)])
+        f = fit_rounds([(first.records, first.paired)])
         cost, template = f.cost, f.template_tokens
         spread = spread_of([(first.records, first.paired)])
         fit = _fit_summary(f, spread, first)
@@ -446,7 +223,7 @@ def validate(
                 lv = level(max(requests, c), c)
                 after = level(calibration, 1) if calibration else None
                 rounds = [before.tail(calibration), after.tail(calibration)] if after else []
-                bracket = (_fit(rounds), spread_of(rounds)) if after else None
+                bracket = (fit_rounds(rounds), spread_of(rounds)) if after else None
                 before = after or before
             row = _level_row(lv, c, cost, template, spread, bracket, c1_per_token)
             rows[str(c)] = row
