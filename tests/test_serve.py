@@ -848,3 +848,15 @@ def test_cli_serve_with_two_workers(seam: tuple[Seam, str], tmp_path: Any) -> No
     assert all(any(r["pid"] == p for r in served) for p in by_worker)
     assert starts[0]["config"]["api_key"] == "***" and "sesame-7f3a" not in log
     assert not os.path.exists(starts[0]["config"]["metrics_dir"])  # removed at shutdown
+
+
+def test_shared_store_events_reach_the_metrics_as_running_totals() -> None:
+    from promptslim.serve.metrics import Metrics
+
+    m = Metrics()
+    m.sync_store_stats({"redis_hits": 3.0, "degraded": 1.0, "redis_p99_ms": 1.5})
+    m.sync_store_stats({"redis_hits": 5.0, "degraded": 1.0, "redis_p99_ms": 0.5})
+    text = m.render().decode()
+    assert 'promptslim_store_events_total{event="redis_hits"} 5.0' in text
+    assert 'promptslim_store_events_total{event="degraded"} 1.0' in text
+    assert "promptslim_redis_p99_seconds 0.0005" in text

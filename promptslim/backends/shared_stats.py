@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from ..stats import percentile
+
 __all__ = ["STORE_STATS", "StoreStats", "degraded_scope", "note_computed", "note_degraded"]
 
 STATS_FILE_ENV = "PROMPTSLIM_STATS_FILE"
@@ -63,15 +65,11 @@ class StoreStats:
         self._latency_ms.append(ms)  # deque.append is atomic
 
     def latency_p99_ms(self) -> float | None:
-        from ..stats import percentile
-
         values = list(self._latency_ms)
         return float(percentile(values, 99)) if values else None
 
     def snapshot(self) -> dict[str, float]:
         """Every counter, and ``redis_p50_ms``/``redis_p99_ms`` of the recent calls."""
-        from ..stats import percentile
-
         with self._lock:
             out: dict[str, float] = dict(self.counts)
         values = list(self._latency_ms)

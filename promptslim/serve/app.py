@@ -37,6 +37,7 @@ from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..backends.shared_stats import STORE_STATS
 from ..errors import BudgetInfeasible, ConfigError, InvalidRequest
 from ..pipeline import Pipeline
 from ..render import json_bytes
@@ -99,6 +100,7 @@ class Proxy(UpstreamExchanges):
         self.pid = os.getpid()  # in the process that serves: an app is made in its worker
         self._client = client
         self._chat_url = config.upstream_url("/chat/completions")
+        self._store_synced = -1.0
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -167,6 +169,10 @@ class Proxy(UpstreamExchanges):
         return Response(self.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     def _update_load(self) -> None:
+        now = time.monotonic()
+        if now - self._store_synced >= 1.0:  # a snapshot sorts recent latencies: not per request
+            self._store_synced = now
+            self.metrics.sync_store_stats(STORE_STATS.snapshot())
         self.metrics.set_load(
             queued=self.admission.queued,
             in_flight=self.admission.active,

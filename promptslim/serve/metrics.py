@@ -112,6 +112,11 @@ class Metrics:
             "promptslim_connections_closed", "Client connections closed by a limit, by reason.",
             ("reason",),
         )  # fmt: skip
+        self.store_events = counter(
+            "promptslim_store_events", "Shared-store (Redis) events: hits, misses, errors, "
+            "oversize values, degraded requests, summaries and embeddings computed.", ("event",),
+        )  # fmt: skip
+        self._store_seen: dict[str, float] = {}
 
     def _gauges(self, reg: CollectorRegistry | None) -> None:
         def gauge(
@@ -123,6 +128,9 @@ class Metrics:
         self.in_flight = gauge("promptslim_in_flight", "Requests admitted and not finished.")
         self.open_connections = gauge("promptslim_open_connections", "Open client connections.")
         self.workers = gauge("promptslim_workers", "Worker processes whose figures these are.")
+        self.redis_p99 = gauge(
+            "promptslim_redis_p99_seconds", "P99 of recent shared-store calls.", mode="max"
+        )
         self.workers.set(1)
         build = gauge("promptslim_build_info", "promptslim's version.", ("version",), "max")
         build.labels(version=_version()).set(1)
@@ -149,6 +157,19 @@ class Metrics:
             self.cacheable_tokens.inc(report.cacheable_tokens)
         if report.degraded is not None:
             self.pipeline_degraded.inc()
+
+    def sync_store_stats(self, snapshot: dict[str, float]) -> None:
+        """Bring the shared-store counters up to ``snapshot`` (``STORE_STATS.snapshot()``:
+        running totals, so each call adds what happened since the last)."""
+        for event, total in snapshot.items():
+            if event.endswith("_ms"):
+                continue
+            delta = total - self._store_seen.get(event, 0.0)
+            if delta > 0:
+                self.store_events.labels(event=event).inc(delta)
+                self._store_seen[event] = total
+        if "redis_p99_ms" in snapshot:
+            self.redis_p99.set(snapshot["redis_p99_ms"] / 1e3)
 
     def set_load(self, *, queued: int, in_flight: int, open_connections: int) -> None:
         self.queued.set(queued)
