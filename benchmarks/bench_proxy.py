@@ -45,85 +45,25 @@ import asyncio
 import dataclasses
 import json
 import os
-import resource
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from common import emit, machine, parser
-
-from promptslim.stats import spread
+from proxy_report import level_summary, proxy_table
+from proxy_seam import run_seam
+from proxy_support import (
+    CpuMeter,
+    free_port,
+    self_cpu_ms,
+    stop,
+    wait_ready,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-# ---------------------------------------------------------------- the seam upstream
-
-
-_SEAM_ENV = "BENCH_PROXY_SEAM"
-
-
-def seam_app() -> Any:
-    """The seam's Starlette app; its timings come from ``BENCH_PROXY_SEAM`` (a factory, so
-    uvicorn's worker processes can each build it from an import string)."""
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response, StreamingResponse
-    from starlette.routing import Route
-
-    timing = json.loads(os.environ[_SEAM_ENV])
-    ttft_ms, chunks, itl_ms = timing["ttft_ms"], timing["chunks"], timing["itl_ms"]
-
-    def sse(text: str) -> bytes:
-        obj = {"id": "c", "object": "chat.completion.chunk", "model": "seam",
-               "choices": [{"index": 0, "delta": {"content": text}}], "sent_ns": time.monotonic_ns()}  # fmt: skip
-        return b"data: " + json.dumps(obj).encode() + b"\n\n"
-
-    async def stream() -> Any:
-        await asyncio.sleep(ttft_ms / 1e3)
-        yield sse("Hello")
-        for i in range(chunks):
-            await asyncio.sleep(itl_ms / 1e3)
-            yield sse(f" t{i}")
-        yield b"data: [DONE]\n\n"
-
-    async def chat(request: Request) -> Response:
-        await request.body()
-        return StreamingResponse(stream(), media_type="text/event-stream")
-
-    async def models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{"id": "seam"}]})
-
-    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]),
-                             Route("/v1/models", models)])  # fmt: skip
-
-
-def run_seam(port: int, *, ttft_ms: float, chunks: int, itl_ms: float, workers: int) -> None:
-    import uvicorn
-
-    from promptslim.serve.server import run_workers
-
-    os.environ[_SEAM_ENV] = json.dumps({"ttft_ms": ttft_ms, "chunks": chunks, "itl_ms": itl_ms})
-    options: dict[str, Any] = {
-        "host": "127.0.0.1",
-        "port": port,
-        "log_level": "warning",
-        "access_log": False,
-        "backlog": 4096,
-        # the proxy's loop (uvicorn's "auto" would take uvloop where installed; promptslim's
-        # serve extra does not install it)
-        "loop": "asyncio",
-    }
-    app = f"{Path(__file__).stem}:seam_app"
-    if workers == 1:
-        uvicorn.run(app, factory=True, **options)
-    else:  # as the proxy's workers: with TCP_NODELAY (see run_workers)
-        run_workers(app, workers, **options)
 
 
 # ---------------------------------------------------------------- load generation
@@ -206,122 +146,6 @@ async def closed_loop(client: Any, url: str, into: Samples, *, concurrency: int,
             await one(client, url, into)
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-
-
-# ---------------------------------------------------------------- CPU accounting
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def tree_cpu_ms(pid: int) -> float | None:
-    """User + system CPU of a process we started and its live descendants (uvicorn's worker
-    processes) from Linux ``/proc``, or None elsewhere."""
-    if _stat(pid) is None:
-        return None
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    total, todo = 0, [pid]
-    while todo:
-        this = todo.pop()
-        if (fields := _stat(this)) is not None:
-            total += int(fields[11]) + int(fields[12])
-            todo.extend(children.get(this, []))
-    return total * 1e3 / os.sysconf("SC_CLK_TCK")
-
-
-def self_cpu_ms() -> float:
-    use = resource.getrusage(resource.RUSAGE_SELF)
-    return (use.ru_utime + use.ru_stime) * 1e3
-
-
-def machine_busy() -> tuple[float, float] | None:
-    """(busy, total) jiffies of all CPUs, every process on the machine included."""
-    try:
-        with open("/proc/stat") as f:
-            values = [int(v) for v in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    return float(sum(values) - idle), float(sum(values))
-
-
-class CpuMeter:
-    """CPU used by the client (this process and its client processes), the seam and the
-    proxy (each with its worker processes) over one phase."""
-
-    def __init__(self, seam: int, proxy: int) -> None:
-        self.pids = {"seam": seam, "proxy": proxy}
-        self.start = self._read()
-
-    def _read(self) -> dict[str, Any]:
-        now: dict[str, Any] = {name: tree_cpu_ms(pid) for name, pid in self.pids.items()}
-        now["client"] = self_cpu_ms()
-        now["machine"] = machine_busy()
-        return now
-
-    def report(
-        self, *, requests: int, proxied: int, concurrency: int, client_processes_ms: float = 0.0
-    ) -> dict[str, Any]:
-        """``client_processes_ms``: what the client processes reported for their rounds."""
-        end, start = self._read(), self.start
-        end["client"] += client_processes_ms
-        per_request: dict[str, float | None] = {}
-        for name, n in (("client", requests), ("seam", requests), ("proxy", proxied)):
-            a, b = start[name], end[name]
-            per_request[name] = None if a is None or b is None or n == 0 else (b - a) / n
-        busy = None
-        if start["machine"] is not None and end["machine"] is not None:
-            total = end["machine"][1] - start["machine"][1]
-            busy = (end["machine"][0] - start["machine"][0]) / total if total else None
-        cores = os.cpu_count() or 1
-        proxy_ms = per_request["proxy"]
-        return {
-            "ms_per_request": per_request,  # client and seam: over both paths' requests
-            "machine_busy_fraction": busy,
-            "cores": cores,
-            "queueing_estimate_ms": None if proxy_ms is None else concurrency * proxy_ms / cores,
-        }
-
-
-# ---------------------------------------------------------------- processes
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{url}: process exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} not ready after {timeout_s} s")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a process we started, by its PID only."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def new_client(streams: int) -> Any:
@@ -478,6 +302,12 @@ def parse_args() -> argparse.Namespace:
         metavar="N",
         help="load-generating processes for the 100-stream level",
     )
+    p.add_argument(
+        "--upstream-keepalive",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the proxy's upstream connection reuse (serve --upstream-keepalive)",
+    )
     args = p.parse_args()
     for name in ("workers", "seam_workers", "clients"):
         if getattr(args, name) < 1:
@@ -499,7 +329,8 @@ def run_both(
     proxy_cmd = [sys.executable, "-m", "promptslim", "serve", "--no-pipeline",
                  "--upstream", f"http://127.0.0.1:{seam_port}/v1", "--port", str(proxy_port),
                  "--max-concurrency", limit, "--max-queue", limit, "--log-level", "warning",
-                 "--workers", str(args.workers)]  # fmt: skip
+                 "--workers", str(args.workers),
+                 "--upstream-keepalive", args.upstream_keepalive]  # fmt: skip
     seam = subprocess.Popen(seam_cmd, env=env, cwd=ROOT)
     proxy = subprocess.Popen(proxy_cmd, env=env, cwd=ROOT, stderr=subprocess.DEVNULL)
     try:
@@ -515,52 +346,6 @@ def run_both(
     finally:
         stop(proxy)
         stop(seam)
-
-
-def level_summary(paths: dict[str, Samples], cpu: dict[str, Any]) -> dict[str, Any]:
-    direct, proxied = paths["direct"], paths["proxy"]
-    d, x = spread(direct.ttft), spread(proxied.ttft)
-    return {
-        "added_ttft_p50_ms": x["p50"] - d["p50"],
-        "added_ttft_p99_ms": x["p99"] - d["p99"],
-        "ttft_direct_ms": d,
-        "ttft_proxy_ms": x,
-        "relay_direct_ms": spread(direct.relay),
-        "relay_proxy_ms": spread(proxied.relay),
-        "proxy_side_ms": {
-            "forward": spread(proxied.forward),
-            "first_relay": spread(proxied.first_relay),
-        },
-        "cpu": cpu,
-        "requests": {"direct": direct.requests, "proxy": proxied.requests},
-        "errors": direct.errors + proxied.errors,
-    }
-
-
-def proxy_table(by_conc: dict[str, Any]) -> str:
-    lines = ["conc  path    TTFT p50    p99   relay p50    p99   (ms, client clock)"]
-    for level, c in by_conc.items():
-        for path in ("direct", "proxy"):
-            t, r = c[f"ttft_{path}_ms"], c[f"relay_{path}_ms"]
-            lines.append(
-                f"{level:>4}  {path:<6} {t['p50']:8.2f} {t['p99']:7.2f} {r['p50']:10.2f} {r['p99']:7.2f}"
-            )
-        lines.append(
-            f"{level:>4}  added  {c['added_ttft_p50_ms']:8.2f} {c['added_ttft_p99_ms']:7.2f}   errors {c['errors']}"
-        )
-        side, use = c["proxy_side_ms"], c["cpu"]
-        fwd, rel = (
-            side["forward"].get("p50", float("nan")),
-            side["first_relay"].get("p50", float("nan")),
-        )
-        per = use["ms_per_request"]
-        lines.append(
-            f"      proxy clock p50: forward {fwd:.2f}, first relay {rel:.2f};  CPU ms/request: "
-            f"client {per['client'] or 0:.2f} seam {per['seam'] or 0:.2f} proxy {per['proxy'] or 0:.2f}; "
-            f"machine busy {use['machine_busy_fraction'] or 0:.0%}; "
-            f"queueing estimate {use['queueing_estimate_ms'] or 0:.1f} ms"
-        )
-    return "\n".join(lines)
 
 
 def main() -> None:
@@ -589,6 +374,7 @@ def main() -> None:
         "by_concurrency": by_conc,
         "seam": {"ttft_ms": args.ttft_ms, "chunks": args.chunks, "itl_ms": args.itl_ms},
         "processes": {"proxy": args.workers, "seam": args.seam_workers, "clients": args.clients},
+        "upstream_keepalive": args.upstream_keepalive,
         "rounds": rounds,
         "requests_per_round": per_round,
         "interleaving": {"1": "request by request", "100": "round by round"},
