@@ -157,7 +157,9 @@ def _delta_table(configs: Mapping[str, Any], order: Sequence[str], ft: str) -> l
     return lines
 
 
-def plot_quality_vs_ttft(summary: Mapping[str, Any], path: str | Path, *, metric: str = "em") -> bool:
+def plot_quality_vs_ttft(
+    summary: Mapping[str, Any], path: str | Path, *, metric: str = "em"
+) -> bool:
     """One point per config: x = median prefill/TTFT, y = mean ``metric`` with its 95 % interval.
     Returns False (and writes nothing) when matplotlib is not installed."""
     try:
@@ -179,7 +181,9 @@ def plot_quality_vs_ttft(summary: Mapping[str, Any], path: str | Path, *, metric
         ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=8)
     ax.set_xlabel(f"median {_first_token_name(summary)} (s)")
     ax.set_ylabel({"em": "best-subspan EM", "f1": "token F1"}.get(metric, metric) + " (95 % CI)")
-    ax.set_title(f"quality vs {_first_token_name(summary)} — {summary.get('dataset', {}).get('name', '')}")
+    ax.set_title(
+        f"quality vs {_first_token_name(summary)} — {summary.get('dataset', {}).get('name', '')}"
+    )
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
@@ -289,7 +293,9 @@ def write_outputs(run: BenchRun, out_dir: str | Path) -> dict[str, Path]:
         "plot": out / "quality_vs_ttft.png",
     }
     write_rows(run.rows, paths["results"])
-    paths["summary"].write_text(json.dumps(_jsonable(run.summary), indent=2, ensure_ascii=False) + "\n")
+    paths["summary"].write_text(
+        json.dumps(_jsonable(run.summary), indent=2, ensure_ascii=False) + "\n"
+    )
     paths["report"].write_text(format_markdown(run.summary), encoding="utf-8")
     if not plot_quality_vs_ttft(run.summary, paths["plot"]):
         del paths["plot"]
