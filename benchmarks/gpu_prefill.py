@@ -36,14 +36,21 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from common import data_dir, emit, machine, parser, with_vectors
+from common import data_dir, emit, machine, parser
+from gpu_prompts import measure_configs, prepare_prompts
+from gpu_timing import (
+    fastest_pass,
+    graph_error,
+    ms,
+    time_cached,
+    time_decode,
+    time_pass,
+)
 
 if TYPE_CHECKING:
     from promptslim.loadsim.costmodel import CostModel
@@ -72,39 +79,6 @@ SECTIONS = ("curve", "packed", "decode", "cached", "configs")
 # ---------------------------------------------------------------- prompts (any machine)
 
 
-def prepare_prompts(spec: str, configs_spec: str, limit: int, vectors: bool) -> dict[str, Any]:
-    """Per config: each item's prompt token count after the config, and the time it took.
-    With ``vectors``, requests carry their documents' and query's embeddings, as a vector store
-    hands them over (computed here, untimed)."""
-    from promptslim.backends.embeddings import EmbeddingService
-    from promptslim.bench.datasets import load_dataset
-    from promptslim.bench.runner import parse_configs
-    from promptslim.tokens import count_request
-
-    requests = [item.request for item in load_dataset(spec, limit=limit).items]
-    if vectors:
-        # a private, cacheless service: the pipeline's own embedding cache sees none of it
-        store = EmbeddingService(max_seq_length=128, cache_size=0)
-        requests = [with_vectors(r, store) for r in requests]
-    out: dict[str, Any] = {
-        "dataset": spec,
-        "items": len(requests),
-        "vectors_handed_over": vectors,
-        "machine": machine(),
-        "configs": {},
-    }
-    for config in parse_configs(configs_spec):
-        row = out["configs"].setdefault(config.label, {"tokens": [], "slim_s": []})
-        config.pipeline.run(requests[0])  # loading models and encodings is not per request
-        EmbeddingService.clear_all_caches()  # each config embeds what it embeds cold
-        for request in requests:
-            t0 = time.perf_counter()
-            result = config.pipeline.run(request)
-            row["slim_s"].append(time.perf_counter() - t0)
-            row["tokens"].append(count_request(result.request))
-    return out
-
-
 # ---------------------------------------------------------------- the GPU part
 
 
@@ -121,134 +95,6 @@ def random_llama(layers: int | None, device: str) -> Any:
     finally:
         torch.set_default_dtype(previous)
     return model
-
-
-def _forward(model: Any, x: Any, **kwargs: Any) -> Any:
-    """The decoder over ``x`` and the LM head over the last position only."""
-    out = model.get_decoder()(input_ids=x, **kwargs)
-    model.get_output_embeddings()(out.last_hidden_state[:, -1:])
-    return out
-
-
-def _sync(x: Any) -> None:
-    import torch
-
-    if x.is_cuda:
-        torch.cuda.synchronize()
-
-
-def time_pass(model: Any, x: Any, repeats: int, graph: bool = False) -> list[float]:
-    """Seconds per forward pass over ``x`` (batch, tokens), after an untimed warm-up.
-
-    ``graph``: the pass captured once as a CUDA graph and replayed, as serving engines run
-    their passes; what is timed is then the GPU's work, without the hundreds of kernel launches
-    that eager transformers issues from Python for every pass (about 20 ms here for 32 layers:
-    a floor under every eager pass that no engine pays)."""
-    import torch
-
-    times = []
-    with torch.inference_mode():
-        if graph:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):  # warm-up off the default stream, as capture wants
-                for _ in range(2):
-                    _forward(model, x, use_cache=False)
-            torch.cuda.current_stream().wait_stream(side)
-            captured = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(captured):
-                _forward(model, x, use_cache=False)
-            run = captured.replay
-        else:
-            _forward(model, x, use_cache=False)
-
-            def run() -> None:
-                _forward(model, x, use_cache=False)
-
-        for _ in range(repeats):
-            _sync(x)
-            start = time.perf_counter()
-            run()
-            _sync(x)
-            times.append(time.perf_counter() - start)
-    if graph:
-        del captured  # its memory pool holds this shape's activations
-        torch.cuda.empty_cache()
-    return times
-
-
-def fastest_pass(model: Any, x: Any, repeats: int, graph: bool) -> list[float]:
-    """The pass timed eagerly and, with ``graph``, replayed: the times of the faster way
-    (see ``cost_points`` for why the faster one is the better bound)."""
-    eager = time_pass(model, x, repeats)
-    if not graph:
-        return eager
-    replayed = time_pass(model, x, repeats, graph=True)
-    return min(eager, replayed, key=statistics.median)
-
-
-def graph_error(model: Any, x: Any) -> str | None:
-    """Why a pass cannot be captured as a CUDA graph here (None: it can)."""
-    if not x.is_cuda:
-        return "not a CUDA device"
-    try:
-        time_pass(model, x, 1, graph=True)
-    except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
-        return f"{type(exc).__name__}: {exc}"[:300]
-    return None
-
-
-def time_decode(model: Any, batch: int, context: int, steps: int) -> list[float]:
-    """Seconds per decode step of ``batch`` sequences holding ``context`` tokens each."""
-    import torch
-
-    vocab, device = model.config.vocab_size, model.device
-    times = []
-    with torch.inference_mode():
-        x = torch.randint(0, vocab, (batch, context), device=device)
-        cache = _forward(model, x, use_cache=True).past_key_values
-        token = torch.randint(0, vocab, (batch, 1), device=device)
-        for i in range(steps + 2):  # two warm-up steps
-            _sync(token)
-            start = time.perf_counter()
-            cache = _forward(model, token, past_key_values=cache, use_cache=True).past_key_values
-            _sync(token)
-            if i >= 2:
-                times.append(time.perf_counter() - start)
-    del cache
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return times
-
-
-def time_cached(model: Any, prefix: Any, suffix: Any, repeats: int) -> list[float]:
-    """Seconds to prefill ``suffix`` with ``prefix`` already in the KV cache (what a prefix-cache
-    hit leaves to compute). The prefix is recomputed, untimed, before each timed pass."""
-    import torch
-
-    times = []
-    with torch.inference_mode():
-        for i in range(repeats + 1):  # the first pass is a warm-up
-            cache = None
-            if prefix.shape[1]:
-                cache = _forward(model, prefix, use_cache=True).past_key_values
-            _sync(suffix)
-            start = time.perf_counter()
-            _forward(model, suffix, past_key_values=cache, use_cache=True)
-            _sync(suffix)
-            if i:
-                times.append(time.perf_counter() - start)
-            del cache
-    return times
-
-
-def ms(xs: list[float]) -> dict[str, float]:
-    return {
-        "p50": 1e3 * statistics.median(xs),
-        "min": 1e3 * min(xs),
-        "max": 1e3 * max(xs),
-        "n": len(xs),
-    }
 
 
 def cost_points(curve: list[dict[str, Any]]) -> list[list[float]]:
@@ -272,33 +118,6 @@ def fit(points: list[list[float]]) -> CostModel | None:
     except ImportError:
         return None
     return CostModel.from_dict({"points": points})
-
-
-def measure_configs(
-    prepared: dict[str, Any], pass_s: Callable[[int], list[float]], lines: list[str]
-) -> dict[str, Any]:
-    """Prefill of each config's prompts (median of repeats per prompt) and the net TTFT ratio:
-    (slimming + prefill) over the baseline's prefill, summed over the items."""
-    base_s: list[float] = []
-    configs: dict[str, Any] = {}
-    for label, row in prepared["configs"].items():
-        prefill = [statistics.median(pass_s(n)) for n in row["tokens"]]
-        if label == "baseline":
-            base_s = prefill
-        entry = {
-            "tokens_mean": statistics.fmean(row["tokens"]),
-            "prefill_ms_p50": 1e3 * statistics.median(prefill),
-            "slim_ms_p50": 1e3 * statistics.median(row["slim_s"]),
-        }
-        if base_s:
-            # slimming timed where the prompts were prepared (prompts_machine)
-            entry["net_ttft_ratio"] = (sum(row["slim_s"]) + sum(prefill)) / sum(base_s)
-        configs[label] = entry
-        lines.append(
-            f"{label:32} {entry['tokens_mean']:8.0f} {entry['prefill_ms_p50']:15.1f} "
-            f"{entry.get('net_ttft_ratio', float('nan')):10.2f}"
-        )
-    return configs
 
 
 class Session:
