@@ -81,11 +81,11 @@ def with_vectors(request: Any, store: Any) -> Any:
     """The request as a production retriever hands it over: each document with the embedding
     its vector store indexed, and the query's embedding (used to search). Same model and
     truncation as the retrieval stage; computed here, outside the timed slimming."""
-    from promptslim.stages.retrieval import _scoring_text
+    from promptslim.stages.retrieval_scoring import scoring_text
 
     if not request.documents:
         return request
-    vectors = store.embed([_scoring_text(d) for d in request.documents] + [request.effective_query])
+    vectors = store.embed([scoring_text(d) for d in request.documents] + [request.effective_query])
     return request.replace(
         documents=[
             d.model_copy(update={"embedding": v.tolist()})

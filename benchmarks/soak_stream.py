@@ -14,7 +14,7 @@ from typing import Any
 
 from promptslim import Document
 from promptslim.backends.embeddings import EmbeddingService
-from promptslim.stages import retrieval as _retrieval
+from promptslim.stages.retrieval_scoring import scoring_text
 
 BUDGET = 1500
 DOCS_PER_RAG = 8
@@ -190,7 +190,7 @@ class VectorStore:
 
     def __init__(self, max_seq_length: int | None) -> None:
         self.service = EmbeddingService(max_seq_length=max_seq_length, cache_size=0)
-        texts = [_retrieval._scoring_text(Document.model_validate(_document(k))) for k in range(CORPUS_DOCS)]  # fmt: skip
+        texts = [scoring_text(Document.model_validate(_document(k))) for k in range(CORPUS_DOCS)]  # fmt: skip
         self.vectors = self.service.embed(texts)
 
     def attach(self, batch: list[tuple[str, dict[str, Any]]]) -> list[list[float] | None]:

@@ -543,4 +543,24 @@ def test_keep_best_over_budget_leaves_a_namesakes_drop_reported() -> None:
     result = stage.run(Request.from_openai(body), Budget(documents=20))
     assert len(result.request.documents) == 1
     drops = [c for c in result.report.stages[0].changes if c.kind == "dropped"]
-    assert len(drops) == 1 and drops[0].target == "document:a"
+    # the namesakes' targets carry their index in the request: the second one was dropped
+    assert len(drops) == 1 and drops[0].target == "document:a#1"
+    assert any("document:a#0" in w for w in result.report.warnings)
+
+
+def test_report_targets_name_the_index_only_when_ids_collide() -> None:
+    # unique ids keep the plain target; a shared id gets "#index" (its place in the request)
+    body = {
+        "messages": [{"role": "user", "content": "refund policy annual plan"}],
+        "documents": [
+            {"id": "x", "text": "refund policy annual plan details here"},
+            {"id": "y", "text": "nothing about it at all"},
+            {"id": "x", "text": "another text with no overlap whatsoever"},
+            {"id": "z", "text": "   "},
+        ],
+    }
+    stage = RetrievalStage(scorer="bm25", max_k=1, dedup="none")
+    result = stage.run(Request.from_openai(body))
+    targets = {c.target for c in result.report.stages[0].changes if c.kind == "dropped"}
+    assert targets == {"document:y", "document:x#2", "document:z"}
+    assert [d.id for d in result.request.documents] == ["x"]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ConfigError
 from ..text import analyse
-from .scorers import Scored, Scorer
+from .scorer_base import Scored, Scorer
 
 if TYPE_CHECKING:
     import numpy as np

@@ -1,0 +1,97 @@
+"""The scorer interface (``Scorer``, ``Scored``) and score fusion: what every scorer, lexical
+or dense, builds on. A module of its own so the BM25 scorer (``lexical``) and the dense and
+hybrid ones (``scorers``) import it, not each other."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["Scored", "Scorer", "minmax", "reciprocal_rank_fusion", "weighted_fusion"]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One score per text (``scores``), and the unit embeddings of the texts when the scorer
+    computed them (``vectors``; near-duplicate removal and MMR reuse them). ``details`` holds
+    numbers worth reporting (precomputed embeddings reused, per-scorer scores...)."""
+
+    scores: np.ndarray
+    vectors: np.ndarray | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Scorer(ABC):
+    """Scores candidate texts for a query. One required method, ``score``.
+
+    ``embeddings``, when given, has one entry per text: a precomputed vector (a vector store's)
+    or None. ``query_embedding``, when given, is the query's vector from the same model (the
+    vector search that found the texts embedded the query already). Scorers that do not use
+    embeddings ignore both; a scorer written before ``query_embedding`` existed, without that
+    keyword, still works: the retrieval stage passes it only to scorers that accept it.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def score(
+        self,
+        query: str,
+        texts: Sequence[str],
+        *,
+        embeddings: Sequence[Any] | None = None,
+        query_embedding: Sequence[float] | None = None,
+    ) -> Scored: ...
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({args})"
+
+
+# ---------------------------------------------------------------- fusion
+
+
+def minmax(scores: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Scores mapped onto [0, 1] by the request's best and worst (all equal: all 0)."""
+    import numpy as np
+
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0:
+        return scores
+    low, high = float(scores.min()), float(scores.max())
+    if high - low <= 1e-12:
+        return np.zeros_like(scores)
+    return (scores - low) / (high - low)
+
+
+def weighted_fusion(runs: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
+    """Weighted sum of min-max normalised scores: keeps how far apart documents score, which
+    the score-gap cut-off relies on (rank fusion throws that away)."""
+    import numpy as np
+
+    total = float(sum(weights)) or 1.0
+    out = np.zeros(len(runs[0]), dtype=np.float64)
+    for run, w in zip(runs, weights):
+        out += (w / total) * minmax(run)
+    return out
+
+
+def reciprocal_rank_fusion(
+    runs: Sequence[np.ndarray], weights: Sequence[float] | None = None, *, k: int = 60
+) -> np.ndarray:
+    """RRF (Cormack et al. 2009): ``sum_r w_r / (k + rank_r)``, ranks from 1, ties by position."""
+    import numpy as np
+
+    weights = weights or [1.0] * len(runs)
+    out = np.zeros(len(runs[0]), dtype=np.float64)
+    for run, w in zip(runs, weights):
+        order = np.argsort(-np.asarray(run, dtype=np.float64), kind="stable")
+        ranks = np.empty(len(order), dtype=np.float64)
+        ranks[order] = np.arange(1, len(order) + 1)
+        out += w / (k + ranks)
+    return out

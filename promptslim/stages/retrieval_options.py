@@ -1,0 +1,105 @@
+"""The retrieval stage's options as one pydantic model: what ``RetrievalStage(...)`` validates
+its keyword arguments with, so a bad value is a ``ConfigError`` naming its key path, the same
+way from a constructor call as from a config file or the bench shorthand."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..backends.scorers import DEFAULT_MAX_SEQ_LENGTH, Scorer
+from ..errors import ConfigError
+from .options import parse_options
+
+__all__ = [
+    "DEFAULT_COSINE_THRESHOLD",
+    "DEFAULT_MAX_WINDOWS",
+    "DEFAULT_SHINGLE_THRESHOLD",
+    "DEFAULT_WINDOW_CHARS",
+    "Cutoff",
+    "Dedup",
+    "OnOverflow",
+    "Order",
+    "RetrievalOptions",
+]
+
+Cutoff = Literal["gap", "fraction", "none"]
+Order = Literal["score", "original", "edges"]
+Dedup = Literal["auto", "embedding", "shingle", "none"]
+OnOverflow = Literal["keep_best", "drop", "raise"]
+
+#: characters per scoring window of a long document, and the most windows of one request
+DEFAULT_WINDOW_CHARS = 600
+DEFAULT_MAX_WINDOWS = 64
+#: default near-duplicate thresholds: cosine of unit embeddings, Jaccard of word 5-shingles
+DEFAULT_COSINE_THRESHOLD = 0.95
+DEFAULT_SHINGLE_THRESHOLD = 0.8
+
+
+def _unit(default: float | None) -> Any:
+    """A number between 0 and 1, inclusive."""
+    return Field(default=default, ge=0.0, le=1.0, strict=True, allow_inf_nan=False)
+
+
+class RetrievalOptions(BaseModel):
+    """Every ``RetrievalStage`` setting, validated (see ``RetrievalStage`` for what each does).
+
+    Numbers are strict (``True`` or ``"1"`` is a mistake to name, not 1)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    scorer: str | Scorer = "hybrid"
+    model: str | None = None
+    max_seq_length: int | None = Field(default=DEFAULT_MAX_SEQ_LENGTH, ge=1, strict=True)
+    backend: Literal["torch", "onnx", "auto"] = "auto"
+    quantize: bool | None = Field(default=None, strict=True)
+    fusion: Literal["weighted", "rrf"] = "weighted"
+    dense_weight: float = _unit(0.5)
+    dense_candidates: int | None = Field(default=None, ge=1, strict=True)
+    max_k: int | None = Field(default=10, ge=1, strict=True)
+    min_k: int = Field(default=1, ge=0, strict=True)
+    cutoff: Cutoff = "fraction"
+    cutoff_fraction: float = _unit(0.5)
+    dedup: Dedup = "auto"
+    dedup_threshold: float | None = Field(
+        default=None, gt=0.0, le=1.0, strict=True, allow_inf_nan=False
+    )
+    mmr_lambda: float | None = _unit(None)
+    order: Order = "edges"
+    on_overflow: OnOverflow = "keep_best"
+    strict: bool = Field(default=False, strict=True)
+    time_limit_ms: float | None = Field(default=None, gt=0.0, strict=True)
+    window_chars: int | None = Field(default=DEFAULT_WINDOW_CHARS, ge=50, strict=True)
+    window_overlap: int = Field(default=1, ge=0, strict=True)
+    max_windows: int = Field(default=DEFAULT_MAX_WINDOWS, ge=1, strict=True)
+    select_within: bool = Field(default=True, strict=True)
+    select_fraction: float | None = _unit(None)
+    context_sentences: int = Field(default=1, ge=0, strict=True)
+    context_after: int = Field(default=0, ge=0, strict=True)
+    neighbour_fraction: float | None = _unit(None)
+
+    @field_validator("scorer", mode="before")
+    @classmethod
+    def _known_scorer(cls, value: Any) -> Any:
+        from ..backends.scorers import SCORERS
+
+        if isinstance(value, str):
+            SCORERS.get(value, field="scorer")  # unknown names fail here, listing known ones
+        elif not isinstance(value, Scorer):
+            # a ValueError, not a TypeError: pydantic reports only those as the field's error
+            raise ValueError("expected a scorer name or a Scorer")  # noqa: TRY004
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RetrievalOptions:
+        if self.max_k is not None and self.min_k > self.max_k:
+            raise ConfigError("must not exceed max_k", field="min_k")
+        if self.scorer == "cross_encoder" and not self.model:
+            raise ConfigError("scorer='cross_encoder' needs a model path or name", field="model")
+        return self
+
+    @classmethod
+    def parse(cls, **options: Any) -> RetrievalOptions:
+        """The options, or ``ConfigError`` naming the first bad key."""
+        return parse_options(cls, options)

@@ -1,0 +1,199 @@
+"""How the retrieval stage scores documents against the query: long documents cut into
+windows and scored by their parts, the scorer run (BM25 standing in when another fails, runs
+past its time limit, or would read non-English text with the English default model), and a
+document's score and vector taken from its windows'."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from ..backends.scorer_base import Scored, Scorer
+from ..types import Document
+from .base import StageLog, run_with_fallback
+from .retrieval_options import RetrievalOptions
+from .windows import (
+    Windowed,
+    document_scores,
+    document_vectors,
+    split_windows,
+    whole_documents,
+    window_embeddings,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["Parts", "english_model_on_foreign_text", "score_documents", "scoring_text"]
+
+#: the windows of a request's documents and each window's score
+Parts = tuple[Windowed, "np.ndarray"]
+
+
+def score_documents(
+    options: RetrievalOptions,
+    scorer: Scorer,
+    query: str,
+    docs: list[Document],
+    log: StageLog,
+    query_embedding: Sequence[float] | None = None,
+    protect: Sequence[str] = (),
+) -> tuple[np.ndarray, np.ndarray | None, Parts | None]:
+    """Each document's score and unit vector (None without embeddings), and its windows
+    with their scores (None when nothing was scored)."""
+    import numpy as np
+
+    if not docs:
+        return np.zeros(0), None, None
+    if not query.strip():
+        # nothing to score against: keep the retriever's order (its scores when given)
+        log.warning("no query to score documents against; the retriever's order is kept")
+        given = [d.score for d in docs]
+        if all(s is not None for s in given):
+            return np.asarray(given, dtype=np.float64), None, None
+        return -np.arange(len(docs), dtype=np.float64), None, None
+    windowed = _windows(options, docs, protect)
+    texts = [w.text for w in windowed.windows]
+    embeddings = window_embeddings([d.embedding for d in docs], windowed)
+    if len(texts) > len(docs):
+        log.details["windows"] = len(texts)
+    scored = _run_scorer(options, scorer, query, texts, embeddings, query_embedding, log)
+    window_scores = np.asarray(scored.scores, dtype=np.float64)
+    if len(texts) == len(docs):
+        return window_scores, scored.vectors, (windowed, window_scores)
+    return (
+        document_scores(windowed, window_scores, len(docs)),
+        document_vectors(windowed, scored.vectors, len(docs)),
+        (windowed, window_scores),
+    )
+
+
+def _run_scorer(
+    options: RetrievalOptions,
+    scorer: Scorer,
+    query: str,
+    texts: list[str],
+    embeddings: Any,
+    query_embedding: Sequence[float] | None,
+    log: StageLog,
+) -> Scored:
+    """The scorer on the windows' texts; BM25 in its place on non-English text under the
+    English default model, or when it fails or runs past ``time_limit_ms`` (not ``strict``)."""
+    from ..backends.lexical import BM25Scorer
+
+    vectors_given: dict[str, Any] = {"embeddings": embeddings}
+    if query_embedding is not None and _accepts_query_embedding(type(scorer)):
+        vectors_given["query_embedding"] = query_embedding
+    if english_model_on_foreign_text(options, query, texts):
+        # the default MiniLM is English-only: on Chinese (or other non-Latin) text its
+        # similarities are noise that would drown BM25 in the fusion
+        log.warning(
+            f"{scorer.name} scorer: the text is not English and the embedding model is the "
+            "default English all-MiniLM-L6-v2; scored with BM25 only (give a multilingual "
+            "sentence-transformers model by path as model= for dense scores)"
+        )
+        log.details["language_fallback"] = "bm25"
+        scorer = BM25Scorer()
+    if scorer.name == "bm25":
+        scored = scorer.score(query, texts, **vectors_given)
+    else:
+        scored = run_with_fallback(
+            lambda: scorer.score(query, texts, **vectors_given),
+            lambda: BM25Scorer().score(query, texts),
+            backend=f"{scorer.name} scorer",
+            fallback_name="bm25",
+            extra="retrieval",
+            log=log,
+            strict=options.strict,
+            time_limit_ms=options.time_limit_ms,
+        )
+    _report_scored(scored, query_embedding, log)
+    return scored
+
+
+def _report_scored(scored: Scored, query_embedding: Sequence[float] | None, log: StageLog) -> None:
+    for key, value in scored.details.items():
+        log.details[key] = value
+    if scored.details.get("embeddings_mismatched"):
+        log.warning(
+            f"{scored.details['embeddings_mismatched']} precomputed embeddings have another "
+            "dimension than the model's; those documents were embedded again"
+        )
+    if scored.details.get("query_embedding_mismatched"):
+        log.warning(
+            f"the request's query_embedding has {len(query_embedding or ())} values, not the "
+            "model's dimension; the query was embedded again"
+        )
+
+
+def _windows(
+    options: RetrievalOptions, docs: Sequence[Document], protect: Sequence[str]
+) -> Windowed:
+    if options.window_chars is None:  # whole documents, one input each
+        return whole_documents([d.text for d in docs], [scoring_text(d) for d in docs])
+    return split_windows(
+        [d.text for d in docs],
+        [d.title for d in docs],
+        window_chars=options.window_chars,
+        overlap=options.window_overlap,
+        max_windows=options.max_windows,
+        protect=protect,
+    )
+
+
+def english_model_on_foreign_text(
+    options: RetrievalOptions, query: str, texts: Sequence[str]
+) -> bool:
+    """True when this stage would embed with the default English model text whose main
+    script is not Latin (query first; the documents when the query is Latin or empty)."""
+    if options.scorer not in ("dense", "hybrid"):
+        return False  # BM25 needs no model; a cross-encoder or a Scorer is the caller's choice
+    if options.model is not None and "all-minilm" not in str(options.model).lower():
+        return False  # the caller's model: a multilingual one is used as given
+    from ..text import dominant_script
+
+    script = dominant_script(query)
+    if script in ("latin", ""):
+        script = _documents_script(texts)
+    return script not in ("latin", "")
+
+
+@lru_cache(maxsize=8192)  # documents recur across requests
+def _script_of_document(text: str) -> str:
+    from ..text import dominant_script
+
+    # pure ASCII is Latin letters or none: skip the per-word scan (the cost of a warm request)
+    if text.isascii():
+        return "latin" if any(c.isalpha() for c in text) else ""
+    return dominant_script(text)
+
+
+def _documents_script(texts: Sequence[str]) -> str:
+    """The main script of the documents: each document's own (cached), weighted by its length
+    as ``dominant_script`` weighs letters (a CJK character as 3)."""
+    weight: dict[str, int] = {}
+    for text in texts:
+        script = _script_of_document(text)
+        if script:
+            weight[script] = weight.get(script, 0) + len(text) * (3 if script == "cjk" else 1)
+    return max(sorted(weight), key=weight.__getitem__) if weight else ""
+
+
+@lru_cache(maxsize=64)
+def _accepts_query_embedding(scorer_type: type[Scorer]) -> bool:
+    """Whether ``scorer_type.score`` takes ``query_embedding`` (scorers written before it
+    existed do not, and keep working)."""
+    import inspect
+
+    parameters = inspect.signature(scorer_type.score).parameters
+    return "query_embedding" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
+
+
+def scoring_text(document: Document) -> str:
+    """What the scorers read: the title (when there is one) and the text, as the model sees
+    them in the rendered prompt."""
+    title = document.title
+    return f"{title}\n{document.text}" if title else document.text

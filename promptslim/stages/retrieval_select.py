@@ -1,0 +1,388 @@
+"""How the retrieval stage chooses among scored documents: the relevance cut-off, the walk down
+the ranking (hard cap, ``min_k``, near-duplicates), MMR, the documents budget, the parts kept
+inside long documents, and the order the kept ones go in. Pure functions of the options and
+the scores; every dropped document is recorded in the stage's log with its reason."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from ..budget import allocate
+from ..errors import BudgetInfeasible
+from ..tokens import count_document
+from ..types import Budget, Document, Request
+from .base import StageLog
+from .retrieval_options import (
+    DEFAULT_COSINE_THRESHOLD,
+    DEFAULT_SHINGLE_THRESHOLD,
+    Cutoff,
+    Order,
+    RetrievalOptions,
+)
+from .windows import Selection, select_parts
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .retrieval_scoring import Parts
+
+__all__ = [
+    "choose",
+    "document_target",
+    "drop",
+    "fit_budget",
+    "mmr",
+    "order_kept",
+    "relevance_cutoff",
+    "relevance_k",
+    "select_parts_of",
+    "walk",
+]
+
+_SHINGLE = 5
+# a CJK character is a shingle token of its own: Chinese text has no spaces between words
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_WORDS = re.compile(f"[{_CJK_CHARS}]|[^\\W{_CJK_CHARS}]+")
+
+
+def relevance_cutoff(
+    scores: Sequence[float], *, rule: Cutoff, fraction: float, window: int | None = None
+) -> int:
+    """How many of ``scores`` (sorted best first) pass the relevance cut-off.
+
+    Both rules are invariant to shifting and scaling the scores, so they mean the same for
+    BM25, cosine and fused scores. ``gap``: cut at the largest drop between neighbours among
+    the first ``window + 1`` scores. ``fraction``: keep scores at least ``fraction`` of the way
+    from the worst candidate to the best. ``none``: keep all.
+    """
+    n = len(scores)
+    if n <= 1 or rule == "none":
+        return n
+    top, low = float(scores[0]), float(min(scores))
+    if top - low <= 1e-12:  # nothing tells the candidates apart
+        return n
+    if rule == "fraction":
+        threshold = low + fraction * (top - low)
+        return sum(1 for s in scores if s >= threshold - 1e-12)
+    m = n if window is None else min(n, window + 1)
+    gaps = [float(scores[i]) - float(scores[i + 1]) for i in range(m - 1)]
+    if not gaps:
+        return min(n, window or n)
+    return 1 + max(range(len(gaps)), key=lambda i: (gaps[i], -i))
+
+
+def _edges(items: list[int]) -> list[int]:
+    """Best first, second best last, third second, fourth second to last...: the middle of the
+    context gets the least relevant documents."""
+    front: list[int] = []
+    back: list[int] = []
+    for i, item in enumerate(items):
+        (front if i % 2 == 0 else back).append(item)
+    return front + back[::-1]
+
+
+@lru_cache(maxsize=8192)  # documents recur across requests
+def _shingles(text: str) -> frozenset[str]:
+    words = _WORDS.findall(text.lower())
+    if len(words) <= _SHINGLE:
+        return frozenset([" ".join(words)])
+    return frozenset(" ".join(words[i : i + _SHINGLE]) for i in range(len(words) - _SHINGLE + 1))
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def relevance_k(
+    options: RetrievalOptions,
+    ranked: list[int],
+    score_of: dict[int, float],
+    parts: Parts | None,
+    n_valid: int,
+) -> int:
+    """How many of ``ranked`` pass the relevance cut-off. It is taken on the ranking itself: a
+    near-duplicate scores like its twin, so it moves neither the best-to-worst range nor the
+    largest gap."""
+    k_rel = relevance_cutoff(
+        [score_of[i] for i in ranked],
+        rule=options.cutoff,
+        fraction=options.cutoff_fraction,
+        window=options.max_k,
+    )
+    if parts is not None and options.cutoff == "fraction" and len(parts[1]) > n_valid:
+        # long documents: the scale runs from the worst window to the best, as it would
+        # were every window a passage of its own (a document's best window is its score)
+        low = float(parts[1].min())
+        threshold = low + options.cutoff_fraction * (float(parts[1].max()) - low) - 1e-12
+        k_rel = sum(1 for i in ranked if score_of[i] >= threshold)
+    return k_rel
+
+
+def choose(
+    options: RetrievalOptions,
+    ranked: list[int],
+    k_rel: int,
+    documents: Sequence[Document],
+    vectors: np.ndarray | None,
+    valid: list[int],
+    score_of: dict[int, float],
+    tokens: list[int],
+    log: StageLog,
+) -> list[int]:
+    """The documents kept before the budget: the walk down the ranking, then MMR when on."""
+    cap = options.max_k or len(ranked)
+    if options.mmr_lambda is None:
+        return walk(options, ranked, k_rel, cap, documents, vectors, valid, score_of, tokens, log)
+    pool = walk(
+        options, ranked, k_rel, len(ranked), documents, vectors, valid, score_of, tokens, log
+    )
+    lam = options.mmr_lambda
+    selected = mmr(lam, pool, min(cap, len(pool)), vectors, valid, score_of, documents)
+    for i in pool:
+        if i not in selected:
+            drop(log, documents, i, tokens[i], score_of[i], "not selected by MMR")
+    return selected
+
+
+def select_parts_of(
+    options: RetrievalOptions,
+    selected: list[int],
+    documents: Sequence[Document],
+    valid: list[int],
+    parts: Parts,
+    tokens: list[int],
+    log: StageLog,
+) -> dict[int, str]:
+    """Coarse to fine (``windows.select_parts``): the matching parts of each selected
+    long document. ``tokens`` is updated; the report says which sentences stayed."""
+    row = {i: j for j, i in enumerate(valid)}
+    fraction = (
+        options.cutoff_fraction if options.select_fraction is None else options.select_fraction
+    )
+    rule = Selection(
+        fraction, options.neighbour_fraction, options.context_sentences, options.context_after
+    )
+    trimmed: dict[int, str] = {}
+    for i in selected:
+        doc = documents[i]
+        found = select_parts(parts[0], parts[1], row[i], doc.text, rule, first=not doc.title)
+        if found is None:
+            continue
+        text, kept_spans, summary = found
+        n = count_document(doc.model_copy(update={"text": text}), log.counter)
+        reason = f"kept sentences {summary} (the parts that match the query)"
+        log.change("compressed", document_target(documents, i), tokens=tokens[i] - n, reason=reason)
+        log.details.setdefault("kept_parts", []).append({"id": doc.id, "spans": kept_spans})
+        tokens[i] = n
+        trimmed[i] = text
+    return trimmed
+
+
+def walk(
+    options: RetrievalOptions,
+    ranked: list[int],
+    k_rel: int,
+    cap: int,
+    documents: Sequence[Document],
+    vectors: np.ndarray | None,
+    valid: list[int],
+    score_of: dict[int, float],
+    tokens: list[int],
+    log: StageLog,
+) -> list[int]:
+    """Walk the ranking best first: keep up to ``cap`` documents that pass the cut-off (or
+    are needed for ``min_k``) and are not near-duplicates of one already kept. Documents
+    past the cap or the cut-off are not compared at all."""
+    similar = _similarity(options, ranked, documents, vectors, valid)
+    threshold = options.dedup_threshold or (
+        DEFAULT_COSINE_THRESHOLD
+        if _dedup_method(options, vectors) == "embedding"
+        else DEFAULT_SHINGLE_THRESHOLD
+    )
+    kept: list[int] = []
+    for rank, i in enumerate(ranked):
+        if len(kept) >= cap or (rank >= k_rel and len(kept) >= options.min_k):
+            reason = (
+                f"below the relevance cut-off ({options.cutoff})"
+                if rank >= k_rel
+                else f"beyond the hard cap max_k={options.max_k}"
+            )
+            drop(log, documents, i, tokens[i], score_of[i], reason)
+            continue
+        best, twin = similar(i, kept) if similar is not None and kept else (0.0, -1)
+        if twin >= 0 and best >= threshold:
+            method = _dedup_method(options, vectors)
+            drop(
+                log,
+                documents,
+                i,
+                tokens[i],
+                score_of[i],
+                f"near-duplicate of {document_target(documents, twin)} ({method} {best:.2f})",
+            )
+        else:
+            kept.append(i)
+    return kept
+
+
+def _dedup_method(options: RetrievalOptions, vectors: np.ndarray | None) -> str:
+    if options.dedup in ("auto", "embedding"):
+        # without embeddings from the scorer, compare words instead
+        return "embedding" if vectors is not None else "shingle"
+    return options.dedup
+
+
+def _similarity(
+    options: RetrievalOptions,
+    ranked: list[int],
+    documents: Sequence[Document],
+    vectors: np.ndarray | None,
+    valid: list[int],
+) -> Any:
+    """``similar(i, kept) -> (best similarity, most similar kept document)``, or None."""
+    method = _dedup_method(options, vectors)
+    if method == "none":
+        return None
+    if method == "shingle":
+
+        def by_shingles(i: int, kept: list[int]) -> tuple[float, int]:
+            mine = _shingles(documents[i].text)
+            values = [_jaccard(mine, _shingles(documents[j].text)) for j in kept]
+            at = max(range(len(values)), key=values.__getitem__)
+            return values[at], kept[at]
+
+        return by_shingles
+    assert vectors is not None
+    row = {i: j for j, i in enumerate(valid)}
+
+    def by_cosine(i: int, kept: list[int]) -> tuple[float, int]:
+        values = (vectors[[row[j] for j in kept]] @ vectors[row[i]]).tolist()
+        at = max(range(len(values)), key=values.__getitem__)
+        return float(values[at]), kept[at]
+
+    return by_cosine
+
+
+def mmr(
+    lam: float,
+    pool: list[int],
+    k: int,
+    vectors: np.ndarray | None,
+    valid: list[int],
+    score_of: dict[int, float],
+    documents: Sequence[Document],
+) -> list[int]:
+    """Maximal marginal relevance (Carbonell & Goldstein 1998) on min-max relevance and
+    cosine (or shingle) similarity: pick ``k`` of ``pool``, one at a time."""
+    from ..backends.scorers import minmax
+
+    relevance = dict(zip(pool, minmax([score_of[i] for i in pool]).tolist()))
+    row = {i: j for j, i in enumerate(valid)}
+    shingles = {} if vectors is not None else {i: _shingles(documents[i].text) for i in pool}
+
+    def similarity(a: int, b: int) -> float:
+        if vectors is not None:
+            return float(vectors[row[a]] @ vectors[row[b]])
+        return _jaccard(shingles[a], shingles[b])
+
+    selected: list[int] = []
+    remaining = list(pool)
+    while remaining and len(selected) < k:
+        best_i, best_value = remaining[0], float("-inf")
+        for i in remaining:
+            redundancy = max((similarity(i, j) for j in selected), default=0.0)
+            value = lam * relevance[i] - (1.0 - lam) * redundancy
+            if value > best_value:
+                best_i, best_value = i, value
+        selected.append(best_i)
+        remaining.remove(best_i)
+    return selected
+
+
+def fit_budget(
+    options: RetrievalOptions,
+    request: Request,
+    budget: Budget,
+    selected: list[int],
+    documents: Sequence[Document],
+    tokens: list[int],
+    score_of: dict[int, float],
+    log: StageLog,
+) -> list[int]:
+    """Documents of ``selected``, in order, that fit the documents budget."""
+    cap = allocate(request, budget, log.counter).documents
+    log.details["documents_budget"] = cap
+    if cap is None or not selected:
+        return selected
+    kept: list[int] = []
+    used = 0
+    first_drop = len(log.changes)  # where selected[0]'s record goes if it does not fit
+    for i in selected:
+        if used + tokens[i] <= cap:
+            kept.append(i)
+            used += tokens[i]
+        else:
+            drop(
+                log,
+                documents,
+                i,
+                tokens[i],
+                score_of[i],
+                f"does not fit the documents budget ({cap} tokens)",
+            )
+    if kept or (budget.documents == 0) or options.min_k == 0:
+        return kept
+    best = selected[0]
+    if options.on_overflow == "raise":
+        over = tokens[best] - cap
+        raise BudgetInfeasible(
+            f"the best document ({documents[best].id}) alone exceeds the documents budget",
+            minimum=budget.total + over if budget.total is not None else tokens[best],
+            budget=budget.total if budget.total is not None else cap,
+        )
+    if options.on_overflow == "drop":
+        log.warning(f"no document fits the documents budget of {cap} tokens; none kept")
+        return kept
+    # keep_best: a document that must be shrunk beats no context at all; say so loudly
+    # its own record only: ids need not be unique, and a namesake's drop stays reported
+    del log.changes[first_drop]
+    log.warning(
+        f"{document_target(documents, best)} ({tokens[best]} tokens) exceeds the documents budget "
+        f"of {cap} tokens; kept for a later stage to compress"
+    )
+    log.details["over_budget"] = tokens[best] - cap
+    return [best]
+
+
+def order_kept(order: Order, kept: list[int]) -> list[int]:
+    if order == "original":
+        return sorted(kept)
+    if order == "edges":
+        return _edges(kept)
+    return kept
+
+
+def document_target(documents: Sequence[Document], i: int) -> str:
+    """The report's name for ``documents[i]``: ``document:{id}``, and ``document:{id}#{i}`` (its
+    index in the request) when another document of the request has the same id, so the
+    report says which of the namesakes was dropped or cut."""
+    doc_id = documents[i].id
+    shared = sum(1 for d in documents if d.id == doc_id) > 1
+    return f"document:{doc_id}#{i}" if shared else f"document:{doc_id}"
+
+
+def drop(
+    log: StageLog,
+    documents: Sequence[Document],
+    i: int,
+    tokens: int,
+    score: float | None,
+    reason: str,
+) -> None:
+    target = document_target(documents, i)
+    log.change("dropped", target, tokens=tokens, score=score, reason=reason)
