@@ -7,7 +7,7 @@ the backend says why instead of crashing (the last test). Run them with
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -18,11 +18,14 @@ from promptslim.text import find_protected_spans
 from promptslim.tokens import get_counter
 
 _MISSING = llmlingua_unavailable()
-lingua = pytest.mark.skipif(
-    _MISSING is not None,
-    reason=f"needs {_MISSING}: the lingua environment (bash scripts/setup_lingua.sh)",
-)
-pytestmark = pytest.mark.lingua
+_T = TypeVar("_T")
+
+
+def lingua(test: _T) -> _T:
+    """The ``lingua`` marker, and a skip saying what is missing where llmlingua cannot run."""
+    reason = f"needs {_MISSING}: the lingua environment (bash scripts/setup_lingua.sh)"
+    return pytest.mark.lingua(pytest.mark.skipif(_MISSING is not None, reason=reason)(test))
+
 
 _SHORT = [
     "Paris is the capital of France. It has 2,100,000 inhabitants and the Eiffel Tower, built in 1889.",

@@ -10,6 +10,8 @@ code is shared by both, so every call whose spelling changed between them goes t
   ``cache`` in 5.x (the old name is deprecated there, to be removed);
 - KV cache objects: 4.x converts to and from per-layer ``(key, value)`` tuples
   (``to_legacy_cache`` / ``from_legacy_cache``); 5.x dropped both and keeps ``layers``;
+- cropping a KV cache: 4.x's ``crop(n)`` keeps the first ``n`` tokens, 5.x's refuses a positive
+  ``n``; both take a negative one as the number of tokens to remove;
 - ``rope_theta``: a config attribute in 4.x, ``config.rope_parameters["rope_theta"]`` in 5.x.
 
 Nothing here imports transformers at module import time.
@@ -24,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "cache_keyword",
+    "crop_to",
     "dtype_keyword",
     "kv_layers",
     "make_dynamic_cache",
@@ -73,6 +76,13 @@ def make_dynamic_cache(layers: Sequence[tuple[Any, Any]]) -> Any:
     if hasattr(DynamicCache, "from_legacy_cache"):
         return DynamicCache.from_legacy_cache(tuple(layers))
     return DynamicCache(tuple(layers))
+
+
+def crop_to(cache: Any, length: int) -> None:
+    """Crop a KV cache back to its first ``length`` tokens, in place."""
+    extra = int(cache.get_seq_length()) - length
+    if extra > 0:  # crop(0) would empty a 4.x cache: crop only when there is something to drop
+        cache.crop(-extra)
 
 
 def rope_theta(config: Any) -> float | None:

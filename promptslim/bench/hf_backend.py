@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..backends.hf_compat import cache_keyword, output_cache
+from ..backends.hf_compat import cache_keyword, crop_to, output_cache
 from ..backends.models import load_causal_lm
 from ..errors import BackendError, ConfigError
 from .backend_base import Measurement, ModelBackend, first_line, plain_messages
@@ -193,7 +193,7 @@ class HFBackend(ModelBackend):
                     target = torch.tensor(answer_ids, device=logp.device)
                     logprob = float(logp.gather(1, target[:, None]).sum().item())
                     n_answer = len(answer_ids)
-                    past.crop(len(ids))
+                    crop_to(past, len(ids))
             start = time.perf_counter()
             new: list[int] = []
             next_id = int(last_logits.argmax())

@@ -308,15 +308,21 @@ class LMCompressor(Compressor):
             with torch.inference_mode():
                 for start in range(0, len(windows), per_batch):
                     chunk = windows[start : start + per_batch]
-                    # left-pad so the question sits at the same columns in every row
-                    ids = torch.tensor([[pad] * (width - len(w) - len(q)) + w + q for w in chunk], device=lm.device)
+                    # right-padded: a pad position then attends to the real tokens before it
+                    # and its hidden state stays in range. A left pad attends to nothing; on
+                    # transformers 5.x its junk activations widened the int8 layers' per-batch
+                    # scale and changed every row's scores.
+                    ids = torch.tensor([w + q + [pad] * (width - len(w) - len(q)) for w in chunk], device=lm.device)
                     att = torch.tensor(
-                        [[0] * (width - len(w) - len(q)) + [1] * (len(w) + len(q)) for w in chunk], device=lm.device
+                        [[1] * (len(w) + len(q)) + [0] * (width - len(w) - len(q)) for w in chunk], device=lm.device
                     )
-                    pos = (att.cumsum(-1) - 1).clamp(min=0)
-                    hidden = base(input_ids=ids, attention_mask=att, position_ids=pos).last_hidden_state
-                    before = hidden[:, -len(q) - 1 : -1, :]
-                    info = _surprisal(head, model.config, before.reshape(-1, before.shape[-1]), ids[:, -len(q) :].reshape(-1))
+                    hidden = base(input_ids=ids, attention_mask=att).last_hidden_state
+                    # each row's question columns, and the positions that predict them
+                    cols = torch.tensor([len(w) for w in chunk], device=lm.device)[:, None]
+                    cols = cols + torch.arange(len(q), device=lm.device)[None, :]
+                    row = torch.arange(len(chunk), device=lm.device)[:, None]
+                    before = hidden[row, cols - 1]
+                    info = _surprisal(head, model.config, before.reshape(-1, before.shape[-1]), ids[row, cols].reshape(-1))
                     scores.extend((-info.view(len(chunk), len(q)).mean(-1)).tolist())
         except RuntimeError as exc:
             raise BackendError(str(exc), backend="lm") from exc
