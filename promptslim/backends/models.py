@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import BackendUnavailable, ConfigError
+from .hf_compat import dtype_keyword
 
 __all__ = [
     "DEFAULT_EMBEDDER",
@@ -123,9 +124,11 @@ def _smollm2_folder() -> Path:
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    _require_gguf_reader()
     gguf = smollm2_gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # Any: transformers 5.x types these objects, 4.x did not; the code is the same for both
+    model: Any = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     # the weights are dense after loading; newer transformers refuse to save a model that
     # still carries its GGUF quantizer, so drop that marker first
     if getattr(model, "hf_quantizer", None) is not None:
@@ -144,6 +147,13 @@ def _smollm2_folder() -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _require_gguf_reader() -> None:
+    """transformers reads a GGUF file through the gguf package, and from 5.0 only with
+    accelerate installed (its ValueError would otherwise read as a bad model path)."""
+    _require("gguf", "gguf (to read a GGUF model file)", "lm")
+    _require("accelerate", "accelerate (to read a GGUF model file)", "lm")
 
 
 def load_causal_lm(
@@ -171,15 +181,15 @@ def load_causal_lm(
         if name == DEFAULT_LM:
             source: str | Path = _smollm2_folder()
         elif name.endswith(".gguf"):
+            _require_gguf_reader()
             path = Path(name)
             source, kwargs["gguf_file"] = path.parent, path.name
         else:
             source = name
         try:
             tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-            model = AutoModelForCausalLM.from_pretrained(
-                source, torch_dtype=torch.float32 if device == "cpu" else "auto", **kwargs
-            )
+            dtype = dtype_keyword(torch.float32 if device == "cpu" else "auto")
+            model: Any = AutoModelForCausalLM.from_pretrained(source, **dtype, **kwargs)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot load causal LM {name!r} locally: {exc}", field="model") from exc
         model.to(device).eval()
