@@ -71,7 +71,7 @@ from ..backends.summarisers import (
 )
 from ..backends.summary_store import summary_cache_from_spec
 from ..budget import allocate, history_span
-from ..errors import BudgetInfeasible, ConfigError
+from ..errors import BudgetInfeasible
 from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message, get_counter, message_counts
 from ..types import Budget, Message, Request, Result, StageReport
 from .base import BaseStage, StageLog, result_of
@@ -85,6 +85,7 @@ from .history_hashing import (  # noqa: F401  (re-exported: the stage's fingerpr
     unchanged_leading,
 )
 from .history_keys import _CHUNK_KEYS, _chunk_key, _ChunkKeys, _head_digest  # noqa: F401
+from .history_options import MIN_SUMMARY_TOKENS, STRATEGIES, HistoryOptions, Strategy
 from .history_summary import SUMMARY_HEADER, RollingSummary, build_summariser
 from .history_units import (
     _DROPPABLE,
@@ -112,12 +113,8 @@ __all__ = [
     "unchanged_leading",
 ]
 
-STRATEGIES: tuple[str, ...] = ("cache_aware", "last", "summarize")
 #: the process-wide summary cache used when a stage is given none
 DEFAULT_SUMMARY_CACHE: SummaryCache = LRUSummaryCache(maxsize=4096)
-_MIN_SUMMARY_TOKENS = 16
-
-Strategy = Literal["cache_aware", "last", "summarize"]
 
 
 # ---------------------------------------------------------------- the stage
@@ -154,28 +151,25 @@ class HistoryStage(BaseStage):
         strict: bool = False,
         time_limit_ms: float | None = None,
     ) -> None:
-        if strategy not in STRATEGIES:
-            raise ConfigError(f"must be one of {', '.join(STRATEGIES)}", field="strategy")
-        if not isinstance(summary_tokens, int) or summary_tokens < _MIN_SUMMARY_TOKENS:
-            raise ConfigError(f"must be an int >= {_MIN_SUMMARY_TOKENS}", field="summary_tokens")
-        if not 0.0 < fold_fraction < 1.0:
-            raise ConfigError("must be between 0 and 1 (exclusive)", field="fold_fraction")
-        if fold_tokens is not None and (not isinstance(fold_tokens, int) or fold_tokens < 1):
-            raise ConfigError("must be an int >= 1 or None", field="fold_tokens")
-        if start_on not in ("user", "any"):
-            raise ConfigError("must be 'user' or 'any'", field="start_on")
-        if summary_role not in ("system", "user", "assistant"):
-            raise ConfigError("must be 'system', 'user' or 'assistant'", field="summary_role")
-        if isinstance(summary_cache, str):  # a config's name for one: "memory", "sqlite:PATH"
-            cache = summary_cache_from_spec(summary_cache)
-        elif summary_cache is None or isinstance(summary_cache, SummaryCache):
-            cache = summary_cache
+        options = HistoryOptions.parse(
+            strategy=strategy,
+            summariser=summariser,
+            summariser_options=summariser_options,
+            summary_tokens=summary_tokens,
+            fold_fraction=fold_fraction,
+            fold_tokens=fold_tokens,
+            pin_first_user=pin_first_user,
+            start_on=start_on,
+            summary_role=summary_role,
+            summary_cache=summary_cache,
+            strict=strict,
+            time_limit_ms=time_limit_ms,
+        )
+        # a str is a config's name for one: "memory", "sqlite:PATH"
+        if isinstance(options.summary_cache, str):
+            cache = summary_cache_from_spec(options.summary_cache)
         else:
-            raise ConfigError("must have get(key) and set(key, value)", field="summary_cache")
-        if time_limit_ms is not None and not (
-            isinstance(time_limit_ms, (int, float)) and time_limit_ms > 0
-        ):
-            raise ConfigError("must be a positive number or None", field="time_limit_ms")
+            cache = options.summary_cache
         self.strategy = strategy
         self.summariser = summariser
         self.summariser_options = summariser_options
@@ -320,7 +314,7 @@ class HistoryStage(BaseStage):
         # half of the room stays for recent turns, however long the question
         body_cap = min(self.summary_tokens, basis // 4, avail // 2)
         reserve = 0
-        if body_cap >= _MIN_SUMMARY_TOKENS:
+        if body_cap >= MIN_SUMMARY_TOKENS:
             reserve = MESSAGE_OVERHEAD + counter.count(SUMMARY_HEADER + "\n") + body_cap + 1
         else:
             body_cap = 0
