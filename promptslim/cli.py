@@ -435,6 +435,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_headers=args.max_headers, max_connections=args.max_connections,
         keepalive_s=args.keepalive, pipeline_timeout_s=args.pipeline_timeout,
         upstream_keepalive={"auto": None, "on": True, "off": False}[args.upstream_keepalive],
+        answer_expand=args.answer_expand,
         priority_classes=tuple(c.strip() for c in (args.priority_classes or "").split(",") if c.strip()),
         default_priority=args.default_priority, shortest_first=args.shortest_first,
         tenant_max_concurrency=args.tenant_max_concurrency,
@@ -561,6 +562,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not run the pipeline on a built-in sample at start-up (models then load on the first request)")  # fmt: skip
     p.add_argument("--upstream-transport", dest="upstream_transport", default="httpx", choices=("promptslim", "httpx"),
                    help="deprecated and ignored: every upstream is spoken to by httpx's transport")  # fmt: skip
+    p.add_argument("--answer-expand", dest="answer_expand", action="store_true",
+                   help="answer the model's promptslim_expand calls in the proxy (non-streamed requests; the tools stage's expand_tool)")  # fmt: skip
     p.add_argument("--upstream-keepalive", dest="upstream_keepalive", default="auto", choices=("auto", "on", "off"),
                    help="reuse upstream connections: auto (the default) pools https:// upstreams only; on for an http:// upstream you trust (see the README)")  # fmt: skip
     p.add_argument("--priority-classes", dest="priority_classes", metavar="LIST", help="admission classes, highest first, named by the X-PromptSlim-Priority header (e.g. interactive,batch)")

@@ -46,6 +46,7 @@ from .admission import Admission, Overloaded
 from .body import parse_body, read_body
 from .config import ServeConfig
 from .exchange import Exchange, ms_since
+from .expand import find_expander
 from .forward import UpstreamExchanges
 from .guard import ConnectionGuard, GuardMiddleware, install_guard
 from .metrics import Metrics
@@ -101,6 +102,7 @@ class Proxy(UpstreamExchanges):
         self._client = client
         self._chat_url = config.upstream_url("/chat/completions")
         self._store_synced = -1.0
+        self.expander = find_expander(pipeline)
 
     @property
     def client(self) -> httpx.AsyncClient:

@@ -82,6 +82,11 @@ class ServeConfig:
     #: before it is sent on (its ``Server-Timing`` then has the whole exchange, and the
     #: ``promptslim`` report can be added); a larger or unsized one is relayed as it comes
     max_buffered_body_bytes: int = 1024 * 1024
+    #: answer the model's ``promptslim_expand`` calls in the proxy (non-streamed requests, a
+    #: pipeline whose tools stage has ``expand_tool=True``): the originals are appended and the
+    #: upstream asked again, at most ``max_expand_rounds`` times (``promptslim/serve/expand.py``)
+    answer_expand: bool = False
+    max_expand_rounds: int = 3
     #: processes serving the port (``serve`` only; ``create_app`` serves in one). The pipeline
     #: runs on one core per process, so this is how the proxy uses more than one. Each worker
     #: admits its share of ``max_concurrency`` and ``max_queue`` (rounded up) and loads its own
@@ -118,7 +123,7 @@ class ServeConfig:
             object.__setattr__(self, "upstream", f"{parts.scheme}://{parts.netloc}/v1")
         object.__setattr__(self, "upstream", self.upstream.rstrip("/"))
         ints = ("max_concurrency", "max_body_bytes", "port", "workers", "max_header_bytes",
-                "max_headers", "max_connections", "max_buffered_body_bytes")  # fmt: skip
+                "max_headers", "max_connections", "max_buffered_body_bytes", "max_expand_rounds")  # fmt: skip
         for name in ints:
             if getattr(self, name) < 1:
                 raise ConfigError("must be at least 1", field=name)

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from .admission import Admission
 from .config import ServeConfig
 from .exchange import Exchange, ms_since
+from .expand import Expander, continued_payload, expand_calls
 from .metrics import Metrics
 from .paths import ForbiddenPath, model_url
 from .relay import Relay, report_chunk
@@ -43,6 +44,7 @@ class UpstreamExchanges:
     admission: Admission
     metrics: Metrics
     _chat_url: str
+    expander: Expander | None
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -78,7 +80,11 @@ class UpstreamExchanges:
             return await self._upstream_failed(ex, upstream)
         want_report = request.headers.get(REPORT_HEADER, "").lower() in ("1", "true", "yes")
         if not ex.stream and self._small(upstream):
-            return await self._read_whole(ex, upstream, sent, report=want_report)
+            whole = await self._read_whole(ex, upstream, sent)
+            if isinstance(whole, Response):
+                return whole
+            content = await self._answer_expands(ex, headers, payload, whole)
+            return self._whole_response(ex, upstream, content, report=want_report)
         model = body.get("model")
         report_event = (lambda: report_chunk(ex.report(), request_id=ex.id, model=model)) if (
             want_report
@@ -99,9 +105,9 @@ class UpstreamExchanges:
         return declared.isdigit() and int(declared) <= self.config.max_buffered_body_bytes
 
     async def _read_whole(
-        self, ex: Exchange, upstream: httpx.Response, sent: float, *, report: bool
-    ) -> Response:
-        """A small non-streamed body (``_small``), read whole; the report added when asked."""
+        self, ex: Exchange, upstream: httpx.Response, sent: float
+    ) -> bytes | Response:
+        """A small non-streamed body (``_small``), read whole (or the client's error)."""
         try:
             content = await read_bounded(upstream, self.config.max_buffered_body_bytes)
         except httpx.HTTPError as exc:
@@ -116,6 +122,11 @@ class UpstreamExchanges:
         ex.upstream_ms = ms_since(sent)
         ex.first_chunk_ms = ms_since(ex.start)
         ex.marks["first_relayed"] = time.perf_counter()
+        return content
+
+    def _whole_response(
+        self, ex: Exchange, upstream: httpx.Response, content: bytes, *, report: bool
+    ) -> Response:
         if report:
             content = _add_report(content, ex)
         ex.bytes_out = len(content)
@@ -124,6 +135,34 @@ class UpstreamExchanges:
         response.raw_headers += downstream_headers(upstream, drop={"content-encoding"})
         response.raw_headers.append((b"server-timing", ex.server_timing(complete=True).encode()))
         return response
+
+    async def _answer_expands(
+        self, ex: Exchange, headers: list[tuple[bytes, bytes]], payload: bytes, content: bytes
+    ) -> bytes:
+        """``content``, or the upstream's answer once the proxy has answered the model's
+        expand calls (``serve/expand.py``); the last good answer when a round fails."""
+        if not self.config.answer_expand or self.expander is None:
+            return content
+        for _ in range(self.config.max_expand_rounds):
+            message = expand_calls(content)
+            if message is None:
+                break
+            payload = continued_payload(payload, message, self.expander)
+            self.metrics.expand_answered.inc(len(message["tool_calls"]))
+            try:
+                upstream = await open_stream(
+                    self.client, "POST", self._chat_url, headers=headers, content=payload
+                )
+                try:
+                    more = await read_bounded(upstream, self.config.max_buffered_body_bytes)
+                finally:
+                    await upstream.aclose()
+            except httpx.HTTPError:
+                break
+            if upstream.status_code >= 400 or more is None:
+                break
+            content = more
+        return content
 
     async def _relay_finished(self, ex: Exchange, status: int) -> None:
         self.admission.release(ex.id)

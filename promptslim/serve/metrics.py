@@ -112,6 +112,10 @@ class Metrics:
             "promptslim_connections_closed", "Client connections closed by a limit, by reason.",
             ("reason",),
         )  # fmt: skip
+        self.expand_answered = counter(
+            "promptslim_expand_answered",
+            "promptslim_expand calls the proxy answered from the tool store.",
+        )
         self.store_events = counter(
             "promptslim_store_events", "Shared-store (Redis) events: hits, misses, errors, "
             "oversize values, degraded requests, summaries and embeddings computed.", ("event",),

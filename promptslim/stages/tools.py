@@ -25,7 +25,7 @@ import json
 from typing import Any
 
 from ..backends.tools import TOOL_COMPRESSORS, Compressed, ToolCompressor, ToolContext
-from ..backends.tools.expand import EXPAND_TOOL, EXPAND_TOOL_NAME
+from ..backends.tools.expand import EXPAND_TOOL, EXPAND_TOOL_NAME, answer_expand_call
 from ..backends.tools.router import route
 from ..backends.tools.store import ToolStore, tool_store_from_spec
 from ..errors import ConfigError
@@ -86,6 +86,11 @@ class ToolsStage(BaseStage):
         self._memo: BoundedCache[str, Compressed | bool] = BoundedCache(
             max_entries=1 << 20, max_size=memo_chars
         )
+
+    def answer_expand(self, call: Any) -> dict[str, Any]:
+        """The tool message answering a model's ``promptslim_expand`` call, from this stage's
+        store and namespace (see ``promptslim.backends.tools.expand.answer_expand_call``)."""
+        return answer_expand_call(call, store=self._store, namespace=self.namespace)
 
     @staticmethod
     def _build(
