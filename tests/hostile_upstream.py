@@ -15,6 +15,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from typing_extensions import Self
+
 Writer = asyncio.StreamWriter
 
 
@@ -52,7 +54,7 @@ class HostileUpstream:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def __enter__(self) -> HostileUpstream:
+    def __enter__(self) -> Self:
         self._thread.start()
         if not self._ready.wait(10):
             raise RuntimeError("hostile upstream did not start")

@@ -14,14 +14,14 @@ import pytest
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("starlette")
 
-from starlette.applications import Starlette  # noqa: E402
-from starlette.requests import Request as HTTPRequest  # noqa: E402
-from starlette.responses import JSONResponse  # noqa: E402
-from starlette.routing import Route  # noqa: E402
+from starlette.applications import Starlette
+from starlette.requests import Request as HTTPRequest
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
-from promptslim import Pipeline  # noqa: E402
+from promptslim import Pipeline
 
-from .test_serve import ThreadServer, proxy  # noqa: E402
+from .test_serve import ThreadServer, proxy
 
 ORDERS = [{"id": f"order-{i}", "status": "open", "total": i * 3} for i in range(300)]
 
@@ -70,7 +70,7 @@ def test_the_proxy_answers_expand_calls_and_the_client_gets_the_final_answer(
 ) -> None:
     upstream, base = model
     pipeline = Pipeline.from_config({"stages": [{"name": "tools", "expand_tool": True}]})
-    with proxy(base, pipeline=pipeline, answer_expand=True) as (url, state):
+    with proxy(base, pipeline=pipeline, answer_expand=True) as (url, _state):
         seen = len(upstream.requests)
         r = httpx.post(url + "/v1/chat/completions", json=_agent_body(), timeout=30)
         metrics = httpx.get(url + "/metrics", timeout=5).text
@@ -85,7 +85,7 @@ def test_the_proxy_answers_expand_calls_and_the_client_gets_the_final_answer(
 
 
 def test_without_answer_expand_the_call_reaches_the_client(model: tuple[Model, str]) -> None:
-    upstream, base = model
+    _upstream, base = model
     pipeline = Pipeline.from_config({"stages": [{"name": "tools", "expand_tool": True}]})
     with proxy(base, pipeline=pipeline) as (url, _):
         r = httpx.post(url + "/v1/chat/completions", json=_agent_body(), timeout=30)

@@ -26,8 +26,8 @@ import pytest
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
-from .hostile_upstream import HUGE_BODY, HostileUpstream  # noqa: E402
-from .llama_server import free_port  # noqa: E402
+from .hostile_upstream import HUGE_BODY, HostileUpstream
+from .llama_server import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -142,7 +142,9 @@ def _settle(proxy: ProxyProcess, at_most: int, *, within_s: float = 10.0) -> int
 
 
 def _requests_total(metrics: str, status: int) -> int:
-    found = re.search(rf'promptslim_requests_total{{route="chat",status="{status}"}} (\d+)', metrics)
+    found = re.search(
+        rf'promptslim_requests_total{{route="chat",status="{status}"}} (\d+)', metrics
+    )
     return int(found.group(1)) if found else 0
 
 
@@ -183,7 +185,7 @@ def test_a_stream_cut_mid_event_ends_with_an_error_event_of_its_own(proxy: Proxy
     r = _chat(proxy, "cut", "mid-close", stream=True)
     assert r.status_code == 200
     assert b"partialdata" not in r.content
-    events = [e for e in r.content.split(b"\n\n") if e.startswith(b"data: {\"error\"")]
+    events = [e for e in r.content.split(b"\n\n") if e.startswith(b'data: {"error"')]
     assert len(events) == 1
     assert json.loads(events[0][6:])["error"]["type"] == "upstream_error"
 
@@ -311,7 +313,9 @@ def test_a_model_id_with_slashes_is_forwarded_below_the_base(
     assert upstream.requests[seen:] == ["GET /v1/models/meta-llama/Llama-3.1-8B HTTP/1.1"]
 
 
-def test_hop_by_hop_headers_stop_at_the_proxy(proxy: ProxyProcess, upstream: HostileUpstream) -> None:
+def test_hop_by_hop_headers_stop_at_the_proxy(
+    proxy: ProxyProcess, upstream: HostileUpstream
+) -> None:
     r = _chat(proxy, "hop", headers={
         "X-Hostile": "ok", "Connection": "keep-alive, X-Secret", "X-Secret": "1",
         "Keep-Alive": "timeout=5", "TE": "trailers", "Proxy-Authorization": "Basic x",

@@ -11,15 +11,15 @@ import pytest
 httpx = pytest.importorskip("httpx")
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
 
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import SpanKind  # noqa: E402
+from opentelemetry.trace import SpanKind
 
-from promptslim import tracing  # noqa: E402
+from promptslim import tracing
 
-from .test_serve import BODY, Seam, ThreadServer, proxy  # noqa: E402
+from .test_serve import BODY, Seam, ThreadServer, proxy
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
@@ -58,7 +58,9 @@ def test_a_request_is_one_server_span_in_the_clients_trace(
     assert f"{server.context.trace_id:032x}" == TRACE_ID
     assert server.parent is not None and f"{server.parent.span_id:016x}" == CLIENT_SPAN
     assert server.attributes["http.response.status_code"] == 200
-    children = {s.name: s for s in finished if s.parent and s.parent.span_id == server.context.span_id}
+    children = {
+        s.name: s for s in finished if s.parent and s.parent.span_id == server.context.span_id
+    }
     for name in ("promptslim.queue", "promptslim.pipeline", "promptslim.upstream.first_byte",
                  "promptslim.relay.first_token"):  # fmt: skip
         assert name in children, sorted(children)
