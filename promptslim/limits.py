@@ -15,6 +15,7 @@ to print, and a text content part without its text.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -70,12 +71,10 @@ def check_body(body: Mapping[str, Any], limits: RequestLimits = DEFAULT_LIMITS) 
                 )
         elif isinstance(value, (dict, list)):
             _check_container(path, value, depth, limits, stack)
-        elif isinstance(value, float):
-            if value != value or value in (float("inf"), float("-inf")):
-                raise InvalidRequest("NaN and infinity are not JSON numbers", field=path)
-        elif isinstance(value, int) and not isinstance(value, bool):
-            if value.bit_length() > _MAX_INT_BITS:
-                raise InvalidRequest("integer too long to be written back as JSON", field=path)
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise InvalidRequest("NaN and infinity are not JSON numbers", field=path)
+        elif isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+            raise InvalidRequest("integer too long to be written back as JSON", field=path)
 
 
 def _check_container(
