@@ -14,7 +14,6 @@ Documents keep their id, metadata and score; a document compressed to nothing is
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ from ..text import find_protected_spans
 from ..tokens import TokenCounter, count_document, count_message, count_request, message_counts
 from ..types import Budget, Document, Message, Request
 from .base import BaseStage, StageLog, run_with_fallback
+from .compress_options import CompressOptions
 
 __all__ = ["CompressStage"]
 
@@ -61,22 +61,16 @@ class CompressStage(BaseStage):
         strict: bool = False,
         time_limit_ms: float | None = None,
     ) -> None:
-        if not isinstance(compressor, str) or compressor not in COMPRESSORS:
-            raise ConfigError(
-                f"unknown compressor {compressor!r}; known: {', '.join(COMPRESSORS.names())}",
-                field="compressor",
-            )
-        if rate is not None and not (isinstance(rate, (int, float)) and 0.0 < rate <= 1.0):
-            raise ConfigError(f"must be in (0, 1], got {rate!r}", field="rate")
-        if target_tokens is not None and not (isinstance(target_tokens, int) and target_tokens >= 0):
-            raise ConfigError(f"must be a non-negative integer, got {target_tokens!r}", field="target_tokens")
-        if options is not None and not isinstance(options, dict):
-            raise ConfigError("must be a mapping of compressor options", field="options")
-        if time_limit_ms is not None and not (
-            isinstance(time_limit_ms, (int, float)) and time_limit_ms > 0
-        ):
-            raise ConfigError(f"must be a positive number, got {time_limit_ms!r}", field="time_limit_ms")
-        _check_options(compressor, options)
+        CompressOptions.parse(
+            compressor=compressor,
+            options=options,
+            rate=rate,
+            target_tokens=target_tokens,
+            compress_history=compress_history,
+            strict=strict,
+            time_limit_ms=time_limit_ms,
+        )
+        # every setting under its own name, as given: get_params reads them back
         self.compressor = compressor
         self.options = options
         self.rate = rate
@@ -102,7 +96,9 @@ class CompressStage(BaseStage):
 
     def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
         counter = log.counter
-        capped = budget.total is not None or budget.documents is not None or budget.history is not None
+        capped = (
+            budget.total is not None or budget.documents is not None or budget.history is not None
+        )
         allocation = allocate(request, budget, counter) if capped else None
         out = request
         if request.documents:
@@ -133,11 +129,18 @@ class CompressStage(BaseStage):
             )
             for d, n in zip(docs, before)
         ]
-        texts = self._fit(items, request.effective_query, target, counter, _docs_cost(docs, counter), log)
+        texts = self._fit(
+            items, request.effective_query, target, counter, _docs_cost(docs, counter), log
+        )
         kept: list[Document] = []
         for d, n, text in zip(docs, before, texts):
             if not text:
-                log.change("dropped", f"document:{d.id}", tokens=n, reason=f"{self.compressor}: not relevant enough for the budget")
+                log.change(
+                    "dropped",
+                    f"document:{d.id}",
+                    tokens=n,
+                    reason=f"{self.compressor}: not relevant enough for the budget",
+                )
             elif text == d.text:
                 kept.append(d)
             else:
@@ -258,22 +261,13 @@ class CompressStage(BaseStage):
             if text != messages[i].text:
                 old = count_message(messages[i], counter)
                 messages[i] = messages[i].with_text(text)
-                log.change("compressed", f"messages[{i}]", tokens=old - count_message(messages[i], counter), reason=self.compressor)
+                log.change(
+                    "compressed",
+                    f"messages[{i}]",
+                    tokens=old - count_message(messages[i], counter),
+                    reason=self.compressor,
+                )
         return messages
-
-
-def _check_options(compressor: str, options: dict[str, Any] | None) -> None:
-    """Option names the compressor does not take are a ConfigError now, not on the first
-    request that needs compressing (the compressor, and its model, are built only then)."""
-    if not options:
-        return
-    params = inspect.signature(COMPRESSORS.get(compressor, field="compressor")).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    for key in options:
-        if key not in params:
-            known = ", ".join(p for p in params if p != "self") or "none"
-            raise ConfigError(f"unknown option; known: {known}", field=f"options.{key}")
 
 
 def _room(
@@ -306,5 +300,3 @@ def _docs_cost(docs: Sequence[Document], counter: TokenCounter) -> Any:
         )
 
     return cost
-
-
