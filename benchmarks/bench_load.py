@@ -80,12 +80,29 @@ QUICK = {
     "c1": 1,
     "open": 0,
     "priority": 3,
-    "time_limit_s": 90.0,
+    "time_limit_s": 150.0,
 }
 
 
+#: the server under test, for clearing its slots' prompt caches between blocks
+SERVER: dict[str, str] = {}
+
+
+def erase_slots() -> None:
+    """Empty every slot's prompt cache (llama-server, started with ``--slot-save-path``), so
+    a block never reuses what another config's block left there."""
+    import urllib.request
+
+    for slot in range(SLOTS):
+        url = f"{SERVER['base']}/slots/{slot}?action=erase"
+        req = urllib.request.Request(url, data=b"{}", method="POST")
+        req.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(req, timeout=30):
+            pass
+
+
 def _phase(targets: dict[str, Target], **load: Any) -> dict[str, dict[str, Any]]:
-    return run_interleaved(targets, timeout_s=120.0, **load)
+    return run_interleaved(targets, timeout_s=120.0, before_block=erase_slots, **load)
 
 
 def _report(run: dict[str, Any], *, with_slim: bool = False) -> dict[str, Any]:
@@ -154,6 +171,7 @@ def priority_phase(items: list[Item], server: str, *, n: int, rate: float) -> di
         ]
         runs = {}
         for label, proxy in (("fifo", fifo), ("priority", prio)):
+            erase_slots()  # the second run must not be served from the first one's cache
             runs[label] = _tagged(proxy.url, stream, heads, rate=rate)
     finally:
         fifo.stop(), prio.stop()
@@ -211,7 +229,16 @@ def _ratio(a: dict[str, float], b: dict[str, float], q: str = "p99") -> float | 
 def run(quick: bool) -> dict[str, Any]:
     plan = QUICK if quick else FULL
     pipeline = Pipeline.default()
-    with LlamaServer(smollm2_gguf_path(), parallel=SLOTS, ctx=8192 if quick else 16384) as srv:
+    import tempfile
+
+    slots_dir = tempfile.TemporaryDirectory(prefix="promptslim-slots-")
+    ctx = 8192 if quick else 16384
+    extra = ("--slot-save-path", slots_dir.name)  # what enables the slots' erase action
+    with (
+        slots_dir,
+        LlamaServer(smollm2_gguf_path(), parallel=SLOTS, ctx=ctx, extra_args=extra) as srv,
+    ):
+        SERVER["base"] = srv.base_url.removesuffix("/v1")
         proxy = Proxy(srv.base_url)  # warms its pipeline while the stream is prepared
         items = mixed_stream(
             rag=plan["rag"],

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,9 +84,14 @@ def run_interleaved(
     timeout_s: float = 60.0,
     time_limit_s: float = 600.0,
     block: int | None = None,
+    before_block: Callable[[], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """``{label: {"records": [RequestRecord], "client": {...}, "cut": {...}}}``, the configs
-    sent in turns, ``block`` requests at a time (``default_block`` when None)."""
+    sent in turns, ``block`` requests at a time (``default_block`` when None).
+
+    ``before_block`` runs before each block is sent: clearing the server's prompt cache there
+    keeps one config's prompts from being served from the cache another config filled (two
+    configs that send the same slimmed bytes would otherwise favour whichever goes second)."""
     if not targets:
         raise ConfigError("no configs to run", field="configs")
     sizes = {len(t.requests) for t in targets.values()}
@@ -108,6 +113,8 @@ def run_interleaved(
             if left[label] <= 0:  # its share is spent: the rest is recorded, never sent
                 records[label] += [_unsent(label, i, target.requests[i], share_s) for i in span]
                 continue
+            if before_block is not None:
+                before_block()
             due = None
             if arrivals is not None:
                 due = [arrivals[i] - arrivals[span.start] for i in span]
