@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -156,20 +155,7 @@ class Pipeline:
         warnings = list(request.warnings)
         fingerprint = cacheable = None
         for stage in self.stages:
-            if tracer is None and isinstance(stage, BaseStage):
-                out, stage_report = stage.run_report(request, attempt)
-                _check_prefix_kept(request, out, stage.name)
-                parts = ([stage_report], stage_report.warnings, *prefix_figures(stage_report))
-            else:
-                result = (
-                    stage.run(request, attempt)
-                    if tracer is None
-                    else _run_traced(tracer, stage, request, attempt)
-                )
-                _check_prefix_kept(request, result.request, stage.name)
-                out, r = result.request, result.report
-                parts = (r.stages, r.warnings, r.prefix_fingerprint, r.cacheable_tokens)
-            request = out
+            request, parts = _run_stage(stage, request, attempt, tracer)
             stage_reports, stage_warnings, stage_fingerprint, stage_cacheable = parts
             reports.extend(stage_reports)
             warnings.extend(stage_warnings)
@@ -234,6 +220,25 @@ class Pipeline:
 # ---------------------------------------------------------------- helpers
 
 
+def _run_stage(
+    stage: Stage, request: Request, budget: Budget, tracer: Any
+) -> tuple[Request, tuple[Any, ...]]:
+    """One stage's output request and its (stage reports, warnings, prefix fingerprint,
+    cacheable tokens), after checking it left the frozen prefix alone (invariant 7)."""
+    if tracer is None and isinstance(stage, BaseStage):
+        out, stage_report = stage.run_report(request, budget)
+        _check_prefix_kept(request, out, stage.name)
+        return out, ([stage_report], stage_report.warnings, *prefix_figures(stage_report))
+    result = (
+        stage.run(request, budget)
+        if tracer is None
+        else _run_traced(tracer, stage, request, budget)
+    )
+    _check_prefix_kept(request, result.request, stage.name)
+    r = result.report
+    return result.request, (r.stages, r.warnings, r.prefix_fingerprint, r.cacheable_tokens)
+
+
 def _over_caps(request: Request, budget: Budget) -> list[str]:
     """A warning per segment cap the output is over: the stage that enforces it (history,
     retrieval, compress) is not in the pipeline, or could not meet it."""
@@ -250,9 +255,7 @@ def _over_caps(request: Request, budget: Budget) -> list[str]:
     if budget.documents is not None:
         used = sum(count_document(d, counter) for d in request.documents)
         if used > budget.documents:
-            out.append(
-                f"documents use {used} tokens, over budget.documents ({budget.documents})"
-            )
+            out.append(f"documents use {used} tokens, over budget.documents ({budget.documents})")
     return out
 
 
@@ -336,6 +339,9 @@ def _one_line(exc: Exception) -> str:
 
 
 def _build_stage(spec: StageSpec, i: int) -> Stage:
+    """The stage named by ``spec``, built by its constructor: the single entry point, which
+    validates with the stage's own options model (``stages/*_options.py``); what it raises
+    names the key, here under ``stages[i]``."""
     cls = STAGES.get(spec.name, field=f"stages[{i}].name")
     options = dict(spec.model_extra or {})
     params = inspect.signature(cls).parameters
@@ -346,72 +352,17 @@ def _build_stage(spec: StageSpec, i: int) -> Stage:
                 f"unknown option for stage {spec.name!r}; known: {', '.join(sorted(accepted)) or '(none)'}",
                 field=f"stages[{i}].{key}",
             )
-    namespace = vars(sys.modules[cls.__module__])
-    for key, value in options.items():
-        # scalars first: `pin_first_user: "no"` would be taken as true, `max_k: true` as 1
-        if params[key].annotation in _SCALARS:
-            reason = _type_mismatch(params[key].annotation, value, namespace)
-            if reason:
-                raise ConfigError(reason, field=f"stages[{i}].{key}")
     try:
         stage: Stage = cls(**options)
     except ConfigError as exc:
         field = f"stages[{i}]" + (f".{exc.field}" if exc.field else "")
         raise ConfigError(exc.reason, field=field) from exc
-    except ValidationError as exc:
+    except ValidationError as exc:  # a stage of the caller's that validates with pydantic
         err = invalid_from_validation(exc, root=f"stages[{i}]")
         raise ConfigError(err.reason, field=err.field) from exc
-    except (TypeError, ValueError) as exc:
-        key, reason = _mistyped_option(cls, options) or ("", str(exc))
-        raise ConfigError(reason, field=f"stages[{i}]" + (f".{key}" if key else "")) from exc
+    except (TypeError, ValueError) as exc:  # a stage of the caller's that validates by hand
+        raise ConfigError(str(exc), field=f"stages[{i}]") from exc
     return stage
-
-
-#: the annotations (as written, under ``from __future__ import annotations``) whose values a
-#: config must give exactly: a bool, an int that is not a bool, a number
-_SCALARS = frozenset({"bool", "int", "int | None", "float", "float | None"})
-
-
-def _mistyped_option(cls: type, options: dict[str, Any]) -> tuple[str, str] | None:
-    """After a constructor failed on a Python-level error ("'<' not supported between str and
-    int"): the first option whose value is not of its annotated type, and why, so the error
-    names the key. None when none is found (the message is then the constructor's own)."""
-    params = inspect.signature(cls).parameters
-    namespace = vars(sys.modules[cls.__module__])
-    for key, value in options.items():
-        reason = _type_mismatch(params[key].annotation, value, namespace)
-        if reason:
-            return key, reason
-    return None
-
-
-def _type_mismatch(annotation: Any, value: Any, namespace: dict[str, Any]) -> str | None:
-    """Why ``value`` is not of the (string) ``annotation``; None when it is, or when the
-    annotation does not resolve (a name imported for type checking only) or is a type
-    pydantic cannot check."""
-    import typing
-
-    from pydantic import ConfigDict, TypeAdapter
-
-    def probe() -> None: ...
-
-    probe.__annotations__ = {"value": annotation}  # resolved alone: others may not resolve
-    try:
-        hint = typing.get_type_hints(probe, globalns=namespace)["value"]
-        adapter: TypeAdapter[Any] = TypeAdapter(
-            hint, config=ConfigDict(arbitrary_types_allowed=True)
-        )
-    except (NameError, TypeError, SyntaxError, AttributeError):
-        return None
-    try:
-        adapter.validate_python(value, strict=True)
-    except ValidationError:
-        return f"expected {_type_name(hint)}, got {value!r}"
-    return None
-
-
-def _type_name(hint: Any) -> str:
-    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
 def _check_prefix_kept(before: Request, after: Request, stage: str) -> None:

@@ -29,4 +29,13 @@ def parse_options(model: type[_Model], options: Mapping[str, Any]) -> _Model:
         if isinstance(inner, ConfigError):
             raise inner from exc
         err = invalid_from_validation(exc)
-        raise ConfigError(err.reason, field=err.field) from exc
+        first = exc.errors()[0]
+        reason = err.reason
+        if first["type"] != "missing" and first["loc"]:  # say what was given, as a file has it
+            reason += f", got {_short(first['input'])}"
+        raise ConfigError(reason, field=err.field) from exc
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..errors import ConfigError
 from ..text import PATTERNS
-from ..validation import invalid_from_validation
+from .options import parse_options
 
 __all__ = ["CACHE_HINTS", "DEFAULT_VOLATILE_KINDS", "Placement", "Policy", "PrefixOptions"]
 
@@ -94,9 +93,4 @@ class PrefixOptions(BaseModel):
     @classmethod
     def parse(cls, **options: Any) -> PrefixOptions:
         """The options, or ``ConfigError`` naming the first bad key's path."""
-        try:
-            return cls.model_validate(options)
-        except ValidationError as exc:
-            err = invalid_from_validation(exc)
-            field = err.field or ""
-            raise ConfigError(f"{field}: {err.reason}" if field else err.reason, field=field) from exc
+        return parse_options(cls, options)

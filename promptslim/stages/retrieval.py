@@ -169,64 +169,11 @@ class RetrievalStage(BaseStage):
         context_after: int = 0,
         neighbour_fraction: float | None = None,
     ) -> None:
-        options = RetrievalOptions.parse(
-            scorer=scorer,
-            model=model,
-            max_seq_length=max_seq_length,
-            backend=backend,
-            quantize=quantize,
-            fusion=fusion,
-            dense_weight=dense_weight,
-            dense_candidates=dense_candidates,
-            max_k=max_k,
-            min_k=min_k,
-            cutoff=cutoff,
-            cutoff_fraction=cutoff_fraction,
-            dedup=dedup,
-            dedup_threshold=dedup_threshold,
-            mmr_lambda=mmr_lambda,
-            order=order,
-            on_overflow=on_overflow,
-            strict=strict,
-            time_limit_ms=time_limit_ms,
-            window_chars=window_chars,
-            window_overlap=window_overlap,
-            max_windows=max_windows,
-            select_within=select_within,
-            select_fraction=select_fraction,
-            context_sentences=context_sentences,
-            context_after=context_after,
-            neighbour_fraction=neighbour_fraction,
-        )
+        # the keyword arguments, exactly as given (nothing else is bound yet), validated once
+        options = RetrievalOptions.parse(**{k: v for k, v in locals().items() if k != "self"})
         self._options = options
-        # every setting under its own name: get_params reads them back
-        self.scorer = options.scorer
-        self.model = options.model
-        self.max_seq_length = options.max_seq_length
-        self.backend = options.backend
-        self.quantize = options.quantize
-        self.fusion = options.fusion
-        self.dense_weight = options.dense_weight
-        self.dense_candidates = options.dense_candidates
-        self.max_k = options.max_k
-        self.min_k = options.min_k
-        self.cutoff = options.cutoff
-        self.cutoff_fraction = options.cutoff_fraction
-        self.dedup = options.dedup
-        self.dedup_threshold = options.dedup_threshold
-        self.mmr_lambda = options.mmr_lambda
-        self.order = options.order
-        self.on_overflow = options.on_overflow
-        self.strict = options.strict
-        self.time_limit_ms = options.time_limit_ms
-        self.window_chars = options.window_chars
-        self.window_overlap = options.window_overlap
-        self.max_windows = options.max_windows
-        self.select_within = options.select_within
-        self.select_fraction = options.select_fraction
-        self.context_sentences = options.context_sentences
-        self.context_after = options.context_after
-        self.neighbour_fraction = options.neighbour_fraction
+        for name, value in options:  # every setting under its own name: get_params reads them
+            setattr(self, name, value)
         self._scorer: Scorer | None = None if isinstance(options.scorer, str) else options.scorer
 
     # ---- scorer
@@ -236,23 +183,24 @@ class RetrievalStage(BaseStage):
         if self._scorer is None:
             from ..backends.scorers import SCORERS
 
-            cls = SCORERS.get(str(self.scorer), field="scorer")
+            opts = self._options
+            cls = SCORERS.get(str(opts.scorer), field="scorer")
             options: dict[str, Any] = {}
-            if self.scorer in ("dense", "hybrid"):
+            if opts.scorer in ("dense", "hybrid"):
                 options = {
-                    "model": self.model,
-                    "max_seq_length": self.max_seq_length,
-                    "backend": self.backend,
-                    "quantize": self.quantize,
+                    "model": opts.model,
+                    "max_seq_length": opts.max_seq_length,
+                    "backend": opts.backend,
+                    "quantize": opts.quantize,
                 }
-            if self.scorer == "hybrid":
+            if opts.scorer == "hybrid":
                 options.update(
-                    fusion=self.fusion,
-                    dense_weight=self.dense_weight,
-                    dense_candidates=self.dense_candidates,
+                    fusion=opts.fusion,
+                    dense_weight=opts.dense_weight,
+                    dense_candidates=opts.dense_candidates,
                 )
-            if self.scorer == "cross_encoder":
-                options = {"model": self.model}
+            if opts.scorer == "cross_encoder":
+                options = {"model": opts.model}
             self._scorer = cls(**options)
         return self._scorer
 
