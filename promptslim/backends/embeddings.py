@@ -55,25 +55,36 @@ Why each part is here:
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import re
 import threading
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import BackendError, BackendUnavailable, ConfigError
+from ..errors import BackendError, ConfigError
+from .embedding_parts import (  # re-exported under the old names: tests, benchmarks, scorers
+    EMBEDDING_CACHE_ENV,
+    VectorLRU,
+    configure_embedding_cache,
+    model_text,
+    normalise,
+    resolve_backend,
+    shared_cache,
+    text_key,
+    torch_threads,
+)
 from .models import check_quantize
 from .shared_stats import note_computed
 
 if TYPE_CHECKING:
     import numpy as np
 
+# the old private names, for code written against them (tests of the cache, benchmarks)
+_VectorLRU = VectorLRU
+_shared_cache = shared_cache
+_model_text = model_text
+
 __all__ = [
     "DEFAULT_CACHE_SIZE",
+    "EMBEDDING_CACHE_ENV",
     "EmbeddingBackend",
     "EmbeddingService",
     "configure_embedding_cache",
@@ -81,143 +92,15 @@ __all__ = [
 ]
 
 EmbeddingBackend = Literal["torch", "onnx", "auto"]
-_BACKENDS = ("torch", "onnx", "auto")
 DEFAULT_CACHE_SIZE = 50_000  # vectors; at 384 float32 each, about 77 MB when full
 #: texts per model call on CPU when ``batch_size`` is None (elsewhere: 64)
 CPU_BATCH_SIZE = 8
 #: uncached input of at most this many characters (about one query) is encoded on one thread
 SMALL_INPUT_CHARS = 1_000
-# a surrogate code point in a Python str is always a lone one (pairs are decoded into one)
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _model_text(text: str) -> str:
-    """``text`` as the tokenizer can take it: a lone surrogate (valid in a JSON escape, not in
-    UTF-8) read as U+FFFD, as a UTF-8 decoder reads a broken byte. Only what the model scores
-    changes; the document's text and the cache key are the caller's."""
-    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
-
-
 _services: dict[tuple[Any, ...], EmbeddingService] = {}
 _services_lock = threading.Lock()
 # one lock per loaded model object: services with different truncation share a model
 _model_locks: dict[int, threading.Lock] = {}
-
-
-#: a ``redis://`` URL here shares every service's vectors between processes and hosts
-EMBEDDING_CACHE_ENV = "PROMPTSLIM_EMBEDDING_CACHE"
-_shared: list[Any] = []  # [store or None] once decided
-
-
-def configure_embedding_cache(spec: str | None) -> None:
-    """Share every service's vectors through Redis (``"redis://..."``, a ``RedisVectorCache``,
-    behind each service's own LRU) or not (None). The default is what
-    ``PROMPTSLIM_EMBEDDING_CACHE`` says, read on first use."""
-    store = None
-    if spec:
-        from .redis_store import RedisVectorCache
-
-        store = RedisVectorCache(spec)
-    with _services_lock:
-        _shared[:] = [store]
-
-
-def _shared_cache() -> Any:
-    if not _shared:
-        configure_embedding_cache(os.environ.get(EMBEDDING_CACHE_ENV) or None)
-    return _shared[0]
-
-
-def _text_key(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def normalise(vectors: Any) -> np.ndarray:
-    """Rows as unit-norm float32 (a zero row stays zero). Accepts lists or arrays, 1-D or 2-D."""
-    import numpy as np
-
-    array = np.asarray(vectors, dtype=np.float32)
-    if array.ndim == 1:
-        norm = float(np.linalg.norm(array))
-        return array / norm if norm > 0 else array
-    norms = np.linalg.norm(array, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(array / norms, dtype=np.float32)
-
-
-@contextmanager
-def _torch_threads(threads: int | None) -> Iterator[None]:
-    """torch's intra-op thread count set to ``threads`` for the block (None: unchanged)."""
-    if threads is None:
-        yield
-        return
-    import torch
-
-    before = torch.get_num_threads()
-    if before == threads:
-        yield
-        return
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _resolve_backend(backend: str) -> str:
-    """``torch`` or ``onnx``; ``auto`` stays ``auto`` (decided at load: ONNX on a CPU)."""
-    if backend not in _BACKENDS:
-        raise ConfigError(
-            f"expected one of {', '.join(_BACKENDS)}, got {backend!r}", field="backend"
-        )
-    has_onnx = importlib.util.find_spec("onnxruntime") is not None
-    if backend == "onnx" and not has_onnx:
-        raise BackendUnavailable("onnxruntime (the ONNX embedding backend)", extra="onnx")
-    if backend == "auto" and not has_onnx:
-        return "torch"
-    return backend
-
-
-class _VectorLRU:
-    """A bounded, thread-safe LRU of vectors keyed by text digest."""
-
-    def __init__(self, maxsize: int) -> None:
-        self.maxsize = maxsize
-        self._data: OrderedDict[bytes, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def get_many(self, keys: Sequence[bytes]) -> list[np.ndarray | None]:
-        with self._lock:
-            out: list[np.ndarray | None] = []
-            for key in keys:
-                value = self._data.get(key)
-                if value is not None:
-                    self._data.move_to_end(key)
-                    self.hits += 1
-                else:
-                    self.misses += 1
-                out.append(value)
-            return out
-
-    def put_many(self, items: Sequence[tuple[bytes, np.ndarray]]) -> None:
-        if self.maxsize <= 0:
-            return
-        with self._lock:
-            for key, value in items:
-                self._data[key] = value
-                self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self.hits = self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._data)
 
 
 class EmbeddingService:
@@ -257,8 +140,8 @@ class EmbeddingService:
         self.cache_size = cache_size
         self.threads = threads
         self.quantize = quantize
-        self._resolved_backend = _resolve_backend(backend)
-        self._cache = _VectorLRU(cache_size)
+        self._resolved_backend = resolve_backend(backend)
+        self._cache = VectorLRU(cache_size)
         self._st: Any = None
         self._dim: int | None = None
         self._int8: bool | None = quantize
@@ -353,18 +236,18 @@ class EmbeddingService:
 
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
-        keys = [_text_key(t) for t in texts]
+        keys = [text_key(t) for t in texts]
         found = self._cache.get_many(keys)
         missing: dict[bytes, int] = {}
         for i, (key, vector) in enumerate(zip(keys, found)):
             if vector is None and key not in missing:
                 missing[key] = i
         if missing:
-            shared = _shared_cache()
+            shared = shared_cache()
             computed = self._from_shared(shared, missing) if shared is not None else {}
             todo = [k for k in missing if k not in computed]
             if todo:
-                fresh = self._encode([_model_text(texts[missing[k]]) for k in todo])
+                fresh = self._encode([model_text(texts[missing[k]]) for k in todo])
                 for key in todo:
                     note_computed("embedding", key)
                 new = list(zip(todo, fresh))
@@ -409,7 +292,7 @@ class EmbeddingService:
             if self.max_seq_length is not None:
                 st.max_seq_length = self.max_seq_length
             try:
-                with _torch_threads(self._threads_for(texts)):
+                with torch_threads(self._threads_for(texts)):
                     out = st.encode(
                         texts,
                         batch_size=self._batch_size(st),

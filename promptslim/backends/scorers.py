@@ -189,7 +189,7 @@ class CrossEncoderScorer(Scorer):
     ) -> Scored:
         import numpy as np
 
-        from .embeddings import _model_text
+        from .embedding_parts import model_text
         from .models import load_cross_encoder
 
         encoder = load_cross_encoder(str(self.model), device=self.device)
@@ -197,7 +197,7 @@ class CrossEncoderScorer(Scorer):
             return Scored(scores=np.zeros(0, dtype=np.float64))
         with self._lock:
             try:
-                pairs = [(_model_text(query), _model_text(t)) for t in texts]
+                pairs = [(model_text(query), model_text(t)) for t in texts]
                 out = encoder.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
             except (RuntimeError, ValueError) as exc:
                 raise BackendError(f"scoring failed: {exc}", backend="cross_encoder") from exc
