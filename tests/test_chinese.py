@@ -370,13 +370,15 @@ def test_retrieval_falls_back_to_bm25_on_chinese_with_the_english_model() -> Non
 
 
 def test_retrieval_keeps_a_multilingual_model_and_english_text_as_configured() -> None:
-    from promptslim.stages.retrieval import RetrievalStage
+    from promptslim.stages.retrieval import RetrievalOptions
+    from promptslim.stages.retrieval_scoring import english_model_on_foreign_text as english_on
 
     zh = "龙井茶的产地是哪里？"
-    assert not RetrievalStage(model="/models/paraphrase-multilingual-MiniLM-L12-v2")._english_model_on_foreign_text(zh, PASSAGES)
-    assert RetrievalStage(model="/models/all-MiniLM-L6-v2")._english_model_on_foreign_text(zh, PASSAGES)
-    assert not RetrievalStage()._english_model_on_foreign_text("Where is tea grown?", ["Tea grows in Hangzhou."])
-    assert not RetrievalStage(scorer="bm25")._english_model_on_foreign_text(zh, PASSAGES)
+    multilingual = RetrievalOptions.parse(model="/models/paraphrase-multilingual-MiniLM-L12-v2")
+    assert not english_on(multilingual, zh, PASSAGES)
+    assert english_on(RetrievalOptions.parse(model="/models/all-MiniLM-L6-v2"), zh, PASSAGES)
+    assert not english_on(RetrievalOptions(), "Where is tea grown?", ["Tea grows in Hangzhou."])
+    assert not english_on(RetrievalOptions.parse(scorer="bm25"), zh, PASSAGES)
 
 
 def test_retrieval_dedupes_near_duplicate_chinese_documents() -> None:
