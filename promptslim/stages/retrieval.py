@@ -83,6 +83,7 @@ from .retrieval_options import (  # noqa: F401  (re-exported: the old import pat
 )
 from .retrieval_scoring import score_documents, scoring_text
 from .retrieval_select import (  # noqa: F401  (_edges, _shingles re-exported for old imports)
+    Documents,
     _edges,
     _shingles,
     choose,
@@ -207,9 +208,9 @@ class RetrievalStage(BaseStage):
     # ---- the stage
 
     def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
-        documents = request.documents
-        if not documents:
+        if not request.documents:
             return request
+        documents = Documents(request.documents)
         options = self._options
         tokens = [count_document(d, log.counter) for d in documents]
         valid = [i for i, d in enumerate(documents) if d.text.strip()]
