@@ -81,4 +81,7 @@ if ! PYTHON="$VENV/bin/python" bash scripts/build_llama_server.sh >/dev/null; th
         "then bash scripts/build_llama_server.sh); its tests will be skipped" >&2
 fi
 
+# the llmlingua environment, whose tests the suite runs there (tests/test_lingua.py)
+bash scripts/setup_lingua.sh
+
 echo "setup: ok ($("$VENV/bin/python" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'))"

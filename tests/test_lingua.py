@@ -7,6 +7,8 @@ the backend says why instead of crashing (the last test). Run them with
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -85,3 +87,23 @@ def test_outside_its_environment_the_backend_says_why() -> None:
         LLMLinguaCompressor()._load()
     assert err.value.extra == "lingua"
     assert _MISSING in str(err.value) and "environment of its own" in str(err.value)
+
+
+_LINGUA_PYTHON = Path(__file__).resolve().parent.parent / ".venv-lingua" / "bin" / "python"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_MISSING is None, reason="llmlingua runs here: the tests above ran it")
+def test_the_lingua_tests_pass_in_their_own_environment() -> None:
+    """From the project's environment, run the lingua tests where llmlingua works, so the one
+    test command covers them (``scripts/setup.sh`` makes ``.venv-lingua``)."""
+    if not _LINGUA_PYTHON.exists():
+        pytest.skip("no .venv-lingua here: run bash scripts/setup_lingua.sh")
+    proc = subprocess.run(
+        [str(_LINGUA_PYTHON), "-m", "pytest", "-q", "-m", "lingua", "-p", "no:cacheprovider",
+         str(Path(__file__))],
+        capture_output=True, text=True, timeout=1200, check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and " skipped" not in proc.stdout, proc.stdout[-500:]
