@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 
 from ..errors import BackendUnavailable, ConfigError
 from .hf_compat import dtype_keyword
+from .model_cache import cache_dir
+from .model_cache import require as _require
 
 __all__ = [
     "DEFAULT_EMBEDDER",
@@ -64,21 +66,11 @@ def _once(key: tuple[str, ...], load: Callable[[], T]) -> T:
     return found
 
 
-def cache_dir() -> Path:
-    """Where converted models live: ``$PROMPTSLIM_CACHE`` or ``~/.cache/promptslim``."""
-    return Path(os.environ.get("PROMPTSLIM_CACHE") or Path.home() / ".cache" / "promptslim")
-
-
 def default_device() -> str:
     """``cuda`` when torch sees a GPU, else ``cpu`` (never assumes a GPU)."""
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _require(module: str, what: str, extra: str) -> None:
-    if importlib.util.find_spec(module) is None:
-        raise BackendUnavailable(what, extra=extra)
 
 
 # ---------------------------------------------------------------- causal LM
