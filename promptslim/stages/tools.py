@@ -33,6 +33,7 @@ from ..memo import BoundedCache
 from ..tokens import count_message
 from ..types import Budget, FunctionCall, Message, Request
 from .base import BaseStage, StageLog
+from .tools_options import DEFAULT_TOOL_COMPRESSORS, ToolsOptions
 
 __all__ = ["ToolsStage"]
 
@@ -57,21 +58,23 @@ class ToolsStage(BaseStage):
         self,
         *,
         min_chars: int = 1500,
-        compressors: tuple[str, ...] | list[str] = ("json", "log", "code", "text"),
+        compressors: tuple[str, ...] | list[str] = DEFAULT_TOOL_COMPRESSORS,
         options: dict[str, dict[str, Any]] | None = None,
         store: str | ToolStore = "memory",
         namespace: str = "default",
         expand_tool: bool = False,
         memo_chars: int = 32_000_000,
     ) -> None:
-        if isinstance(min_chars, bool) or not isinstance(min_chars, int) or min_chars < 0:
-            raise ConfigError(f"must be an int >= 0, got {min_chars!r}", field="min_chars")
-        if isinstance(memo_chars, bool) or not isinstance(memo_chars, int) or memo_chars < 1:
-            raise ConfigError(f"must be an int >= 1, got {memo_chars!r}", field="memo_chars")
-        if not isinstance(namespace, str) or not namespace:
-            raise ConfigError("must be a non-empty string", field="namespace")
-        if options is not None and not isinstance(options, dict):
-            raise ConfigError("must be a mapping of compressor name to options", field="options")
+        ToolsOptions.parse(
+            min_chars=min_chars,
+            compressors=compressors,
+            options=options,
+            store=store,
+            namespace=namespace,
+            expand_tool=expand_tool,
+            memo_chars=memo_chars,
+        )
+        # every setting under its own name, as given: get_params reads them back
         self.min_chars = min_chars
         self.compressors = tuple(compressors)
         self.options = options
