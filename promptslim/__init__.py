@@ -49,10 +49,15 @@ from .stages.base import PassThrough as PassThrough
 from .stages.base import Stage as Stage
 from .stages.base import StageLog as StageLog
 from .stages.compress import CompressStage as CompressStage
+from .stages.compress_options import CompressOptions as CompressOptions
 from .stages.history import HistoryStage as HistoryStage
+from .stages.history_options import HistoryOptions as HistoryOptions
 from .stages.prefix import PrefixStage as PrefixStage
+from .stages.prefix_options import PrefixOptions as PrefixOptions
 from .stages.retrieval import RetrievalStage as RetrievalStage
+from .stages.retrieval_options import RetrievalOptions as RetrievalOptions
 from .stages.tools import ToolsStage as ToolsStage
+from .stages.tools_options import ToolsOptions as ToolsOptions
 from .tokens import TokenCounter as TokenCounter
 from .tokens import count_messages as count_messages
 from .tokens import count_request as count_request
@@ -88,18 +93,21 @@ __all__ = [
     "Budget",
     "BudgetInfeasible",
     "Change",
+    "CompressOptions",
     "CompressStage",
     "Compressor",
     "ConfigError",
     "ContentPart",
     "DatasetError",
     "Document",
+    "HistoryOptions",
     "HistoryStage",
     "InvalidRequest",
     "MemoryToolStore",
     "Message",
     "PassThrough",
     "Pipeline",
+    "PrefixOptions",
     "PrefixStage",
     "PromptSlimError",
     "RedisSummaryCache",
@@ -110,6 +118,7 @@ __all__ = [
     "Request",
     "RequestLimits",
     "Result",
+    "RetrievalOptions",
     "RetrievalStage",
     "Scorer",
     "SqliteSummaryCache",
@@ -126,6 +135,7 @@ __all__ = [
     "ToolCompressor",
     "ToolContext",
     "ToolStore",
+    "ToolsOptions",
     "ToolsStage",
     "UnknownName",
     "allocate",
