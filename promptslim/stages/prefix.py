@@ -264,9 +264,11 @@ class PrefixStage(BaseStage):
             analysed = self._analyse(text)
             where = f"messages[{i}]" + (f".content[{part}]" if isinstance(content, list) else "")
             for span in analysed.spans:
-                volatile.append(
-                    {"target": where, "start": span.start, "end": span.end, "kind": span.kind}
-                )
+                volatile.append({
+                    "target": where, "message": i,
+                    "part": part if isinstance(content, list) else None,
+                    "start": span.start, "end": span.end, "kind": span.kind,
+                })  # fmt: skip
             if self.policy == "move" and analysed.spans:
                 pieces = [analysed.segments[0]]
                 for span, after in zip(analysed.spans, analysed.segments[1:]):
