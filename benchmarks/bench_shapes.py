@@ -292,8 +292,31 @@ def main() -> None:
         "items": n,
         "skipped": nq.skipped,
         "shapes": results,
+        **headline(results),
     }
     emit(out, args, table(results))
+
+
+def headline(results: dict[str, Any]) -> dict[str, Any]:
+    """The default config's figures the goals read: the worst shape's evidence (overall and at
+    any gold position), the largest token ratio of the chunk shapes and the passages', and the
+    passages' cold p99 (about 2,300 tokens of documents)."""
+    rows = {shape: r["default"] for shape, r in results.items() if "default" in r}
+    if not rows:
+        return {}
+    positions = [
+        p["mean"] for r in rows.values() for p in r.get("evidence_by_position", {}).values()
+    ]
+    chunk_ratios = [r["token_ratio"] for s, r in rows.items() if s not in ("passages", "kv75")]
+    out: dict[str, Any] = {
+        "evidence_min": min(r["evidence"]["mean"] for r in rows.values()),
+        "evidence_by_position_min": min(positions, default=None),
+        "token_ratio_chunks_max": max(chunk_ratios, default=None),
+    }
+    if "passages" in rows:
+        out["token_ratio_passages"] = rows["passages"]["token_ratio"]
+        out["cold_p99_ms_passages"] = rows["passages"]["cold_p99_ms"]
+    return out
 
 
 if __name__ == "__main__":

@@ -455,7 +455,26 @@ def main() -> None:
         result["configs"][name] = row
     if args.reader:
         result["reader"] = reader_quality(sources, args.reader, args.model)
+    result.update(headline(result))
     emit(result, args, _table(result))
+
+
+def headline(result: dict[str, Any]) -> dict[str, Any]:
+    """The tools stage's figures the goals read, beside compress-every-turn's hit share."""
+    tools, every = result["configs"]["tools"], result["configs"]["every_turn"]
+    typed = [r for k, r in result["per_type"].items() if k != "unchanged"]
+    out: dict[str, Any] = {
+        "token_ratio": tools["token_ratio"],
+        "needle_retention": tools["needle_retention"],
+        "cache_hit_share": tools["long_cache_hit_share"],
+        "cache_hit_share_every_turn": every["long_cache_hit_share"],
+        "p99_ms_per_10k": max(r["p99_ms_per_10k"] for r in typed),
+        "p99_ms_per_10k_steady": max(r["p99_ms_per_10k_steady"] for r in typed),
+    }
+    if "reader" in result:
+        out["quality_delta_em"] = result["reader"]["em"]["delta"]
+        out["quality_delta_em_low"] = result["reader"]["em"]["ci95"][0]
+    return out
 
 
 def _table(result: dict[str, Any]) -> str:

@@ -88,6 +88,40 @@ GOALS: dict[str, tuple[Goal, ...]] = {
         Goal("errors", "<=", 0),
     ),
     "bench_simulate": (),
+    # the answer kept on every document shape, at a fraction of the tokens, within the TTFT
+    # budget (cold: ~2,300 tokens of passages, caches empty)
+    "bench_shapes": (
+        Goal("evidence_min", ">=", 0.97),
+        Goal("evidence_by_position_min", ">=", 0.95),
+        Goal("token_ratio_chunks_max", "<=", 0.20),
+        Goal("token_ratio_passages", "<=", 0.15),
+        Goal("cold_p99_ms_passages", "<=", 150.0),
+    ),
+    # agent traces: a quarter of the tokens, every needle, the prefix cache kept
+    "bench_tools": (
+        Goal("token_ratio", "<=", 0.25),
+        Goal("needle_retention", ">=", 0.98),
+        Goal("cache_hit_share", ">=", 0.9),
+        Goal("p99_ms_per_10k", "<=", 5.0),
+        Goal("quality_delta_em_low", ">=", 0.0),
+    ),
+    # replicas sharing one Redis: no replica redoes another's work, faults cost no request
+    "bench_scaleout": (
+        Goal("goals.cold_share_ratio_top", "<=", 0.25),
+        Goal("goals.fault_errors", "<=", 0),
+        Goal("goals.redis_p99_ms", "<=", 2.0),
+        Goal("goals.warm_p99_delta_ms_n1", "<=", 2.0),
+        Goal("goals.identical", ">=", 1),
+    ),
+    # the seed's claim on a real continuous-batching server (llama-server, SmolLM2, CPU)
+    "bench_load": (
+        Goal("p99_ttft_ratio_client", ">=", 2.0),
+        Goal("p99_ttft_ratio_proxy", ">=", 2.0),
+        Goal("completed_share", ">=", 1.0),
+        Goal("short_p99_ratio_priority", ">=", 2.0),
+        Goal("long_p99_ratio_priority", "<=", 1.2),
+        Goal("sim_error_max", "<=", 0.15),
+    ),
     # no request lost, and memory flat once the caches are full: the second half of the run
     # ends within 10 % of where it began
     "soak": (Goal("errors", "<=", 0), Goal("rss_growth_second_half", "<=", 0.10)),
@@ -157,6 +191,8 @@ def rows(results: Path = RESULTS) -> list[tuple[str, str, str, str, str]]:
                 out.append((name, str(g), "no saved run", "no", ""))
                 continue
             value = lookup(result, g.key)
+            if isinstance(value, bool):  # a yes/no figure: 1 or 0
+                value = int(value)
             quick = bool(result.get("quick") or result.get("run_all", {}).get("quick"))
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 figure = f"{value:.4g}" + (" (--quick)" if quick else "")
