@@ -207,15 +207,11 @@ class CompressStage(BaseStage):
 
     # ---- history
 
-    def _messages(
-        self,
-        request: Request,
-        budget: Budget,
-        allocation: Allocation | None,
-        counter: TokenCounter,
-        log: StageLog,
-    ) -> list[Message]:
-        messages = list(request.messages)
+    def _chosen(self, request: Request) -> tuple[list[int], int | None]:
+        """The messages this stage may compress (history on request, text only, no tool
+        traffic, nothing pinned; the last user message when the caller opted in), and that
+        message's index."""
+        messages = request.messages
         start, end = history_span(request)
         chosen = [
             i
@@ -229,6 +225,18 @@ class CompressStage(BaseStage):
         last = request.last_user_index()
         if request.compress_last_user and last is not None and last >= start:
             chosen.append(last)
+        return chosen, last
+
+    def _messages(
+        self,
+        request: Request,
+        budget: Budget,
+        allocation: Allocation | None,
+        counter: TokenCounter,
+        log: StageLog,
+    ) -> list[Message]:
+        messages = list(request.messages)
+        chosen, last = self._chosen(request)
         if not chosen:
             return messages
         need = sum(count_message(messages[i], counter) for i in chosen)
