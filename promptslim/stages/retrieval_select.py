@@ -6,7 +6,6 @@ the scores; every dropped document is recorded in the stage's log with its reaso
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from .retrieval_options import (
     Order,
     RetrievalOptions,
 )
+from .retrieval_targets import Documents, document_target, drop
 from .windows import Selection, select_parts
 
 if TYPE_CHECKING:
@@ -367,37 +367,3 @@ def order_kept(order: Order, kept: list[int]) -> list[int]:
     if order == "edges":
         return _edges(kept)
     return kept
-
-
-class Documents(list[Document]):
-    """A request's documents, with the ids that two or more of them share, found once per
-    request rather than once per report entry."""
-
-    def __init__(self, documents: Sequence[Document]) -> None:
-        super().__init__(documents)
-        counts = Counter(d.id for d in documents)
-        self.shared_ids = frozenset(i for i, n in counts.items() if n > 1)
-
-
-def document_target(documents: Sequence[Document], i: int) -> str:
-    """The report's name for ``documents[i]``: ``document:{id}``, and ``document:{id}#{i}`` (its
-    index in the request) when another document of the request has the same id, so the
-    report says which of the namesakes was dropped or cut."""
-    doc_id = documents[i].id
-    if isinstance(documents, Documents):
-        shared = doc_id in documents.shared_ids
-    else:
-        shared = sum(1 for d in documents if d.id == doc_id) > 1
-    return f"document:{doc_id}#{i}" if shared else f"document:{doc_id}"
-
-
-def drop(
-    log: StageLog,
-    documents: Sequence[Document],
-    i: int,
-    tokens: int,
-    score: float | None,
-    reason: str,
-) -> None:
-    target = document_target(documents, i)
-    log.change("dropped", target, tokens=tokens, score=score, reason=reason)

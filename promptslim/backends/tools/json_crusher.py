@@ -30,28 +30,11 @@ from .match import Matcher, matcher_for
 
 __all__ = ["JsonCompressor", "dump_json", "load_json"]
 
-_STATUS_KEYS = frozenset(
-    [
-        "state",
-        "status",
-        "error",
-        "errors",
-        "level",
-        "severity",
-        "conclusion",
-        "result",
-        "ok",
-        "success",
-        "failed",
-        "failure",
-        "code",
-        "status_code",
-        "exit_code",
-        "exception",
-        "outcome",
-        "health",
-    ]
-)
+_STATUS_KEYS = frozenset([
+    "state", "status", "error", "errors", "level", "severity", "conclusion", "result", "ok",
+    "success", "failed", "failure", "code", "status_code", "exit_code", "exception", "outcome",
+    "health",
+])  # fmt: skip
 _ERROR_KEYS = frozenset(["error", "errors", "exception", "failure", "traceback", "stack", "fault"])
 # keys whose numbers are labels, not measurements: an id far from the median is no anomaly
 _LABEL_SUFFIXES = ("id", "_id", "number", "_at", "_ts", "timestamp", "version", "sha", "hash")
