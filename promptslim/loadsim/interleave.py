@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from .loadtest import PreparedRequest, RequestRecord, run_stream
+from .records import PreparedRequest, RequestRecord
+from .stream import run_stream
 
 __all__ = ["Target", "default_block", "run_interleaved"]
 
@@ -76,6 +77,19 @@ def _unsent(config: str, index: int, request: PreparedRequest, share_s: float) -
     )
 
 
+def _stream_length(targets: Mapping[str, Target], arrivals: Sequence[float] | None) -> int:
+    """The requests per config, once checked to be the same for all and for ``arrivals``."""
+    if not targets:
+        raise ConfigError("no configs to run", field="configs")
+    sizes = {len(t.requests) for t in targets.values()}
+    if len(sizes) != 1:
+        raise ConfigError("every config needs the same number of requests", field="requests")
+    n = sizes.pop()
+    if arrivals is not None and len(arrivals) != n:
+        raise ConfigError("one arrival time per request", field="arrivals")
+    return n
+
+
 def run_interleaved(
     targets: Mapping[str, Target],
     *,
@@ -92,14 +106,7 @@ def run_interleaved(
     ``before_block`` runs before each block is sent: clearing the server's prompt cache there
     keeps one config's prompts from being served from the cache another config filled (two
     configs that send the same slimmed bytes would otherwise favour whichever goes second)."""
-    if not targets:
-        raise ConfigError("no configs to run", field="configs")
-    sizes = {len(t.requests) for t in targets.values()}
-    if len(sizes) != 1:
-        raise ConfigError("every config needs the same number of requests", field="requests")
-    n = sizes.pop()
-    if arrivals is not None and len(arrivals) != n:
-        raise ConfigError("one arrival time per request", field="arrivals")
+    n = _stream_length(targets, arrivals)
     size = block or default_block(concurrency=concurrency, rate=None if arrivals is None else 1.0)
     if size < 1:
         raise ConfigError(f"expected block >= 1, got {size}", field="block")
