@@ -29,16 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib.util
-import subprocess
-import sys
-import tarfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from common import emit, machine, parser
+from tools_data import trace_sources
+from tools_report import table
 
 from promptslim.backends.tools import TOOL_COMPRESSORS
 from promptslim.backends.tools.router import route
@@ -49,114 +46,7 @@ from promptslim.stats import percentile
 from promptslim.tokens import get_counter
 from promptslim.types import Message, Request
 
-CACHE = Path.home() / ".cache" / "promptslim"
-PYGITHUB = "PyGithub==2.10.0"
 Transform = Callable[[Request], Request]
-
-
-# ---------------------------------------------------------------- data
-
-
-def replay_dir() -> Path:
-    root = CACHE / "pygithub-2.10.0" / "tests" / "ReplayData"
-    if root.is_dir():
-        return root
-    CACHE.mkdir(parents=True, exist_ok=True)
-    sdist = CACHE / "pygithub-2.10.0.tar.gz"
-    if not sdist.is_file():
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                PYGITHUB,
-                "-d",
-                str(CACHE),
-            ],
-            check=True,
-            capture_output=True,
-        )
-    with tarfile.open(sdist) as tar:
-        members = [m for m in tar.getmembers() if "/tests/ReplayData/" in m.name]
-        tar.extractall(CACHE, members=members, filter="data")
-    return root
-
-
-def logs() -> list[tuple[str, Path]]:
-    """pip's verbose log and pytest -v output, made here once and kept in the cache."""
-    folder = CACHE / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
-    pytest_log = folder / "pytest_v.log"
-    if not pytest_log.is_file():
-        tests = Path(__file__).resolve().parent.parent / "tests"
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-v",
-                "-p",
-                "no:cacheprovider",
-                str(tests / "test_text_robustness.py"),
-                str(tests / "test_tool_compressors.py"),
-                str(tests / "test_tools_stage.py"),
-                str(tests / "test_types.py"),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        pytest_log.write_text(out.stdout)
-    found = [("pytest -v tests/", pytest_log)]
-    found += [
-        ("pip install -v " + p.stem.removeprefix("pip_install_"), p)
-        for p in sorted(folder.glob("pip_*.log"))
-    ]
-    if not any(p.name.startswith("pip_") for _, p in found):
-        pip_log = folder / "pip_download_v.log"
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "-v",
-                "--no-deps",
-                "-d",
-                str(folder / "dl"),
-                "rank-bm25",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        pip_log.write_text(out.stdout + out.stderr)
-        found.append(("pip download -v rank-bm25", pip_log))
-    return found
-
-
-def source_files(limit: int) -> list[Path]:
-    files: list[Path] = []
-    for package in (
-        "json",
-        "email",
-        "http",
-        "logging",
-        "asyncio",
-        "pydantic",
-        "tiktoken",
-        "urllib",
-    ):
-        spec = importlib.util.find_spec(package)
-        for root in spec.submodule_search_locations or [] if spec else []:
-            files += sorted(
-                p for p in Path(root).glob("*.py") if 2_000 <= p.stat().st_size <= 40_000
-            )
-    return files[:limit]
 
 
 # ---------------------------------------------------------------- configs
@@ -428,9 +318,7 @@ def main() -> None:
     p.add_argument("--model", default="hf:default", help="the reader (a promptslim bench backend)")
     args = p.parse_args()
     n = args.traces or (24 if args.quick else 200)
-    sources = TraceSources.from_paths(
-        replay_dir=replay_dir(), logs=logs(), source_files=source_files(120)
-    )
+    sources = trace_sources(120)
     items = build_traces(sources, n=n, seed=0, calls=(5, 30))
     long_items = build_traces(
         sources, n=3 if args.quick else 30, seed=1, calls=(30, 30), max_result_chars=30_000
@@ -456,7 +344,7 @@ def main() -> None:
     if args.reader:
         result["reader"] = reader_quality(sources, args.reader, args.model)
     result.update(headline(result))
-    emit(result, args, _table(result))
+    emit(result, args, table(result))
 
 
 def headline(result: dict[str, Any]) -> dict[str, Any]:
@@ -475,63 +363,6 @@ def headline(result: dict[str, Any]) -> dict[str, Any]:
         out["quality_delta_em"] = result["reader"]["em"]["delta"]
         out["quality_delta_em_low"] = result["reader"]["em"]["ci95"][0]
     return out
-
-
-def _table(result: dict[str, Any]) -> str:
-    lines = [
-        "| kind | results | token_ratio | needle_retention | p99 ms / 10k tok (first, steady) |",
-        "|---|---|---|---|---|",
-    ]
-    for k, r in result["per_type"].items():
-        nr = (
-            "-"
-            if r["needle_retention"] is None
-            else f"{r['needle_retention']:.3f} ({r['needles']})"
-        )
-        lines.append(
-            f"| {k} | {r['results']} | {r['token_ratio']:.3f} | {nr} | "
-            f"{r['p99_ms_per_10k']:.2f}, {r['p99_ms_per_10k_steady']:.2f} |"
-        )
-    side = result.get("json_side_by_side", {})
-    if "unavailable" not in side:
-        lines += ["", "| JSON results | token_ratio | needle_retention | p50 / p99 ms per 10k |"]
-        lines.append("|---|---|---|---|")
-        for name, r in side.items():
-            nr = (
-                "-"
-                if r["needle_retention"] is None
-                else f"{r['needle_retention']:.3f} ({r['needles']})"
-            )
-            lines.append(
-                f"| {name} | {r['token_ratio']:.3f} | {nr} | "
-                f"{r['p50_ms_per_10k']:.2f} / {r['p99_ms_per_10k']:.2f} |"
-            )
-    lines += [
-        "",
-        "| config | token_ratio | needle_retention | cache_hit_share (30 calls) | turn p99 ms |",
-    ]
-    lines.append("|---|---|---|---|---|")
-    for name, r in result["configs"].items():
-        if "unavailable" in r:
-            lines.append(f"| {name} | unavailable: {r['unavailable']} | | | |")
-            continue
-        lines.append(
-            f"| {name} | {r['token_ratio']:.3f} | {r['needle_retention']:.3f} | "
-            f"{r['long_cache_hit_share']:.3f} | {r['long_turn_ms_p99']:.1f} |"
-        )
-    if "reader" in result:
-        r = result["reader"]
-        lines += [
-            "",
-            f"reader {r['model']} on {r['items']} traces (tools minus none, paired 95% CI):",
-        ]
-        for metric, label in (("em", "subspan EM"), ("lp", "gold log-likelihood")):
-            m = r[metric]
-            lines.append(
-                f"- {label}: none {m['none']:.3f}, tools {m['tools']:.3f}, "
-                f"delta {m['delta']:+.3f} [{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]"
-            )
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":
