@@ -54,14 +54,13 @@ from pathlib import Path
 from typing import Any
 
 from common import data_file, machine
+from compress_stats import RATES, Records, entry, versus
 
 from promptslim.render import insert_documents
 from promptslim.stages.compress import CompressStage
-from promptslim.stats import percentile
 from promptslim.tokens import count_documents, get_counter
 from promptslim.types import Document, Request
 
-RATES = (0.5, 0.33)
 #: benchmark labels that are a compressor with options: the lm compressor on the float model
 #: (``lm`` itself scores with an int8 copy on a CPU, its default there)
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {"lm_fp32": ("lm", {"quantize": False})}
@@ -123,7 +122,9 @@ def answer_kept(row: dict[str, Any], documents: list[Document]) -> bool:
 def _lingua_python() -> str | None:
     """The interpreter of the lingua environment, when there is one."""
     named = os.environ.get("PROMPTSLIM_LINGUA_PYTHON")
-    found = Path(named) if named else Path(__file__).resolve().parent.parent / ".venv-lingua/bin/python"
+    found = (
+        Path(named) if named else Path(__file__).resolve().parent.parent / ".venv-lingua/bin/python"
+    )
     return str(found) if found.exists() else None
 
 
@@ -149,7 +150,9 @@ def _llmlingua_worker(args: argparse.Namespace) -> dict[str, Any]:
     rows = load(Path(args.dataset), args.n)
     counter = get_counter()
     stages = {
-        rate: CompressStage(compressor="llmlingua", rate=rate, options={"protect_fallback": False}, strict=True)
+        rate: CompressStage(
+            compressor="llmlingua", rate=rate, options={"protect_fallback": False}, strict=True
+        )
         for rate in RATES
     }
     for stage in stages.values():  # warm-up: the model load is not compression time
@@ -171,8 +174,27 @@ def _llmlingua_worker(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+Stages = dict[tuple[str, float], CompressStage]
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = load(Path(args.dataset), args.n)
+    remote = _remote_or_skip(args, rows)  # may take llmlingua out of args.compressors
+    stages, sizes = _stages(args, rows, remote)
+    lm = None
+    if args.prefill_items:
+        from promptslim.backends.models import load_causal_lm
+
+        lm = load_causal_lm(device="cpu")
+    records = _compress_rows(args, rows, stages, sizes, remote, lm)
+    return _summary(args, rows, records, sizes, remote)
+
+
+def _remote_or_skip(
+    args: argparse.Namespace, rows: list[dict[str, Any]]
+) -> dict[str, Any] | str | None:
+    """llmlingua's records from the lingua environment when this one lacks it (a dict), why it
+    was skipped (a str, and llmlingua left out of ``args.compressors``), or None: run here."""
     remote: dict[str, Any] | str | None = None
     if "llmlingua" in args.compressors:
         from promptslim.backends.compress.lingua import llmlingua_unavailable
@@ -182,29 +204,52 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if isinstance(remote, str):
                 print(f"llmlingua skipped: {remote}", flush=True)
                 args.compressors = [c for c in args.compressors if c != "llmlingua"]
-    counter = get_counter()
+    return remote
+
+
+def _stages(
+    args: argparse.Namespace, rows: list[dict[str, Any]], remote: dict[str, Any] | str | None
+) -> tuple[Stages, dict[str, int]]:
+    """A warmed-up stage per (compressor, rate) run here, and the rows each compressor gets."""
     n_lm = min(len(rows), args.n_lm)
-    sizes = {"extractive": len(rows), "lm": n_lm, "lm_fp32": n_lm, "llmlingua": min(len(rows), args.n_llmlingua)}
+    sizes = {
+        "extractive": len(rows),
+        "lm": n_lm,
+        "lm_fp32": n_lm,
+        "llmlingua": min(len(rows), args.n_llmlingua),
+    }
     sizes = {name: sizes.get(name, len(rows)) for name in args.compressors}
-    options: dict[str, tuple[str, dict[str, Any] | None]] = {"llmlingua": ("llmlingua", {"protect_fallback": False})}
+    options: dict[str, tuple[str, dict[str, Any] | None]] = {
+        "llmlingua": ("llmlingua", {"protect_fallback": False})
+    }
     options |= VARIANTS
     stages = {
         (name, rate): CompressStage(
-            compressor=options.get(name, (name, None))[0], rate=rate, options=options.get(name, (name, None))[1], strict=True
+            compressor=options.get(name, (name, None))[0],
+            rate=rate,
+            options=options.get(name, (name, None))[1],
+            strict=True,
         )
         for name in args.compressors
         for rate in RATES
         if not (name == "llmlingua" and isinstance(remote, dict))
     }
-    for (name, rate), stage in stages.items():  # warm-up: model loads are not compression time
+    for stage in stages.values():  # warm-up: model loads are not compression time
         stage.run(request_of(rows[0], n_docs=3))
-    lm = None
-    if args.prefill_items:
-        from promptslim.backends.models import load_causal_lm
+    return stages, sizes
 
-        lm = load_causal_lm(device="cpu")
+
+def _compress_rows(
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    stages: Stages,
+    sizes: dict[str, int],
+    remote: dict[str, Any] | str | None,
+    lm: Any,
+) -> Records:
+    counter = get_counter()
     # per (compressor, rate): per-item records, in row order
-    records: dict[tuple[str, float], list[dict[str, Any]]] = {key: [] for key in stages}
+    records: Records = {key: [] for key in stages}
     if isinstance(remote, dict):
         records |= {("llmlingua", rate): [] for rate in RATES}
     for i, row in enumerate(rows):
@@ -232,13 +277,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 compressed[("llmlingua", rate)] = request.model_copy(update={"documents": docs})
         if lm is not None and i < args.prefill_items:
             _prefill_item(lm, request, compressed, records, args.repeats)
+    return records
+
+
+def _summary(
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    records: Records,
+    sizes: dict[str, int],
+    remote: dict[str, Any] | str | None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for (name, rate), recs in records.items():
-        out.setdefault(name, {})[str(rate)] = _entry(recs)
+        out.setdefault(name, {})[str(rate)] = entry(recs)
         print(f"{name} {rate}: {out[name][str(rate)]}", flush=True)
     for native in ("lm", "lm_fp32"):
         if native in args.compressors and "llmlingua" in args.compressors:
-            out.update(_versus(records, sizes["llmlingua"], native))
+            out.update(versus(records, sizes["llmlingua"], native))
     out.update(
         N=len(rows),
         N_per_compressor=sizes,
@@ -294,68 +349,24 @@ def _prefill_item(
         rec["net"] = (rec["ms"] / 1e3 + rec["prefill_compressed_s"]) / original_s
 
 
-def _entry(recs: list[dict[str, Any]]) -> dict[str, Any]:
-    n = len(recs)
-    times = [r["ms"] for r in recs]
-    entry: dict[str, Any] = {
-        "rate": round(statistics.mean(r["rate"] for r in recs), 4),
-        "retention": round(sum(r["kept"] for r in recs) / n, 4),
-        "p50_ms": round(percentile(times, 50), 2),
-        "p99_ms": round(percentile(times, 99), 2),
-        "p50_cpu_ms": round(percentile([r["cpu_ms"] for r in recs], 50), 2),
-        "net_ratio": None,
-        "n": n,
-    }
-    measured = [r for r in recs if "net" in r]
-    if measured:
-        entry["net_ratio"] = round(statistics.median(r["net"] for r in measured), 3)
-        entry["prefill_original_s"] = round(statistics.median(r["prefill_original_s"] for r in measured), 3)
-        entry["prefill_compressed_s"] = round(statistics.median(r["prefill_compressed_s"] for r in measured), 3)
-        entry["prefill_n"] = len(measured)
-    return entry
-
-
-def _versus(records: dict[tuple[str, float], list[dict[str, Any]]], shared: int, native: str = "lm") -> dict[str, Any]:
-    """``native`` (lm or lm_fp32) against llmlingua on the items both ran (the first
-    ``shared`` rows)."""
-    speedup: dict[str, float | None] = {}
-    speedup_cpu: dict[str, float | None] = {}
-    detail: dict[str, Any] = {}
-    for rate in RATES:
-        lm_recs, ll_recs = records[(native, rate)][:shared], records[("llmlingua", rate)][:shared]
-        if not lm_recs or not ll_recs:
-            speedup[str(rate)] = speedup_cpu[str(rate)] = None
-            continue
-        med = {k: statistics.median(r[k] for r in ll_recs) / statistics.median(r[k] for r in lm_recs) for k in ("ms", "cpu_ms")}
-        speedup[str(rate)], speedup_cpu[str(rate)] = round(med["ms"], 2), round(med["cpu_ms"], 2)
-        detail[str(rate)] = {
-            name: {
-                "rate": round(statistics.mean(r["rate"] for r in recs), 4),
-                "retention": round(sum(r["kept"] for r in recs) / len(recs), 4),
-                "p50_ms": round(statistics.median(r["ms"] for r in recs), 2),
-            }
-            for name, recs in ((native, lm_recs), ("llmlingua", ll_recs))
-        } | {"n": len(lm_recs)}
-    return {
-        f"{native}_speedup_vs_llmlingua": speedup,
-        f"{native}_speedup_vs_llmlingua_cpu": speedup_cpu,
-        f"{native}_vs_llmlingua": detail,
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="50 rows (4 for lm, 1 for llmlingua, 1 prefilled)")
+    parser.add_argument(
+        "--quick", action="store_true", help="50 rows (4 for lm, 1 for llmlingua, 1 prefilled)"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object as the last line")
     parser.add_argument(
-        "--dataset", help="nq20-dev.jsonl.gz or a file of its format (default: $PROMPTSLIM_DATA_DIR's)"
+        "--dataset",
+        help="nq20-dev.jsonl.gz or a file of its format (default: $PROMPTSLIM_DATA_DIR's)",
     )
     parser.add_argument("--n", type=int, default=None)
     parser.add_argument("--n-lm", type=int, default=None)
     parser.add_argument("--n-llmlingua", type=int, default=None)
     parser.add_argument("--prefill-items", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--compressors", nargs="+", default=["extractive", "lm", "lm_fp32", "llmlingua"])
+    parser.add_argument(
+        "--compressors", nargs="+", default=["extractive", "lm", "lm_fp32", "llmlingua"]
+    )
     parser.add_argument("--llmlingua-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.dataset = args.dataset or str(data_file("nq20-dev.jsonl.gz"))
