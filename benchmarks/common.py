@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from promptslim.loadsim.processes import stop_process
+
 RESULTS = Path(__file__).resolve().parent / "results"
 #: the sample of the evaluation data committed with the tests (tests/data/README.md)
 SAMPLE_DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
@@ -185,13 +187,5 @@ class LlamaServer:
         return self.log_path.read_bytes().decode("utf-8", "replace")
 
     def stop(self) -> None:
-        import subprocess
-
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc)
         self._dir.cleanup()

@@ -22,6 +22,7 @@ from promptslim.loadsim.calibrate import ServerTiming, fit_single_stream
 from promptslim.loadsim.engine import ServerConfig, SimRequest, simulate_server
 from promptslim.loadsim.llama_server import free_port
 from promptslim.loadsim.loadtest import PreparedRequest, RequestRecord
+from promptslim.loadsim.processes import stop_process
 from promptslim.stats import paired_bootstrap_ci, percentiles
 from promptslim.tokens import count_messages
 
@@ -145,13 +146,7 @@ class Proxy:
         raise SystemExit("promptslim serve not ready in time")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc)
         self._log.close()
 
 

@@ -12,7 +12,17 @@ import time
 import urllib.request
 from typing import Any
 
-__all__ = ["CpuMeter", "free_port", "machine_busy", "self_cpu_ms", "stop", "tree_cpu_ms", "wait_ready"]
+from promptslim.loadsim.processes import stop_process
+
+__all__ = [
+    "CpuMeter",
+    "free_port",
+    "machine_busy",
+    "self_cpu_ms",
+    "stop",
+    "tree_cpu_ms",
+    "wait_ready",
+]
 
 # ---------------------------------------------------------------- CPU accounting
 
@@ -121,10 +131,4 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30) -
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
     """Stop a process we started, by its PID only."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    stop_process(proc, grace_s=15)

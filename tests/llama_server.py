@@ -25,6 +25,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from promptslim.loadsim.processes import stop_process
+
 READY_TIMEOUT_S = 90.0
 
 
@@ -45,14 +47,7 @@ def _ready(base_url: str) -> bool:
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     """Stop the server we started, by its PID only."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
+    stop_process(proc)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,8 @@ import subprocess
 import time
 from typing import Self
 
+from promptslim.loadsim.processes import stop_process
+
 __all__ = ["RedisServer", "redis_server_available"]
 
 
@@ -55,13 +57,7 @@ class RedisServer:
     def stop(self) -> None:
         """Stop the server we started, by its PID."""
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_process(proc)
 
     def __enter__(self) -> Self:
         return self.start()

@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from promptslim.loadsim.processes import stop_process
+
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("uvicorn")
 
@@ -79,13 +81,7 @@ class ProxyProcess:
         return httpx.get(self.url + "/metrics", headers=headers, timeout=5).text
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        stop_process(self.proc, grace_s=15)
 
 
 @pytest.fixture(scope="module")

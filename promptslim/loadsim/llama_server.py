@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import IO, final
 
 from ..errors import BackendUnavailable
+from .processes import stop_process
 
 __all__ = ["LlamaServer", "find_binary", "free_port"]
 
@@ -143,13 +144,7 @@ class LlamaServer:
     def stop(self) -> None:
         """Stop the server we started, by its PID only."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_process(proc)
         if self._log is not None:
             self._log.close()
             self._log = None
