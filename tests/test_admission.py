@@ -6,6 +6,7 @@ which requests reached it)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -228,3 +229,49 @@ async def _wait_active(admission: Admission) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("the first request was not admitted")
+
+
+def _pipeline_runs(metrics: str) -> float:
+    line = next(
+        x for x in metrics.splitlines() if x.startswith("promptslim_pipeline_seconds_count")
+    )
+    return float(line.split()[-1])
+
+
+FILLER = "The harbour ledger noted wind, swell and the colour of the sky every hour. " * 6
+
+
+@pytest.mark.asyncio
+async def test_a_request_that_must_wait_is_slimmed_before_it_queues() -> None:
+    """First come first served, the limit at the upstream's slots (here one): the waiting
+    request's pipeline has run while it waits, so once admitted it holds the upstream's slot
+    for the exchange alone; what reaches the upstream is the same slimmed body as for a
+    request that did not wait."""
+    docs = [{"id": f"d{k}", "text": f"Note {k}. {FILLER}"} for k in range(12)]
+    body = {**_body(3), "documents": docs}
+    seam = Seam()
+    with ThreadServer(seam.app) as upstream, proxy(
+        upstream.url + "/v1", pipeline=Pipeline.default(), max_concurrency=1
+    ) as (url, state):  # fmt: skip
+        async with httpx.AsyncClient(timeout=20) as client:
+
+            async def post(tag: str) -> int:
+                headers = {"x-seam": "hold", "x-seam-delay": "3", "x-tag": tag}
+                r = await client.post(url + "/v1/chat/completions", json=body, headers=headers)
+                return r.status_code
+
+            first = asyncio.create_task(post("first"))
+            for _ in range(500):  # bounded: until the first has reached the upstream
+                if seam.bodies:
+                    break
+                await asyncio.sleep(0.01)
+            before = _pipeline_runs((await client.get(url + "/metrics")).text)
+            second = asyncio.create_task(post("second"))
+            await _wait_queued(state.admission, 1)
+            during = _pipeline_runs((await client.get(url + "/metrics")).text)
+            assert state.admission.queued == 1  # read while the second still waited
+            assert during == before + 1
+            assert await asyncio.gather(first, second) == [200, 200]
+    assert [h["x-tag"] for h in seam.headers] == ["first", "second"]
+    assert seam.bodies[1] == seam.bodies[0]
+    assert len(seam.bodies[1]) < len(json.dumps(body)) and b"documents" not in seam.bodies[1]

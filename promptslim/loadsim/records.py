@@ -15,11 +15,14 @@ __all__ = ["PreparedRequest", "RequestRecord", "phases", "read_events"]
 
 @dataclass(frozen=True)
 class PreparedRequest:
-    """A body ready to send, its prompt size (client tokenizer) and what slimming it cost."""
+    """A body ready to send, its prompt size (client tokenizer), what slimming it cost, and
+    headers of its own (a priority class, a tenant: a mixed stream's requests differ in them),
+    sent on top of the run's."""
 
     body: dict[str, Any]
     prompt_tokens: int
     slim_s: float = 0.0
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass

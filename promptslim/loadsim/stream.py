@@ -48,7 +48,7 @@ async def _one(
 
     async def exchange() -> None:
         async with client.stream(
-            "POST", url, json=request.body, extensions={"trace": trace}
+            "POST", url, json=request.body, headers=request.headers, extensions={"trace": trace}
         ) as response:
             record.http_status = response.status_code
             if response.status_code >= 400:

@@ -5,10 +5,16 @@ Past the limit a request waits; past the queue bound it is refused at once (the 
 that into ``429`` with ``Retry-After``), so an overloaded upstream does not make every
 request's TTFT grow without bound. A freed slot goes to the waiting request of the highest
 class (``AdmissionPolicy.classes``, highest first), and within a class to the one with the
-fewest prompt tokens (when ``shortest_first``; the proxy then slims a request that has to wait
-*before* it queues, so the size it is ordered by is what the upstream will prefill), ties in
-arrival order. Short requests then do not queue behind long ones: the seed's "high-value short
-requests must not wait for very long ones". A request whose tenant already has
+fewest prompt tokens (when ``shortest_first``), ties in arrival order. The proxy slims a
+request that has to wait *before* it queues: the size it is ordered by is what the upstream
+will prefill, and once admitted it holds its slot for the upstream exchange alone, never for
+the pipeline. Short requests then do not queue behind long ones: the seed's "high-value short
+requests must not wait for very long ones".
+
+The queue is only where the waiting happens when the limit is the upstream's own: set it to
+the server's parallel slots (llama.cpp's ``-np``, vLLM's ``--max-num-seqs``). A larger limit
+sends everything on, and the requests then wait in the server's queue, first come first
+served, where no class or size can reorder them. A request whose tenant already has
 ``tenant_limit`` requests in flight waits even when a slot is free, so one tenant cannot take
 every slot. Each class may have its own longest queue wait (``queue_budget_s``); past it, 429.
 
@@ -148,6 +154,10 @@ class Admission:
         """Whether ``ticket`` would queue if it asked now (then its size is worth knowing)."""
         return not self._free_for(ticket) or self.queued > 0
 
+    def has_room(self) -> bool:
+        """Whether the queue can take one more (a request past it is refused at once)."""
+        return self.queued < self.max_queue
+
     def budget_s(self, ticket: Ticket, default_s: float) -> float:
         return float(self.policy.queue_budget_s.get(ticket.klass, default_s))
 
@@ -157,7 +167,7 @@ class Admission:
         if self._free_for(ticket) and not self._eligible_waiting():
             self._take(ticket)
             return
-        if self.queued >= self.max_queue:
+        if not self.has_room():
             raise Overloaded(f"{self._active} requests in flight and {self.queued} queued")
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         size = ticket.tokens if self.policy.shortest_first else 0

@@ -217,11 +217,10 @@ class Proxy(UpstreamExchanges):
         ticket = self.admission.policy.ticket(request.headers, key=ex.id)
         ticket.tokens = len(raw) // 4  # a size to order by until the slimmed one is known
         payload: bytes | None = None
-        if (
-            parsed is not None
-            and self.admission.policy.shortest_first
-            and self.admission.would_wait(ticket)
-        ):  # it will queue: slim it first, so it is ordered by what the upstream will prefill
+        admission = self.admission
+        if parsed is not None and admission.would_wait(ticket) and admission.has_room():
+            # it will queue: slim it first, so that it is ordered by what the upstream will
+            # prefill and, once admitted, holds its upstream slot for the exchange alone
             early = await self._slimmed(parsed, ex, raw)
             if not isinstance(early, bytes):
                 return early
