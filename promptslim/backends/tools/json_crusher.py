@@ -17,18 +17,21 @@ duplicate keys and key order: what is kept is byte-exact data, written compactly
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import Counter
-from collections.abc import Iterator
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 from ...errors import ConfigError
 from ...text import find_protected_spans
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
+from .json_dedup import dedup_subtrees
+from .json_values import MAX_DEPTH, Num, Obj, TooDeep, dump_json, load_json
+from .json_values import leaves as leaves_of
 from .match import Matcher, matcher_for
 
-__all__ = ["JsonCompressor", "dump_json", "load_json"]
+__all__ = ["JsonCompressor", "NotJson", "dump_json", "load_json"]
 
 _STATUS_KEYS = frozenset([
     "state", "status", "error", "errors", "level", "severity", "conclusion", "result", "ok",
@@ -38,86 +41,13 @@ _STATUS_KEYS = frozenset([
 _ERROR_KEYS = frozenset(["error", "errors", "exception", "failure", "traceback", "stack", "fault"])
 # keys whose numbers are labels, not measurements: an id far from the median is no anomaly
 _LABEL_SUFFIXES = ("id", "_id", "number", "_at", "_ts", "timestamp", "version", "sha", "hash")
-_MAX_DEPTH = 96
+# a leaf's key path and its value
+_path = itemgetter(0)
+_value = itemgetter(1)
 
 
-class _Num(str):
-    """A JSON number (or NaN/Infinity) as the input spelled it."""
-
-    __slots__ = ()
-
-
-class _Obj(list[tuple[str, Any]]):
-    """A JSON object as its (key, value) pairs: order and duplicate keys kept."""
-
-    __slots__ = ()
-
-
-class _TooDeep(Exception):
-    pass
-
-
-def load_json(text: str) -> Any:
-    """Parse ``text`` keeping number spellings and duplicate keys; raises ValueError."""
-    return json.loads(
-        text, object_pairs_hook=_Obj, parse_float=_Num, parse_int=_Num, parse_constant=_Num
-    )
-
-
-def dump_json(value: Any, *, ascii_only: bool = False) -> str:
-    """Compact JSON for a value from ``load_json`` (or plain Python data)."""
-    out: list[str] = []
-    _dump(value, out, json.encoder.encode_basestring_ascii if ascii_only else _encode_str)
-    return "".join(out)
-
-
-_encode_str = json.encoder.encode_basestring
-
-
-def _dump(value: Any, out: list[str], enc: Any) -> None:
-    if isinstance(value, _Num):
-        out.append(str.__str__(value))
-    elif isinstance(value, str):
-        out.append(enc(value))
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif value is None:
-        out.append("null")
-    elif isinstance(value, (_Obj, dict)):
-        pairs = value if isinstance(value, _Obj) else list(value.items())
-        out.append("{")
-        for i, (k, v) in enumerate(pairs):
-            if i:
-                out.append(",")
-            out.append(enc(k))
-            out.append(":")
-            _dump(v, out, enc)
-        out.append("}")
-    elif isinstance(value, list):
-        out.append("[")
-        for i, v in enumerate(value):
-            if i:
-                out.append(",")
-            _dump(v, out, enc)
-        out.append("]")
-    else:  # plain ints and floats from callers' data
-        out.append(json.dumps(value))
-
-
-def _leaves(value: Any, path: str, depth: int) -> Iterator[tuple[str, Any]]:
-    """(key path, scalar) for every scalar under ``value``; array indexes become ``[]``."""
-    if depth > _MAX_DEPTH:
-        raise _TooDeep
-    if isinstance(value, _Obj):
-        for k, v in value:
-            yield from _leaves(v, f"{path}.{k}", depth + 1)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _leaves(v, f"{path}[]", depth + 1)
-    else:
-        yield path, value
+class NotJson(ValueError):
+    """The text is not a JSON object or array (or is too deep for the parser)."""
 
 
 class JsonCompressor(ToolCompressor):
@@ -172,25 +102,33 @@ class JsonCompressor(ToolCompressor):
         self.dedup_chars = dedup_chars
 
     def compress(self, text: str, context: ToolContext) -> Compressed | None:
+        try:
+            return self.compress_json(text, context)
+        except NotJson:
+            return None  # the text compressor's business
+
+    def compress_json(self, text: str, context: ToolContext) -> Compressed | None:
+        """``compress``, telling apart text that is not JSON (``NotJson`` raised) from JSON
+        with nothing to crush (None), so the router need not parse it a second time."""
         stripped = text.strip()
         if not stripped or stripped[0] not in "[{":
-            return None
+            raise NotJson("not a JSON object or array")
         try:
             data = load_json(stripped)
+        except (ValueError, RecursionError) as exc:
+            raise NotJson(str(exc)) from exc
+        try:
             run = _Run(self, matcher_for(context), ascii_only=text.isascii() and "\\u" in text)
-            out = run.crush(data, "$", 0)
-            if self.dedup_chars:
-                from .json_dedup import dedup_subtrees
-
-                out, repeated = dedup_subtrees(
-                    out, min_chars=self.dedup_chars, ascii_only=run.ascii_only
-                )
-                run.elisions += repeated
-        except (ValueError, RecursionError, _TooDeep):
-            return None  # not JSON (or too deep to walk): the text compressor's business
+            crushed = run.crush(data, "$", 0)
+            out, repeated = dedup_subtrees(
+                crushed, min_chars=self.dedup_chars, ascii_only=run.ascii_only
+            )
+        except (ValueError, RecursionError, TooDeep):
+            return None  # JSON too deep to walk: it goes on as it is
+        run.elisions += repeated
         if not run.elisions:
             return None
-        return Compressed(dump_json(out, ascii_only=run.ascii_only), tuple(run.elisions), "json")
+        return Compressed(out, tuple(run.elisions), "json")
 
 
 class _Run:
@@ -206,19 +144,31 @@ class _Run:
         return dump_json(value, ascii_only=self.ascii_only)
 
     def crush(self, value: Any, path: str, depth: int) -> Any:
-        if depth > _MAX_DEPTH:
-            raise _TooDeep
-        if isinstance(value, _Obj):
-            return _Obj((k, self.crush(v, f"{path}.{k}", depth + 1)) for k, v in value)
-        if isinstance(value, list):
+        """``value`` with its long arrays and strings crushed; what is unchanged is returned
+        as it is (the same object), so a walk over kept data allocates nothing."""
+        if isinstance(value, list):  # Obj is a list too
+            if value and depth + 1 > MAX_DEPTH:
+                raise TooDeep
+            if type(value) is Obj:
+                return self._object(value, path, depth)
             return self._array(value, path, depth)
-        if (
-            isinstance(value, str)
-            and not isinstance(value, _Num)
-            and len(value) > self.cfg.max_string
-        ):
+        if depth > MAX_DEPTH:
+            raise TooDeep
+        if isinstance(value, str) and type(value) is not Num and len(value) > self.cfg.max_string:
             return self._string(value, path)
         return value
+
+    def _object(self, pairs: Obj, path: str, depth: int) -> Obj:
+        out: Obj | None = None
+        limit = self.cfg.max_string
+        for j, (k, v) in enumerate(pairs):
+            if isinstance(v, list) or (type(v) is str and len(v) > limit):
+                new = self.crush(v, f"{path}.{k}", depth + 1)
+                if new is not v:
+                    if out is None:
+                        out = Obj(pairs)
+                    out[j] = (k, new)
+        return pairs if out is None else out
 
     # ---- strings
 
@@ -241,33 +191,40 @@ class _Run:
         cfg = self.cfg
         n = len(items)
         if n <= cfg.head + cfg.tail + 1:
-            return [self.crush(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(items)]
-        leaves = [list(_leaves(v, "", depth + 1)) for v in items]
+            short = [self.crush(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(items)]
+            return items if all(a is b for a, b in zip(short, items)) else short
+        leaves = [leaves_of(v, depth + 1) for v in items]
+        paths = _Paths(leaves)
         keep: set[int] = set(range(cfg.head)) | set(range(n - cfg.tail, n))
         keep |= self._matches(leaves)
-        keep |= self._anomalies(leaves)
-        keep |= self._outliers(leaves)
+        keep |= self._anomalies(leaves, paths)
+        keep |= self._outliers(leaves, paths)
         keep |= self._schema(leaves, keep)
         out: list[Any] = []
         gap: list[int] = []
         for i, v in enumerate(items):
             if i in keep:
                 if gap:
-                    out.append(self._gap(items, leaves, gap, path))
+                    out.append(self._gap(items, leaves, paths, gap, path))
                     gap = []
                 out.append(self.crush(v, f"{path}[{i}]", depth + 1))
             else:
                 gap.append(i)
         if gap:
-            out.append(self._gap(items, leaves, gap, path))
+            out.append(self._gap(items, leaves, paths, gap, path))
         return out
 
     def _gap(
-        self, items: list[Any], leaves: list[list[tuple[str, Any]]], gap: list[int], path: str
+        self,
+        items: list[Any],
+        leaves: list[list[tuple[str, Any]]],
+        paths: _Paths,
+        gap: list[int],
+        path: str,
     ) -> str:
         original = self.dump([items[i] for i in gap])
         ident = elision_id(original)
-        note = _status_note([leaves[i] for i in gap])
+        note = _status_note([leaves[i] for i in gap], paths.noted) if paths.noted else ""
         where = f"{path}[{gap[0]}:{gap[-1] + 1}]"
         self.elisions.append(Elision(ident, "items", len(gap), where, original, note))
         return marker(len(gap), "items" if len(gap) > 1 else "item", ident, note)
@@ -276,25 +233,22 @@ class _Run:
         m = self.matcher
         if m.empty:
             return set()
-        scalars = [
-            [str.__str__(v) if isinstance(v, str) else str(v) for _, v in lv] for lv in leaves
-        ]
-        texts = ["\x1f".join(s) for s in scalars]
-        found: list[set[str]] = []
-        for s, t in zip(scalars, texts):
-            hits = m.literals_in(t)
+        # each item's scalars as text (``str`` of a Num is its spelling), map()ed: per leaf
+        # work in C, not in a comprehension
+        texts = ["\x1f".join(map(str, map(_value, lv))) for lv in leaves]
+        found = m.literals_per_part(texts)
+        for lv, hits in zip(leaves, found):
             # a number names an item only as a whole value (``21`` is in every 2021 date)
             numeric = {h for h in hits if h.isdigit()}
             if numeric:
-                hits -= numeric - set(s)
-            found.append(hits)
+                hits -= numeric - set(map(str, map(_value, lv)))
         # a literal that most items hold (the repository every URL names) picks out nothing
         spread = Counter(h for hits in found for h in hits)
         limit = max(2, len(leaves) // 4)
         score = [sum(1 for h in hits if spread[h] <= limit) for hits in found]
         ranked = sorted((i for i, s in enumerate(score) if s), key=lambda i: (-score[i], i))
         chosen = set(ranked[: self.cfg.max_matches])
-        words = [m.word_hits(t) for t in texts]
+        words = m.word_hits_per_part(texts)
         if words and self.cfg.word_matches:
             floor = max(2.0, statistics.median(words) + 1)
             ranked = sorted(
@@ -303,18 +257,19 @@ class _Run:
             chosen |= set(ranked[: self.cfg.word_matches])
         return chosen
 
-    def _anomalies(self, leaves: list[list[tuple[str, Any]]]) -> set[int]:
+    def _anomalies(self, leaves: list[list[tuple[str, Any]]], paths: _Paths) -> set[int]:
+        status = paths.status
+        if not status:
+            return set()
         n = len(leaves)
         values: dict[str, dict[int, str]] = {}
         for i, lv in enumerate(leaves):
             for p, v in lv:
-                key = p.rsplit(".", 1)[-1].rstrip("[]").lower()
-                if key in _STATUS_KEYS and (v is None or isinstance(v, (str, bool, _Num))):
+                if p in status and (v is None or isinstance(v, (str, bool))):  # Num is a str
                     values.setdefault(p, {})[i] = str(v)
         odd: Counter[int] = Counter()
         for p, by_item in values.items():
-            key = p.rsplit(".", 1)[-1].rstrip("[]").lower()
-            if key in _ERROR_KEYS and len(by_item) <= n // 2:
+            if status[p] and len(by_item) <= n // 2:  # an error key
                 odd.update({i: 2 for i in by_item if by_item[i] not in ("None", "False", "")})
                 continue
             counts = Counter(by_item.values())
@@ -325,13 +280,14 @@ class _Run:
         ranked = sorted(odd, key=lambda i: (-odd[i], i))
         return set(ranked[: self.cfg.max_anomalies])
 
-    def _outliers(self, leaves: list[list[tuple[str, Any]]]) -> set[int]:
-        if len(leaves) < 8 or not self.cfg.max_outliers:
+    def _outliers(self, leaves: list[list[tuple[str, Any]]], paths: _Paths) -> set[int]:
+        measured = paths.measured
+        if len(leaves) < 8 or not self.cfg.max_outliers or not measured:
             return set()
         numbers: dict[str, dict[int, float]] = {}
         for i, lv in enumerate(leaves):
             for p, v in lv:
-                if isinstance(v, _Num) and not p.lower().endswith(_LABEL_SUFFIXES):
+                if type(v) is Num and p in measured:
                     try:
                         numbers.setdefault(p, {})[i] = float(v)
                     except ValueError:
@@ -364,22 +320,42 @@ class _Run:
         for i, lv in enumerate(leaves):
             if len(extra) >= self.cfg.max_schema:
                 break
-            if i in keep:
+            if i in keep or shown.issuperset(map(_path, lv)):
                 continue
-            paths = {p for p, _ in lv}
-            if not paths <= shown:
-                extra.add(i)
-                shown |= paths
+            extra.add(i)
+            shown.update(map(_path, lv))
         return extra
 
 
-def _status_note(leaves: list[list[tuple[str, Any]]]) -> str:
+class _Paths:
+    """The key paths of one array's items, each classified once (not once per leaf):
+    ``status``, status-like paths (True for an error key); ``measured``, paths whose numbers
+    are measurements; ``noted``, the top-level status paths a marker's note counts, by key."""
+
+    __slots__ = ("measured", "noted", "status")
+
+    def __init__(self, leaves: list[list[tuple[str, Any]]]) -> None:
+        self.status: dict[str, bool] = {}
+        self.measured: set[str] = set()
+        self.noted: dict[str, str] = {}
+        for p in set(map(_path, chain.from_iterable(leaves))):
+            key = p.rsplit(".", 1)[-1].rstrip("[]")
+            low = key.lower()
+            if low in _STATUS_KEYS:
+                self.status[p] = low in _ERROR_KEYS
+                if p.count(".") == 1:
+                    self.noted[p] = key
+            if not p.lower().endswith(_LABEL_SUFFIXES):
+                self.measured.add(p)
+
+
+def _status_note(leaves: list[list[tuple[str, Any]]], noted: dict[str, str]) -> str:
     """What the left-out items' status fields held: ``state: open 20, closed 4``."""
     values: dict[str, Counter[str]] = {}
     for lv in leaves:
         for p, v in lv:
-            key = p.rsplit(".", 1)[-1].rstrip("[]")
-            if p.count(".") == 1 and key.lower() in _STATUS_KEYS and not isinstance(v, list):
+            key = noted.get(p)
+            if key is not None:
                 values.setdefault(key, Counter())[str(v)] += 1
     parts = []
     for key in sorted(values)[:3]:

@@ -30,12 +30,14 @@ __all__ = ["LogCompressor", "mask_line"]
 _MASK = re.compile(
     r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\"|/[^\s'\"]*|[0-9a-fA-F]*[0-9][0-9a-fA-F.:,_-]*"
 )
-# run on the lowercased text, without word bounds: each alternative starts with a literal, so
-# the scan is fast (a case-insensitive, word-bounded version took 3 ms on 18 KB)
-_IMPORTANT = re.compile(
-    r"error|fatal|fail|exception|panic|critical|warn|denied|refused|timeout|timed out|abort|"
-    r"traceback|assert|segmentation fault|killed|cannot|can't|could not|unable to|not found"
-)
+# found in the lowercased text, without word bounds, by ``str.find`` per word: a regex
+# alternation of them tried every position (25 ns a character, 0.2 ms on 8 KB), a find per
+# word scans at memory speed
+_IMPORTANT = (
+    "error", "fatal", "fail", "exception", "panic", "critical", "warn", "denied", "refused",
+    "timeout", "timed out", "abort", "traceback", "assert", "segmentation fault", "killed",
+    "cannot", "can't", "could not", "unable to", "not found",
+)  # fmt: skip
 _FRAME = re.compile(r"^\s+(?:File \"|at [\w$.<>]+\(|from [\w/.]+:\d+|\^+\s*$|[\w.]+Error\b)")
 _TRACE_START = re.compile(r"^(?:Traceback \(most recent call last\)|\S*(?:Exception|Error)\b.*:\s)")
 
@@ -45,8 +47,19 @@ def mask_line(line: str) -> str:
     return _MASK.sub("#", line).strip()
 
 
-def _lines_with(pattern: re.Pattern[str], text: str, starts: list[int]) -> set[int]:
-    return {bisect_right(starts, m.start()) - 1 for m in pattern.finditer(text)}
+def _lines_with(words: tuple[str, ...], text: str, starts: list[int]) -> set[int]:
+    """The lines of ``text`` (starting at ``starts``) that hold any of ``words``."""
+    found: set[int] = set()
+    find = text.find
+    for word in words:
+        at = find(word)
+        while at != -1:
+            line = bisect_right(starts, at) - 1
+            found.add(line)
+            # the rest of this line holds nothing new for this word
+            end = starts[line + 1] if line + 1 < len(starts) else len(text)
+            at = find(word, max(at + 1, end))
+    return found
 
 
 class LogCompressor(ToolCompressor):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
+from itertools import accumulate
 
 from ...text import find_protected_spans
 from . import ToolContext
@@ -60,6 +61,7 @@ def _words(query: str) -> tuple[str, ...]:
     return tuple(sorted(words))
 
 
+_PART_SEP = "\x1e"
 _WORDCHAR = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
@@ -91,6 +93,26 @@ def _word_matches(words: Sequence[str], text: str) -> Iterator[tuple[int, str]]:
     return _occurrences(words, text, _WORDCHAR)
 
 
+def _per_part(
+    matches: Callable[[Sequence[str], str], Iterator[tuple[int, str]]],
+    needles: Sequence[str],
+    parts: list[str],
+) -> list[set[str]]:
+    """The needles ``matches`` finds in each part. The parts are joined by a separator that is
+    neither a letter nor a digit, so a part's edges stay edges for the boundary test; a match
+    that runs past its part's end (a needle holding the separator) is not the part's."""
+    found: list[set[str]] = [set() for _ in parts]
+    if not needles or not parts:
+        return found
+    # where each part starts in the joined text, and (last) where one after the end would
+    starts = [0, *accumulate(len(p) + 1 for p in parts)]
+    for at, needle in matches(needles, _PART_SEP.join(parts)):
+        i = bisect_right(starts, at) - 1
+        if at + len(needle) < starts[i + 1]:
+            found[i].add(needle)
+    return found
+
+
 class Matcher:
     """Finds a turn's literals and query words in text. ``literal_hits(text)`` counts literal
     occurrences; ``lines_hit(text, starts)`` gives, per line, how many distinct literals and
@@ -116,6 +138,18 @@ class Matcher:
         if not self.words:
             return 0
         return len({w for _, w in _word_matches(self.words, text.lower())})
+
+    def literals_per_part(self, parts: Sequence[str]) -> list[set[str]]:
+        """``literals_in`` of each part, found in one scan of the parts joined (a scan per
+        part and literal cost most of a JSON array's compression)."""
+        return _per_part(_literal_matches, self.literals, list(parts))
+
+    def word_hits_per_part(self, parts: Sequence[str]) -> list[int]:
+        """``word_hits`` of each part, found in one scan of the parts joined."""
+        if not self.words:
+            return [0] * len(parts)
+        found = _per_part(_word_matches, self.words, [p.lower() for p in parts])
+        return [len(f) for f in found]
 
     def lines_hit(self, text: str, starts: Sequence[int]) -> dict[int, float]:
         """Line index -> relevance (2 per distinct literal, 1 per distinct query word)."""

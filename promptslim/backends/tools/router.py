@@ -4,15 +4,17 @@ JSON when it parses as JSON (tried by the JSON compressor itself: bad or truncat
 back as None and goes on as text); code when the call named a source file or most lines look
 like code; a log when it has many short lines, or lines that repeat once numbers are masked;
 plain text otherwise. A compressor that declines (None) hands the result to the next
-candidate, ending with ``text``.
+candidate, ending with ``text``. The content tests run only when the candidates before them
+declined: a JSON result never pays for the code test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from . import Compressed, ToolCompressor, ToolContext
 from .code import looks_like_code
+from .json_crusher import JsonCompressor, NotJson
 
 __all__ = ["candidates", "route"]
 
@@ -25,33 +27,40 @@ def _looks_like_log(text: str) -> bool:
     return len(text) / lines < 160 and text.count(". ") < lines / 2
 
 
+def _candidates(text: str, context: ToolContext) -> Iterator[str]:
+    if text.lstrip()[:1] in ("{", "["):
+        yield "json"
+    if looks_like_code(text, context.path):
+        yield "code"
+    elif _looks_like_log(text):
+        yield "log"
+    yield "text"
+
+
 def candidates(text: str, context: ToolContext) -> tuple[str, ...]:
     """The compressor names to try, in order."""
-    head = text.lstrip()[:1]
-    order: list[str] = []
-    if head in ("{", "["):
-        order.append("json")
-    if looks_like_code(text, context.path):
-        order.append("code")
-    elif _looks_like_log(text):
-        order.append("log")
-    order.append("text")
-    return tuple(order)
+    return tuple(_candidates(text, context))
 
 
 def route(
     text: str, context: ToolContext, compressors: Mapping[str, ToolCompressor]
 ) -> Compressed | None:
     """The first candidate's result that shrinks the text (None: send it unchanged)."""
-    for name in candidates(text, context):
+    for name in _candidates(text, context):
         compressor = compressors.get(name)
         if compressor is None:
             continue
+        if isinstance(compressor, JsonCompressor):
+            try:
+                # valid JSON with nothing to crush stays as it is, not text-compressed
+                return compressor.compress_json(text, context)
+            except NotJson:
+                continue
         out = compressor.compress(text, context)
         if out is not None:
             return out
         if name == "json" and _is_json(text):
-            return None  # valid JSON with nothing to crush stays as it is, not text-compressed
+            return None  # as above, for a JSON compressor of the caller's own
     return None
 
 
