@@ -4,83 +4,103 @@
 One mixed stream (``builtin:rag`` multi-document QA, ~600 tokens a prompt, and
 ``builtin:chat`` multi-turn chats with tool calls, ~400; the ``tools:`` traces are left out by
 default, ``FULL["tools"]``: their prompts run to 50,000-100,000 tokens, 16,000 slimmed, past
-what SmolLM2's slots hold here and hours of prefill at ~100 tokens/s), sent in three configs that take turns in blocks (``loadsim.interleave``), so each
-sees the same phases of a shared machine and never the others' queue:
+what SmolLM2's slots hold here and hours of prefill at ~100-300 tokens/s), sent in three
+configs that take turns in blocks (``loadsim.interleave``), so each sees the same phases of a
+shared machine and never the others' queue:
 
 - ``baseline``: the requests as they are, straight to the server;
 - ``client``: slimmed by ``Pipeline.default()`` in the client (its slimming time is added to
   its TTFT: it delays the send);
-- ``proxy``: the baseline bodies through ``promptslim serve`` (a subprocess), which slims them.
+- ``proxy``: the baseline bodies through ``promptslim serve`` (a subprocess), which slims them;
+  it admits as many requests as the server has slots (``--max-concurrency`` = ``-np``), as its
+  README says to, so requests beyond them wait in the proxy.
 
-Load: concurrency 1 (the simulator's fit), closed loop at two concurrencies, and open loop at a
-rate of ``RATE_LOAD`` times the baseline's measured capacity (one request per concurrency-1
-service time: the slots share two cores' prefill throughput), where the baseline's P99 TTFT is
-well above its P50 (the JSON says whether it reached 3x). Per config and phase: P50/P95/P99
-TTFT on the client clock (first non-empty token), ITL, error and timeout rates, throughput,
-prompt tokens sent, the server's own cached-token counts, and the EM of the streamed answers,
-paired with the baseline's (bootstrap interval).
+Phases (``FULL``): concurrency 1 (8 requests: the simulator's fit), closed loop at 2 (baseline
+only), 4 and 8 (all three configs) over 24 requests each, open loop over 36 requests, and the
+priority phase over 36. Per config and phase: P50/P95/P99 TTFT on the client clock (first
+non-empty token), ITL, error and timeout rates, throughput, prompt tokens sent, the server's
+own cached-token counts, and the EM of the streamed answers, paired with the baseline's
+(bootstrap interval).
 
-Priority: a second stream of short requests (``X-PromptSlim-Priority: interactive``) mixed
-with long ones (``batch``), open loop, through two transparent proxies that admit ``ADMIT``
-requests at a time: first come first served vs. ``--priority-classes interactive,batch
---shortest-first``, interleaved.
+Open loop: bursty arrivals (gamma gaps of shape ``BURSTINESS``) at a rate chosen, not fixed:
+the capacity is measured in the closed loop at the highest concurrency (``load_model.speed``
+carries the simulator's rates over to the machine's speed then), and the load is the lowest
+of ``LOADS`` at which the fitted simulator, on this very stream and these arrivals, puts the
+baseline's P99 TTFT at ``TARGET_TAIL`` times its P50 or more (else the closest). The JSON
+says what was predicted and whether the measured tail reached 3x.
+
+Priority (``load_priority``): short requests among long ones, open loop at 1.3 times the
+mix's capacity (a burst past it: the proxy's queue fills), through two proxies admitting
+``SLOTS`` at a time, as many as the server has slots: first come first served vs.
+``--priority-classes interactive,batch``, interleaved.
 
 Simulator: fitted from the concurrency-1 requests (llama-server's own prompt timings and the
-client's TTFT) and the slot count, it predicts the closed-loop levels' P50/P99; ``sim_error_max``
-is the largest relative error.
+client's TTFT) and the slot count and batch size, it predicts the baseline's P50/P99 at the
+three closed-loop levels (``sim_error_max``: the largest relative error).
+
+Sizes: about 12-15 minutes on two quiet cores (SmolLM2 Q4_1 prefill ~300 tokens/s there; the
+open loop is arrival-bound, 36 requests at ~0.35/s for each config, the longest phase). A
+P99 of 24-36 requests is the interpolation between the two largest TTFTs: a tail figure the
+configs are compared on, not a stable 99th percentile, which would need hundreds of requests
+a phase and hours on this machine.
 
     python benchmarks/bench_load.py [--quick] [--json] [--save bench_load]
 
-``--quick`` (under two minutes) is a smoke run: few requests, one closed-loop level, short
-priority phase; its figures are not the goals'. Servers run on 127.0.0.1, stopped by PID.
+A full run writes its plot to ``results/bench_load.png``. ``--quick`` (under two minutes) is a
+smoke run: few requests, one closed-loop level, a short open loop and priority phase; its
+figures are not the goals'. Servers run on 127.0.0.1, stopped by PID.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import math
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import emit, machine, parser
-from load_scenario import Item, Proxy, fit, mixed_stream, predict, quality, ttft_pcts
+from common import RESULTS, emit, machine, parser
+from load_model import capacity, choose_rate, fit, predict_closed, sim_requests, speed
+from load_priority import PRIORITY_LOAD, priority_phase, priority_stream
+from load_report import headline, plot, table
+from load_scenario import Item, Proxy, mixed_stream, quality, ttft_pcts
 
 from promptslim import Pipeline
 from promptslim.backends.models import smollm2_gguf_path
 from promptslim.loadsim.interleave import Target, run_interleaved
 from promptslim.loadsim.llama_server import LlamaServer
-from promptslim.loadsim.loadtest import PreparedRequest, RequestRecord, summarise
+from promptslim.loadsim.loadtest import RequestRecord, summarise
 from promptslim.loadsim.workload import arrival_times
 
 SLOTS = 4
-#: what the priority phase's proxies admit at once: below the slots, so the order in which the
-#: proxy's queue lets requests go is what decides a short request's wait
-ADMIT = 2
-#: open-loop arrivals as a share of the baseline's capacity at concurrency 1
-RATE_LOAD = 0.9
-FULL = {
+MAX_TOKENS = 16
+FULL: dict[str, Any] = {
     "rag": 24,
     "chat": 12,
     "tools": 0,
-    "levels": (2, 4, 8),
     "c1": 8,
-    "open": 48,
-    "priority": 32,
-    "time_limit_s": 900.0,
+    "closed": 24,  # requests per closed-loop level
+    "sim_levels": (2, 4, 8),  # the simulator predicts these (baseline)
+    "ab_levels": (4, 8),  # and these run all three configs
+    "open": 36,
+    "priority": 36,
+    "phase_limit_s": {"closed": 300.0, "open": 480.0, "priority": 360.0},
 }
-QUICK = {
+QUICK: dict[str, Any] = {
     "rag": 2,
     "chat": 1,
     "tools": 0,
-    "levels": (4,),
     "c1": 1,
-    "open": 0,
-    "priority": 3,
-    "time_limit_s": 150.0,
+    "closed": 3,
+    "sim_levels": (4,),
+    "ab_levels": (4,),
+    "open": 2,
+    "priority": 4,
+    "phase_limit_s": {"closed": 120.0, "open": 120.0, "priority": 120.0},
 }
 
 
@@ -102,7 +122,7 @@ def erase_slots() -> None:
 
 
 def _phase(targets: dict[str, Target], **load: Any) -> dict[str, dict[str, Any]]:
-    return run_interleaved(targets, timeout_s=120.0, before_block=erase_slots, **load)
+    return run_interleaved(targets, timeout_s=300.0, before_block=erase_slots, **load)
 
 
 def _report(run: dict[str, Any], *, with_slim: bool = False) -> dict[str, Any]:
@@ -141,96 +161,9 @@ def ab_phase(items: list[Item], proxy: Proxy, server: str, **load: Any) -> dict[
     return out
 
 
-def priority_phase(items: list[Item], server: str, *, n: int, rate: float) -> dict[str, Any]:
-    """Short requests (interactive: slimmed RAG prompts, ~110 tokens) among long ones (batch:
-    whole RAG prompts and chats, 400-600), FIFO vs priority proxies."""
-    rag = [i for i in items if i.kind == "rag"] or items[:1]
-    shorts = [i.slimmed for i in rag]
-    longs = [i.baseline for i in items]
-    stream: list[PreparedRequest] = []
-    kinds: list[str] = []
-    for k in range(n):  # one short for every two long
-        short = k % 3 == 2
-        pool = shorts if short else longs
-        stream.append(pool[k % len(pool)])
-        kinds.append("short" if short else "long")
-    fifo = Proxy(server, "--no-pipeline", "--max-concurrency", str(ADMIT))
-    prio = Proxy(
-        server,
-        "--no-pipeline",
-        "--max-concurrency",
-        str(ADMIT),
-        "--priority-classes",
-        "interactive,batch",
-        "--shortest-first",
-    )
-    try:
-        fifo.wait(), prio.wait()
-        heads = [
-            {"X-PromptSlim-Priority": "interactive" if k == "short" else "batch"} for k in kinds
-        ]
-        runs = {}
-        for label, proxy in (("fifo", fifo), ("priority", prio)):
-            erase_slots()  # the second run must not be served from the first one's cache
-            runs[label] = _tagged(proxy.url, stream, heads, rate=rate)
-    finally:
-        fifo.stop(), prio.stop()
-    out: dict[str, Any] = {}
-    for label, records in runs.items():
-        out[label] = {
-            kind: ttft_pcts([r for r, k in zip(records, kinds, strict=True) if k == kind])
-            for kind in ("short", "long")
-        }
-        out[label]["error_rate"] = sum(r.status == "error" for r in records) / len(records)
-    return out
-
-
-def _tagged(
-    url: str, stream: list[PreparedRequest], heads: list[dict[str, str]], *, rate: float
-) -> list[RequestRecord]:
-    """An open-loop stream whose requests carry their own headers: one config, its own run
-    (the priority proxies differ only in admission, so they are compared on the same stream)."""
-    import asyncio
-
-    from promptslim.loadsim.loadtest import run_stream
-
-    async def one() -> list[RequestRecord]:
-        times = arrival_times(len(stream), rate=rate, burstiness=1.0, seed=1)
-        tasks = []
-        for i, (req, head) in enumerate(zip(stream, heads, strict=True)):
-            tasks.append(
-                asyncio.create_task(
-                    _after(
-                        times[i],
-                        run_stream(url, [req], concurrency=1, timeout_s=180.0, headers=head),
-                    )
-                )
-            )
-        got = await asyncio.gather(*tasks)
-        records = [g[0][0] for g in got]
-        for i, r in enumerate(records):
-            r.index = i
-        return records
-
-    return asyncio.run(one())
-
-
-async def _after(delay_s: float, work: Any) -> Any:
-    import asyncio
-
-    await asyncio.sleep(delay_s)
-    return await work
-
-
-def _ratio(a: dict[str, float], b: dict[str, float], q: str = "p99") -> float | None:
-    return a[q] / b[q] if a.get(q) and b.get(q) else None
-
-
 def run(quick: bool) -> dict[str, Any]:
     plan = QUICK if quick else FULL
     pipeline = Pipeline.default()
-    import tempfile
-
     slots_dir = tempfile.TemporaryDirectory(prefix="promptslim-slots-")
     ctx = 8192 if quick else 16384
     # --slot-save-path enables the slots' erase action; --cache-ram 0 turns off the server's
@@ -242,14 +175,14 @@ def run(quick: bool) -> dict[str, Any]:
         LlamaServer(smollm2_gguf_path(), parallel=SLOTS, ctx=ctx, extra_args=extra) as srv,
     ):
         SERVER["base"] = srv.base_url.removesuffix("/v1")
-        proxy = Proxy(srv.base_url)  # warms its pipeline while the stream is prepared
+        # the proxy admits what the server has slots for: beyond them requests wait in it
+        limits = ("--max-concurrency", str(SLOTS), "--queue-timeout", "600", "--timeout", "300")
+        proxy = Proxy(srv.base_url, *limits)  # warms its pipeline while the stream is prepared
+        n = max(plan["open"], plan["closed"])
         items = mixed_stream(
-            rag=plan["rag"],
-            chat=plan["chat"],
-            tools=plan["tools"],
-            max_tokens=16,
-            pipeline=pipeline,
-        )
+            rag=math.ceil(n * 2 / 3), chat=n - math.ceil(n * 2 / 3), tools=plan["tools"],
+            max_tokens=MAX_TOKENS, pipeline=pipeline,
+        )  # fmt: skip
         proxy.wait()
         try:
             return _phases(items, proxy, srv.base_url, plan)
@@ -257,95 +190,81 @@ def run(quick: bool) -> dict[str, Any]:
             proxy.stop()
 
 
+def _closed(
+    items: list[Item], proxy: Proxy, server: str, plan: dict[str, Any], the_fit: Any
+) -> tuple[dict[str, Any], dict[str, Any], float]:
+    """The closed-loop levels, the simulator's predictions for them, and ``speed``."""
+    closed: dict[str, Any] = {}
+    simulator: dict[str, Any] = {}
+    limit = plan["phase_limit_s"]["closed"]
+    stream = items[: plan["closed"]]
+    factor = 1.0
+    for c in sorted(set(plan["sim_levels"]) | set(plan["ab_levels"])):
+        load = {"concurrency": c, "block": 2 * c, "time_limit_s": limit}
+        if c in plan["ab_levels"]:
+            phase = ab_phase(stream, proxy, server, **load)
+            base_run = phase.pop("_records")["baseline"]
+            closed[str(c)] = phase
+        else:  # the simulator's level alone: the baseline
+            base_run = _phase({"baseline": Target(server, [i.baseline for i in stream])}, **load)
+            base_run = base_run["baseline"]
+        measured = _report(base_run)
+        records = base_run["records"]
+        if c in plan["sim_levels"]:
+            simulator[str(c)] = {
+                "measured": measured["ttft_s"],
+                "predicted": predict_closed(
+                    records, the_fit, concurrency=c, slots=SLOTS, block=2 * c
+                ),
+                "completed": measured["completed"],  # of the stream simulated
+            }
+        fit_args = {"concurrency": c, "slots": SLOTS, "block": 2 * c}
+        factor = speed(records, measured["request_throughput"], the_fit, **fit_args)
+    return closed, simulator, factor  # speed: at the highest level, the last one run
+
+
 def _phases(items: list[Item], proxy: Proxy, server: str, plan: dict[str, Any]) -> dict[str, Any]:
-    limit = plan["time_limit_s"]
+    limits = plan["phase_limit_s"]
     c1 = [i.baseline for i in items][: plan["c1"]]
     # not counted: the first request pages the model in
-    _phase({"warm": Target(server, [items[-1].slimmed])}, concurrency=1, time_limit_s=limit)
-    first = _phase({"baseline": Target(server, c1)}, concurrency=1, time_limit_s=limit)
+    _phase({"warm": Target(server, [items[-1].slimmed])}, concurrency=1, time_limit_s=60.0)
+    first = _phase({"baseline": Target(server, c1)}, concurrency=1, time_limit_s=limits["closed"])
     done = [r for r in first["baseline"]["records"] if r.status == "ok" and r.e2e_s]
     if not done:  # the machine is too slow for even one request in the limit: say so, stop
         raise SystemExit("bench_load: no concurrency-1 request completed within the time limit")
     the_fit = fit(done)
-    service = statistics.median(r.e2e_s or 0.0 for r in done)
-    out: dict[str, Any] = {"fit": the_fit.as_dict(), "closed": {}, "simulator": {}}
-    for c in plan["levels"]:
-        phase = ab_phase(items, proxy, server, concurrency=c, block=2 * c, time_limit_s=limit)
-        records = phase.pop("_records")["baseline"]["records"]
-        out["closed"][str(c)] = phase
-        measured = phase["baseline"]["ttft_s"]
-        sim = predict(records, the_fit, concurrency=c, slots=SLOTS)
-        out["simulator"][str(c)] = {
-            "measured": measured,
-            "predicted": sim,
-            "completed": phase["baseline"]["completed"],  # of the stream simulated
-        }
-    # on two cores the slots share the same prefill throughput: batching adds little capacity
-    # to a CPU-bound prefill, so the server's capacity is about one request per service time
-    rate = RATE_LOAD / service
-    if plan["open"]:
-        n = plan["open"]
-        stream = (items * (n // len(items) + 1))[:n]
-        phase = ab_phase(
-            stream,
-            proxy,
-            server,
-            arrivals=arrival_times(n, rate=rate, seed=0),
-            concurrency=None,
-            block=max(4, n // 2),
-            time_limit_s=limit,
-        )
-        phase.pop("_records")
-        out["open"] = {"rate": rate, **phase}
-    out["priority"] = priority_phase(items, server, n=plan["priority"], rate=rate)
+    out: dict[str, Any] = {"fit": the_fit.as_dict()}
+    out["closed"], out["simulator"], factor = _closed(items, proxy, server, plan, the_fit)
+    out["speed"] = factor
+    n = plan["open"]
+    if n:
+        out["open"] = open_phase(items[:n], proxy, server, the_fit, factor, limits["open"])
+    m = plan["priority"]
+    stream, _ = priority_stream(items, m)
+    reqs = sim_requests([r.prompt_tokens for r in stream], [MAX_TOKENS] * m, the_fit)
+    rate = PRIORITY_LOAD * capacity(reqs, the_fit, slots=SLOTS) * factor
+    out["priority"] = priority_phase(
+        items, server, n=m, rate=rate, slots=SLOTS, before_block=erase_slots,
+        time_limit_s=limits["priority"],
+    )  # fmt: skip
     return out
 
 
-def headline(result: dict[str, Any]) -> dict[str, Any]:
-    """The contract's keys, from the most loaded phase run."""
-    phase = result.get("open") or result["closed"][max(result["closed"], key=int)]
-    base = phase["baseline"]["ttft_s"]
-    sim_err = [
-        abs(v["predicted"][q] - v["measured"][q]) / v["measured"][q]
-        for v in result["simulator"].values()
-        for q in ("p50", "p99")
-        if v["measured"].get(q)
-    ]
-    prio = result["priority"]
-    return {
-        "p99_ttft_ratio_client": _ratio(base, phase["client"]["ttft_s"]),
-        "p99_ttft_ratio_proxy": _ratio(base, phase["proxy"]["ttft_s"]),
-        "baseline_p99_over_p50": base["p99"] / base["p50"] if base.get("p50") else None,
-        "error_rate": {k: phase[k]["error_rate"] for k in ("baseline", "client", "proxy")},
-        "quality_delta": {k: phase[k]["quality"]["quality_delta"] for k in ("client", "proxy")},
-        "completed_share": min(
-            phase[k]["completed"] / phase[k]["requests"] for k in ("baseline", "client", "proxy")
-        ),
-        "short_p99_ratio_priority": _ratio(prio["fifo"]["short"], prio["priority"]["short"]),
-        "long_p99_ratio_priority": _ratio(prio["priority"]["long"], prio["fifo"]["long"]),
-        "sim_error_max": max(sim_err) if sim_err else None,
-    }
-
-
-def table(result: dict[str, Any]) -> str:
-    rows = [
-        "| phase | config | TTFT p50 s | p95 | p99 | errors | done | prompt tok | cached |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    phases = {f"closed c={c}": p for c, p in result["closed"].items()}
-    if "open" in result:
-        phases[f"open {result['open']['rate']:.2f}/s"] = result["open"]
-    for name, phase in phases.items():
-        for k in ("baseline", "client", "proxy"):
-            p, t = phase[k], phase[k]["ttft_s"]
-            rows.append(
-                f"| {name} | {k} | {t.get('p50', 0):.2f} | {t.get('p95', 0):.2f} | "
-                f"{t.get('p99', 0):.2f} | {p['error_rate']:.0%} | {p['completed']}/{p['requests']}"
-                f" | {p['prompt_tokens_sent']} | {p['server_cached_tokens']} |"
-            )
-    head = result["headline"]
-    rows += ["", *(f"- {k}: {v}" for k, v in head.items())]
-    return "\n".join(rows)
+def open_phase(
+    items: list[Item], proxy: Proxy, server: str, the_fit: Any, factor: float, limit: float
+) -> dict[str, Any]:
+    """The three configs open loop, at the rate ``choose_rate`` picks for the baseline."""
+    n = len(items)
+    block = max(2, math.ceil(n / 2))
+    reqs = sim_requests([i.baseline.prompt_tokens for i in items], [MAX_TOKENS] * n, the_fit)
+    chosen = choose_rate(reqs, the_fit, slots=SLOTS, block=block, speed_factor=factor)
+    arrivals = arrival_times(n, rate=chosen["rate"], burstiness=chosen["burstiness"], seed=0)
+    phase = ab_phase(
+        items, proxy, server, arrivals=arrivals, concurrency=None, block=block,
+        time_limit_s=limit,
+    )  # fmt: skip
+    phase.pop("_records")
+    return {**chosen, "block": block, **phase}
 
 
 def main() -> None:
@@ -358,6 +277,8 @@ def main() -> None:
     result["quick"] = args.quick
     result["machine"] = machine()
     result["seconds"] = time.monotonic() - start
+    if not args.quick:  # a smoke run's figures never replace the full run's plot
+        result["plot"] = str(plot(result, RESULTS / "bench_load.png").relative_to(RESULTS.parent))
     emit(result, args, table(result))
 
 

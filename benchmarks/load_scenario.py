@@ -1,5 +1,5 @@
-"""bench_load's pieces: the mixed request stream, the proxies it starts, answer quality and the
-simulator's fit and prediction. See bench_load.py for the scenario."""
+"""bench_load's pieces: the mixed request stream, the proxies it starts, TTFT percentiles and
+answer quality. See bench_load.py for the scenario."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ from promptslim import Pipeline, Request
 from promptslim.bench.dataset_base import BenchItem
 from promptslim.bench.datasets import load_dataset
 from promptslim.bench.metrics import best_subspan_em, evidence_retention
-from promptslim.loadsim.calibrate import ServerTiming, fit_single_stream
-from promptslim.loadsim.engine import ServerConfig, SimRequest, simulate_server
 from promptslim.loadsim.llama_server import free_port
 from promptslim.loadsim.loadtest import PreparedRequest, RequestRecord
 from promptslim.loadsim.processes import stop_process
@@ -191,42 +189,3 @@ def quality(
 def _text(body: dict[str, Any]) -> str:
     parts = [m.get("content") for m in body.get("messages", [])]
     return "\n".join(p for p in parts if isinstance(p, str))
-
-
-# ---------------------------------------------------------------- the simulator
-
-
-def fit(records: Sequence[RequestRecord]) -> Any:
-    """The batch-1 cost model from concurrency-1 requests and llama-server's own timings."""
-    ok = [r for r in records if r.status == "ok" and r.ttft_s is not None]
-    timed = [r for r in ok if r.server_prefill_s and r.server_prefill_tokens]
-    server = [ServerTiming(r.server_prefill_s or 0.0, r.server_prefill_tokens or 1) for r in timed]
-    timed = timed or ok  # a server that sends no timings: the client's TTFT alone
-    return fit_single_stream(
-        [r.prompt_tokens for r in timed],
-        [r.ttft_s or 0.0 for r in timed],
-        [r.tpot_s for r in timed],
-        server or None,
-    )
-
-
-def predict(
-    records: Sequence[RequestRecord], the_fit: Any, *, concurrency: int, slots: int
-) -> dict[str, float]:
-    """P50/P99 TTFT the simulator expects for this closed-loop stream on ``slots`` slots with
-    continuous batching (llama.cpp's default batch of 2,048 tokens a step)."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    reqs = [
-        SimRequest(
-            rng.integers(0, 2**40, size=r.prompt_tokens + the_fit.template_tokens, dtype=np.uint64),
-            max(1, r.output_tokens),
-        )
-        for r in sorted(records, key=lambda r: r.index)
-    ]
-    server = ServerConfig(
-        max_num_seqs=slots, max_batched_tokens=2048, chunked_prefill=True, prefix_cache=False
-    )
-    run = simulate_server(reqs, cost=the_fit.cost, server=server, concurrency=concurrency)
-    return percentiles([t.ttft_s for t in run.requests], (50, 99))
