@@ -154,7 +154,11 @@ def new_client(streams: int) -> Any:
     import httpx
 
     connections = 2 * streams + 8
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+    # idle connections dropped well before the servers' keep-alive (5 s): with equal times a
+    # CPU-bound client reused connections just as the server closed them (reset: ReadError)
+    limits = httpx.Limits(
+        max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=1.0
+    )
     return httpx.AsyncHTTPTransport(limits=limits)
 
 
@@ -308,6 +312,8 @@ def parse_args() -> argparse.Namespace:
         default="auto",
         help="the proxy's upstream connection reuse (serve --upstream-keepalive)",
     )
+    p.add_argument("--upstream-spares", type=int, default=None, metavar="N",
+                   help="upstream connections the proxy opens ahead (serve --upstream-spares)")  # fmt: skip
     args = p.parse_args()
     for name in ("workers", "seam_workers", "clients"):
         if getattr(args, name) < 1:
@@ -331,6 +337,8 @@ def run_both(
                  "--max-concurrency", limit, "--max-queue", limit, "--log-level", "warning",
                  "--workers", str(args.workers),
                  "--upstream-keepalive", args.upstream_keepalive]  # fmt: skip
+    if args.upstream_spares is not None:
+        proxy_cmd += ["--upstream-spares", str(args.upstream_spares)]
     seam = subprocess.Popen(seam_cmd, env=env, cwd=ROOT)
     proxy = subprocess.Popen(proxy_cmd, env=env, cwd=ROOT, stderr=subprocess.DEVNULL)
     try:
@@ -382,10 +390,6 @@ def main() -> None:
         "machine": machine(),
     }
     emit(result, args, proxy_table(by_conc))
-
-
-def argparse_hidden() -> str:
-    return argparse.SUPPRESS
 
 
 if __name__ == "__main__":

@@ -291,6 +291,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_headers=args.max_headers, max_connections=args.max_connections,
         keepalive_s=args.keepalive, pipeline_timeout_s=args.pipeline_timeout,
         upstream_keepalive={"auto": None, "on": True, "off": False}[args.upstream_keepalive],
+        upstream_spares=args.upstream_spares, upstream_spare_idle_s=args.upstream_spare_idle,
         answer_expand=args.answer_expand,
         priority_classes=tuple(c.strip() for c in (args.priority_classes or "").split(",") if c.strip()),
         default_priority=args.default_priority, shortest_first=args.shortest_first,

@@ -145,6 +145,10 @@ def _add_serve(sub: Any) -> None:
                    help="answer the model's promptslim_expand calls in the proxy (non-streamed requests; the tools stage's expand_tool)")  # fmt: skip
     p.add_argument("--upstream-keepalive", dest="upstream_keepalive", default="auto", choices=("auto", "on", "off"),
                    help="reuse upstream connections: auto (the default) pools https:// upstreams only; on for an http:// upstream you trust (see the README)")  # fmt: skip
+    p.add_argument("--upstream-spares", dest="upstream_spares", type=int, default=2, metavar="N",
+                   help="upstream connections opened ahead while connections are not reused, each used for one request (default 2, at most 64; 0: connect per request)")  # fmt: skip
+    p.add_argument("--upstream-spare-idle", dest="upstream_spare_idle", type=float, default=2.0, metavar="S",
+                   help="an unused upstream spare connection is closed after this (default 2)")  # fmt: skip
     p.add_argument("--priority-classes", dest="priority_classes", metavar="LIST", help="admission classes, highest first, named by the X-PromptSlim-Priority header (e.g. interactive,batch)")
     p.add_argument("--default-priority", dest="default_priority", metavar="CLASS", help="class of requests that name none (default: the lowest)")
     p.add_argument("--shortest-first", dest="shortest_first", action="store_true", help="within a class, the waiting request with the fewest slimmed prompt tokens goes first")

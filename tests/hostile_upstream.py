@@ -45,6 +45,12 @@ class HostileUpstream:
         self.requests: list[str] = []  # request lines, as received
         self.headers: list[dict[str, str]] = []
         self.client_closed = 0  # connections the proxy closed while an answer was pending
+        self.connections = 0  # accepted so far
+        self.waiting = 0  # open connections that have not sent a request yet
+        self.most_requests = 0  # the most requests any one connection carried
+        #: what to do right after accepting connection number N (from 1): "close" it, or write
+        #: a whole "junk" answer nobody asked for (then serve it as usual)
+        self.early: dict[int, str] = {}
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -75,11 +81,26 @@ class HostileUpstream:
         server.close()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: Writer) -> None:
+        self.connections += 1
+        early = self.early.get(self.connections)
+        if early == "close":
+            writer.close()
+            return
+        if early == "junk":
+            junk = _answer("EARLY")
+            writer.write(_head("200 OK", [("Content-Type", "application/json"),
+                                          ("Content-Length", str(len(junk)))]) + junk)  # fmt: skip
+        self.waiting += 1
+        served = 0
         try:
             while True:
                 request = await _read_request(reader)
+                if served == 0:
+                    self.waiting -= 1
                 if request is None:
                     break
+                served += 1
+                self.most_requests = max(self.most_requests, served)
                 line, headers, body = request
                 self.requests.append(line)
                 self.headers.append(headers)
@@ -87,7 +108,8 @@ class HostileUpstream:
                 if not keep:
                     break
         except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+            if served == 0:
+                self.waiting -= 1
         finally:
             writer.close()
 

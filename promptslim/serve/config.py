@@ -11,7 +11,10 @@ from urllib.parse import urlsplit
 from ..errors import ConfigError
 from .admission import AdmissionPolicy
 
-__all__ = ["ServeConfig"]
+__all__ = ["MAX_UPSTREAM_SPARES", "ServeConfig"]
+
+#: the most upstream connections one worker keeps open ahead of requests
+MAX_UPSTREAM_SPARES = 64
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,8 +59,16 @@ class ServeConfig:
     #: then hand those bytes to the next request on the connection: another client's answer.
     #: None (the default) pools only ``https://`` upstreams, where a handshake costs a round
     #: trip or more and the upstream is a provider; an ``http://`` upstream gets a fresh
-    #: connection per request (about 1 ms more of the proxy's added TTFT), asked to close after it
+    #: connection per request, asked to close after it (opened ahead: ``upstream_spares``)
     upstream_keepalive: bool | None = None
+    #: upstream connections opened ahead while connections are not reused: each waits, never
+    #: used, for the next request, which then skips the TCP connect (``serve/spares.py``), and
+    #: is closed after that one response like any other. Each is an idle connection the
+    #: upstream holds (a thread, on thread-per-connection servers); 0: connect per request
+    upstream_spares: int = 2
+    #: a spare unused this long is closed (not replaced until a request needs the upstream
+    #: again), below the seconds common servers wait for a first request before they close
+    upstream_spare_idle_s: float = 2.0
     #: the longest a client may take to send a request's headers (from its connection's start,
     #: or the end of its previous response); past it the connection is closed (slowloris)
     header_timeout_s: float = 10.0
@@ -127,6 +138,8 @@ class ServeConfig:
         for name in ints:
             if getattr(self, name) < 1:
                 raise ConfigError("must be at least 1", field=name)
+        if not 0 <= self.upstream_spares <= MAX_UPSTREAM_SPARES:
+            raise ConfigError(f"expected 0..{MAX_UPSTREAM_SPARES}", field="upstream_spares")
         if self.port > 65535:
             raise ConfigError("must be a TCP port, 1..65535", field="port")
         for name in ("max_queue", "retry_after_s"):
@@ -143,7 +156,8 @@ class ServeConfig:
             )
             object.__setattr__(self, "upstream_transport", "httpx")
         timeouts = ("queue_timeout_s", "upstream_timeout_s", "connect_timeout_s",
-                    "header_timeout_s", "body_timeout_s", "keepalive_s", "pipeline_timeout_s")  # fmt: skip
+                    "header_timeout_s", "body_timeout_s", "keepalive_s", "pipeline_timeout_s",
+                    "upstream_spare_idle_s")  # fmt: skip
         for name in timeouts:
             if not getattr(self, name) > 0:
                 raise ConfigError("must be positive", field=name)

@@ -4,7 +4,8 @@ direction, and how transport failures become status codes.
 HTTP is spoken by httpx's own transport (httpcore and h11): framing, connection pooling and
 keep-alive are what that library has spent years on. Even so, no HTTP/1.1 client can tell bytes
 an upstream wrote past a complete body from the next answer on the same connection, so plain
-``http://`` upstream connections are not reused by default (``ServeConfig.upstream_keepalive``).
+``http://`` upstream connections are not reused by default (``ServeConfig.upstream_keepalive``);
+a few are opened ahead instead, each for one request (``spares.py``).
 
 Hop-by-hop headers (RFC 9110 section 7.6.1), and any header the sender's own ``Connection``
 header names, stop at the proxy in both directions.
@@ -15,12 +16,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from starlette.responses import Response
 
 from .config import ServeConfig
 from .responses import error_response
+from .spares import SpareConnections, SpareTransport
 
 __all__ = [
     "KEY_HEADER",
@@ -85,7 +88,9 @@ def downstream_headers(
 def make_client(config: ServeConfig) -> httpx.AsyncClient:
     """The client, shared by all requests; admitted requests never wait for a connection (a
     few spare ones serve ``/v1/models``). Connections are kept for reuse only when
-    ``config.pools_connections`` (see ``ServeConfig.upstream_keepalive``)."""
+    ``config.pools_connections`` (see ``ServeConfig.upstream_keepalive``); otherwise each
+    request gets a fresh one, opened ahead when ``config.upstream_spares`` (``spares.py``;
+    called in the app's lifespan, where the first spares are opened)."""
     connections = config.share(config.max_concurrency) + 8
     kept = connections if config.pools_connections else 0
     timeout = httpx.Timeout(
@@ -97,8 +102,18 @@ def make_client(config: ServeConfig) -> httpx.AsyncClient:
     limits = httpx.Limits(
         max_connections=connections, max_keepalive_connections=kept, keepalive_expiry=30.0
     )
+    transport = None
+    if not config.pools_connections and config.upstream_spares:
+        parts = urlsplit(config.upstream)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        spares = SpareConnections(
+            parts.hostname or "", port, spares=config.upstream_spares,
+            idle_s=config.upstream_spare_idle_s, connect_timeout_s=config.connect_timeout_s,
+        )  # fmt: skip
+        transport = SpareTransport(spares, limits=limits)
+        spares.refill()
     # trust_env=False: no proxy variable or netrc can send requests elsewhere
-    return httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False)
+    return httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False, transport=transport)
 
 
 async def open_stream(
