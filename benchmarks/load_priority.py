@@ -5,9 +5,15 @@ priority classes, interleaved on the same stream.
 Both proxies admit as many requests as the server has slots (``--max-concurrency`` = its
 ``-np``): the waiting then happens in the proxy, where a class can reorder it. (With a larger
 limit every request goes straight on and waits in llama-server's own first-come queue, where
-nothing can reorder it: that is why an earlier version, whose stream never filled the limit,
-measured no effect.) The priority proxy adds ``--priority-classes interactive,batch``; the
-short requests say ``X-PromptSlim-Priority: interactive``, the long ones ``batch``.
+nothing can reorder it; and a stream that never fills the limit has nothing to reorder: an
+earlier version's quick run sent three requests, the one short one last, and measured no
+effect.) The short requests come from one tenant and class (``X-PromptSlim-Tenant: chat-app``,
+``X-PromptSlim-Priority: interactive``), the long ones from another (``batch-jobs``,
+``batch``). The priority proxy adds ``--priority-classes interactive,batch`` (a freed slot goes
+to a waiting short request first) and ``--tenant-max-concurrency`` one below the slots (the
+batch jobs never hold every slot, so a short request that arrives finds one free instead of
+waiting for a long one to end; on two CPU cores three long requests in flight keep the
+server as busy as four).
 
 ``--shortest-first`` is left off: within a class it puts 400-token chats before 600-token RAG
 prompts, which lengthens the longest requests' tail (the goal bounds it at 1.2x), and the
@@ -50,7 +56,8 @@ def priority_stream(items: Sequence[Item], n: int) -> tuple[list[PreparedRequest
         else:
             req, klass = items[longs % len(items)].baseline, LONG_CLASS
             longs += 1
-        headers = {"X-PromptSlim-Priority": klass}
+        tenant = "chat-app" if klass == SHORT_CLASS else "batch-jobs"
+        headers = {"X-PromptSlim-Priority": klass, "X-PromptSlim-Tenant": tenant}
         stream.append(PreparedRequest(req.body, req.prompt_tokens, req.slim_s, headers))
         kinds.append("short" if klass == SHORT_CLASS else "long")
     return stream, kinds
@@ -59,10 +66,9 @@ def priority_stream(items: Sequence[Item], n: int) -> tuple[list[PreparedRequest
 def _proxies(server: str, slots: int) -> dict[str, Proxy]:
     common = ("--no-pipeline", "--max-concurrency", str(slots), "--queue-timeout", "600",
               "--timeout", "300")  # fmt: skip
-    return {
-        "fifo": Proxy(server, *common),
-        "priority": Proxy(server, *common, "--priority-classes", f"{SHORT_CLASS},{LONG_CLASS}"),
-    }
+    ordered = ("--priority-classes", f"{SHORT_CLASS},{LONG_CLASS}",
+               "--tenant-max-concurrency", str(max(1, slots - 1)))  # fmt: skip
+    return {"fifo": Proxy(server, *common), "priority": Proxy(server, *common, *ordered)}
 
 
 def priority_phase(

@@ -112,9 +112,10 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     prio = result["priority"]
     for k, kind in enumerate(("short", "long")):
         ys = [prio[label][kind].get("p99", 0.0) for label in ("fifo", "priority")]
-        axes[2].bar([k - 0.2, k + 0.2], ys, width=0.35, color=["C7", "C2"])
+        bars = axes[2].bar([k - 0.2, k + 0.2], ys, width=0.35, color=["C7", "C2"])
+    axes[2].legend(bars, ["first come, first served", "priority classes"], fontsize=7)
     axes[2].set_xticks([0, 1], ["short requests", "long requests"])
-    axes[2].set_ylabel("P99 TTFT, s (grey: first come, green: priority classes)")
+    axes[2].set_ylabel("P99 TTFT, s (client clock)")
     axes[2].set_title("priority through the proxy")
     for ax in axes[:2]:
         ax.grid(True, alpha=0.3)
