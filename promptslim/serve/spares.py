@@ -57,8 +57,8 @@ class SpareConnections(httpcore.AsyncNetworkBackend):
         self._opening = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
-        #: what happened to the spares (for tests and operators): opened ahead, handed to a
-        #: request, discarded as stale (readable before use), discarded as idle too long
+        #: what became of the spares: opened ahead, handed to a request, discarded as stale
+        #: (readable before use) or as idle too long, failed to open
         self.counts = {"opened": 0, "used": 0, "stale": 0, "expired": 0, "failed": 0}
 
     @property
@@ -114,8 +114,10 @@ class SpareConnections(httpcore.AsyncNetworkBackend):
     async def aclose(self) -> None:
         """Close every spare and stop opening more."""
         self._closed = True
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         while self._ready:
             await self._ready.popleft()[1].aclose()
 
@@ -275,5 +277,5 @@ class SpareTransport(httpx.AsyncBaseTransport):
         )
 
     async def aclose(self) -> None:
+        await self.backend.aclose()  # first: the pool's closing connections open no spares
         await self._pool.aclose()
-        await self.backend.aclose()
