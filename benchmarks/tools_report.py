@@ -59,4 +59,9 @@ def table(result: dict[str, Any]) -> str:
                 f"- {label}: none {m['none']:.3f}, tools {m['tools']:.3f}, "
                 f"delta {m['delta']:+.3f} [{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]"
             )
+        for kind, k in r.get("by_kind", {}).items():
+            lines.append(
+                f"- {kind} ({k['items']} items): EM none {k['em_none']:.3f}, "
+                f"tools {k['em_tools']:.3f}; answer kept {k['needle_kept']:.3f}"
+            )
     return "\n".join(lines)

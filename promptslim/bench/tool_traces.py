@@ -160,20 +160,21 @@ _DOWNLOAD = re.compile(
 _PYTEST = re.compile(r"^(\S+::(\w+)) (PASSED|FAILED|SKIPPED|ERROR)\s+\[\s*(\d+%)\]", re.MULTILINE)
 
 
-def _log_needle(rng: random.Random, command: str, text: str) -> _Needle | None:
+def _log_needle(rng: random.Random, command: str, text: str, lines: int = 400) -> _Needle | None:
     found = [(m.group(1), m.group(2), m.start()) for m in _DOWNLOAD.finditer(text)]
     tests = [(m.group(2), m.group(4), m.start()) for m in _PYTEST.finditer(text)]
     if tests and (not found or rng.random() < 0.5):
         name, pct, at = rng.choice(tests)
         q = f"In the output of `{command}`, what progress percentage did pytest print on the line of {name}?"
-        return _Needle("log", ("run", {"command": command}), _window(rng, text, at), q, pct)
+        return _Needle("log", ("run", {"command": command}), _window(rng, text, at, lines), q, pct)
     if not found:
         return None
     pkg, version, at = rng.choice(found)
     if sum(1 for p, _, _ in found if p == pkg) > 1:
         return None
     q = f"In the output of `{command}`, which version of {pkg} was downloaded?"
-    return _Needle("log", ("run", {"command": command}), _window(rng, text, at), q, version)
+    window = _window(rng, text, at, lines)
+    return _Needle("log", ("run", {"command": command}), window, q, version)
 
 
 _DEFAULT_ARG = re.compile(
@@ -205,7 +206,9 @@ def _window(rng: random.Random, text: str, at: int, lines: int = 400) -> str:
 # ---------------------------------------------------------------- traces
 
 
-def _distractor(rng: random.Random, sources: TraceSources) -> tuple[str, dict[str, Any], str]:
+def _distractor(
+    rng: random.Random, sources: TraceSources, lines: int = 400
+) -> tuple[str, dict[str, Any], str]:
     pools = [p for p in ("json", "log", "code") if getattr(sources, _POOL[p])]
     kind = rng.choice(pools)
     if kind == "json":
@@ -213,7 +216,7 @@ def _distractor(rng: random.Random, sources: TraceSources) -> tuple[str, dict[st
         return "github_api", {"method": r.method, "path": r.path}, r.body
     if kind == "log":
         cmd, text = rng.choice(sources.logs)
-        return "run", {"command": cmd}, _window(rng, text, rng.randrange(max(1, len(text))))
+        return "run", {"command": cmd}, _window(rng, text, rng.randrange(max(1, len(text))), lines)
     path, text = rng.choice(sources.files)
     return "read_file", {"path": path}, text
 
@@ -221,12 +224,14 @@ def _distractor(rng: random.Random, sources: TraceSources) -> tuple[str, dict[st
 _POOL = {"json": "responses", "log": "logs", "code": "files"}
 
 
-def _needle(rng: random.Random, sources: TraceSources, kind: str) -> _Needle | None:
+def _needle(
+    rng: random.Random, sources: TraceSources, kind: str, lines: int = 400
+) -> _Needle | None:
     for _ in range(50):
         if kind == "json" and sources.responses:
             found = _json_needle(rng, rng.choice(sources.responses))
         elif kind == "log" and sources.logs:
-            found = _log_needle(rng, *rng.choice(sources.logs))
+            found = _log_needle(rng, *rng.choice(sources.logs), lines)
         elif kind == "code" and sources.files:
             found = _code_needle(rng, *rng.choice(sources.files))
         else:
@@ -244,16 +249,18 @@ def build_traces(
     calls: tuple[int, int] = (5, 30),
     kinds: Sequence[str] = ("json", "json", "log", "code"),
     max_result_chars: int = 60_000,
+    log_lines: int = 400,
 ) -> list[BenchItem]:
     """``n`` traces; the needle's kind cycles through ``kinds``; each has ``calls`` tool calls
-    (a random count in the range), the needle's result at a random position."""
+    (a random count in the range), the needle's result at a random position. A log result is
+    a window of ``log_lines`` lines of its log."""
     rng = random.Random(seed)
     items: list[BenchItem] = []
     attempts = 0
     while len(items) < n and attempts < 20 * n:
         attempts += 1
         kind = kinds[len(items) % len(kinds)]
-        needle = _needle(rng, sources, kind)
+        needle = _needle(rng, sources, kind, log_lines)
         if needle is None or len(needle.result) > max_result_chars:
             continue
         count = rng.randint(*calls)
@@ -262,7 +269,10 @@ def build_traces(
         tries = 0
         while len(steps) < count and tries < 50 * count:  # bounded: sources may all be long
             tries += 1
-            step = needle.call + (needle.result,) if len(steps) == at else _distractor(rng, sources)
+            if len(steps) == at:
+                step = needle.call + (needle.result,)
+            else:
+                step = _distractor(rng, sources, log_lines)
             if len(step[2]) <= max_result_chars:
                 steps.append(step)
         if len(steps) == count:

@@ -34,6 +34,9 @@ _IDENT_LIKE = re.compile(r"\d|[a-z][A-Z]|[_./:-]", re.ASCII)
 # literals shorter than this match too much by accident (``1`` is in every number)
 _MIN_LITERAL = 3
 _MAX_LITERALS = 64
+# a query word on at most this many lines always counts (the log and code compressors keep
+# up to this many word-matched lines)
+_WORD_LINES = 8
 
 
 @lru_cache(maxsize=256)
@@ -163,13 +166,15 @@ class Matcher:
             for at, word in _word_matches(self.words, low):
                 seen.setdefault(bisect_right(starts, at) - 1, set()).add("W" + word)
         # a word on every tenth line (``tests`` in a pytest log) or a literal on every third
-        # (the repository in every URL) picks out nothing: it does not count
+        # (the repository in every URL) picks out nothing: it does not count. A word on a few
+        # lines still picks them out, however short the text (``litellm`` on 6 of a 24-line
+        # pip log, one of them the version asked for): the compressors keep up to 8 such lines
         spread: dict[str, int] = {}
         for keys in seen.values():
             for k in keys:
                 spread[k] = spread.get(k, 0) + 1
         lines = len(starts)
-        limits = {"L": max(3, lines // 3), "W": max(3, lines // 10)}
+        limits = {"L": max(3, lines // 3), "W": max(_WORD_LINES, lines // 10)}
         out: dict[int, float] = {}
         for line, keys in seen.items():
             score = sum(2.0 if k[0] == "L" else 1.0 for k in keys if spread[k] <= limits[k[0]])

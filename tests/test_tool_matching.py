@@ -1,0 +1,124 @@
+"""The tool compressors' fast paths find what the plain definitions find: literals and query
+words per JSON item in one scan of the items joined, log keywords by ``str.find``, the code
+test by string methods; and a query word on a few lines of a short log keeps its lines."""
+
+from __future__ import annotations
+
+import json
+import re
+from bisect import bisect_right
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from promptslim.backends.tools import ToolContext
+from promptslim.backends.tools.code import looks_like_code
+from promptslim.backends.tools.json_crusher import JsonCompressor, NotJson
+from promptslim.backends.tools.logs import _IMPORTANT, LogCompressor, _lines_with
+from promptslim.backends.tools.match import Matcher, line_starts
+from promptslim.backends.tools.router import route
+from promptslim.backends.tools.text import TextCompressor
+
+# small alphabets, so that needles do occur in the parts, at their edges and across them
+_CHARS = st.sampled_from(list("ab1_ .-A\x1e\x1f"))
+_PART = st.text(_CHARS, max_size=12)
+_NEEDLE = st.text(_CHARS, min_size=1, max_size=4).filter(str.strip)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(_PART, max_size=8), literals=st.lists(_NEEDLE, max_size=4))
+def test_literals_per_part_are_each_parts_literals(parts: list[str], literals: list[str]) -> None:
+    m = Matcher(literals, ())
+    assert m.literals_per_part(parts) == [m.literals_in(p) for p in parts]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(_PART, max_size=8),
+    words=st.lists(st.text(st.sampled_from("ab1_"), min_size=1, max_size=3), max_size=3),
+)
+def test_word_hits_per_part_are_each_parts_word_hits(parts: list[str], words: list[str]) -> None:
+    m = Matcher((), words)
+    assert m.word_hits_per_part(parts) == [m.word_hits(p) for p in parts]
+
+
+# the code test as one regex (what it was): a match per line start, one per line end
+_CODE_LINE = re.compile(
+    r"^[ \t]*(?:def |class |import |from [\w.]+ import |function |const |let |var |return\b|"
+    r"#include|package |public |private |fn |func |if \(|for \(|\}|//|/\*|\* |@\w)|[;{:]$",
+    re.MULTILINE,
+)
+_CODE_BITS = st.sampled_from(
+    ["def f", "return", "returns", "@x", "@ ", "from a.b import c", "from import", "}", "{", ";",
+     ":", "x = 1", "  ", "\t", "// c", "* ", "if (x)", "é", "\r"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(st.lists(_CODE_BITS, max_size=3).map("".join), min_size=0, max_size=14))
+def test_the_code_test_is_the_share_of_code_like_lines(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    n = text.count("\n") + 1
+    expected = n >= 8 and sum(1 for _ in _CODE_LINE.finditer(text)) >= 0.25 * n
+    assert looks_like_code(text) == expected
+
+
+_LOG_BITS = st.sampled_from(
+    ["ok", "error", "warn", "timed out", "not found", "Fail", "x", " ", "\n", "errror", "can't"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(bits=st.lists(_LOG_BITS, max_size=30))
+def test_log_keywords_are_found_on_every_line_that_holds_one(bits: list[str]) -> None:
+    text = "".join(bits)
+    starts = line_starts(text)
+    pattern = re.compile("|".join(re.escape(w) for w in _IMPORTANT))
+    expected = {bisect_right(starts, m.start()) - 1 for m in pattern.finditer(text)}
+    assert _lines_with(_IMPORTANT, text, starts) == expected
+
+
+def _pip_log() -> str:
+    lines = [
+        "WARNING: Location 'file:///opt/pypi/simple/litellm/' is ignored: it is not a file.",
+        "WARNING: Location 'file:///opt/pypi-more/simple/litellm/' is ignored: it is not a file.",
+        "Collecting litellm<2.0,>=1.96.2 (from headroom-ai)",
+        "  Downloading litellm-1.110.2-py3-none-any.whl (9.8 MB)",
+        "     ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━ 9.8/9.8 MB 97.0 MB/s eta 0:00:00",
+    ]
+    for i, pkg in enumerate(["tomlkit", "fastuuid", "zipp", "jinja2", "rich", "click"]):
+        lines += [
+            f"WARNING: Location 'file:///opt/pypi/simple/{pkg}/' is ignored: it is not a file.",
+            f"Collecting {pkg}<{i + 2}.0,>=0.{i}.0 (from {'litellm' if i < 2 else 'rich'}<2.0)",
+            f"  Downloading {pkg}-0.{i}.{i + 3}-py3-none-any.whl ({i + 10} kB)",
+        ]
+    lines.append("Requirement already satisfied: filelock>=4.2.1 in ./site-packages (4.3.1)")
+    return "\n".join(lines)
+
+
+def test_a_query_word_on_a_few_lines_of_a_short_log_keeps_them() -> None:
+    text = _pip_log()
+    # the package's name on 6 of 24 lines (a tenth of the lines is 2): as pip wrote it here
+    assert len(text.split("\n")) == 24 and text.count("litellm") == 6
+    ctx = ToolContext(
+        query="In the output of `pip install -v headroom`, which version of litellm was downloaded?"
+    )
+    out = LogCompressor().compress(text, ctx)
+    assert out is not None
+    assert "  Downloading litellm-1.110.2-py3-none-any.whl (9.8 MB)" in out.text.split("\n")
+
+
+@pytest.mark.parametrize("text", ['{"a": [1, 2', "[1, 2,]", '{"a" 1}', "[" * 2000])
+def test_text_that_is_not_json_is_told_apart_and_goes_on_as_text(text: str) -> None:
+    with pytest.raises(NotJson):
+        JsonCompressor().compress_json(text, ToolContext())
+    assert JsonCompressor().compress(text, ToolContext()) is None
+
+
+def test_valid_json_with_nothing_to_crush_is_left_as_it_is() -> None:
+    # long enough for the text compressor, but one object with no long array or string
+    text = json.dumps({f"field_{i}": f"Value {i} of the record. It is short." for i in range(60)})
+    compressors = {"json": JsonCompressor(), "text": TextCompressor()}
+    assert JsonCompressor().compress_json(text, ToolContext()) is None
+    assert route(text, ToolContext(query="field_7"), compressors) is None
