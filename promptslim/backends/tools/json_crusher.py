@@ -6,8 +6,8 @@ For each array longer than ``head + tail`` items, kept are: the first ``head`` a
 the tool-call arguments); the items that match the most query words; items whose status-like
 fields (``state``, ``status``, ``error``, ``level``...) differ from the array's majority or
 that carry an error key the majority lacks; numeric outliers (robust z-score over a field);
-and, so that the schema stays visible, enough further items that every key path of the array
-appears at least once. Each run of left-out items becomes one string item, a marker saying
+and, so that the schema stays visible, further items (up to ``max_schema``, 3) showing key
+paths no kept item has. Each run of left-out items becomes one string item, a marker saying
 how many were left out and what their status fields held, with the id their original is
 stored under. Long strings keep their head and a marker.
 
