@@ -44,16 +44,14 @@ import argparse
 import gzip
 import inspect
 import json
-import os
 import re
 import statistics
 import string
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from common import data_file, machine
+from common import data_file, machine, run_in_lingua
 from compress_stats import RATES, Records, entry, versus
 
 from promptslim.render import insert_documents
@@ -119,29 +117,10 @@ def answer_kept(row: dict[str, Any], documents: list[Document]) -> bool:
     return any(normalise(a) in context for a in row["answers"])
 
 
-def _lingua_python() -> str | None:
-    """The interpreter of the lingua environment, when there is one."""
-    named = os.environ.get("PROMPTSLIM_LINGUA_PYTHON")
-    found = (
-        Path(named) if named else Path(__file__).resolve().parent.parent / ".venv-lingua/bin/python"
-    )
-    return str(found) if found.exists() else None
-
-
 def _remote_llmlingua(args: argparse.Namespace, n: int) -> dict[str, Any] | str:
     """llmlingua's records from the lingua environment (a child process running this script
     with ``--llmlingua-worker``), or why there are none."""
-    from promptslim.backends.compress.lingua import llmlingua_unavailable
-
-    missing = llmlingua_unavailable()
-    python = _lingua_python()
-    if python is None:
-        return f"needs {missing}: no lingua environment (bash scripts/setup_lingua.sh makes one)"
-    cmd = [python, __file__, "--llmlingua-worker", "--dataset", args.dataset, "--n", str(n)]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        return f"the lingua environment failed: {done.stderr.strip().splitlines()[-1:]}"
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return run_in_lingua(__file__, ["--llmlingua-worker", "--dataset", args.dataset, "--n", str(n)])
 
 
 def _llmlingua_worker(args: argparse.Namespace) -> dict[str, Any]:

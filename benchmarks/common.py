@@ -97,6 +97,39 @@ def with_vectors(request: Any, store: Any) -> Any:
     )
 
 
+#: names another interpreter for llmlingua's rows (default: the repository's .venv-lingua)
+LINGUA_PYTHON_ENV = "PROMPTSLIM_LINGUA_PYTHON"
+
+
+def lingua_python() -> str | None:
+    """The interpreter of the lingua environment, when there is one: llmlingua 0.2.2 runs only
+    on transformers <= 4.47.1, so it lives in ``.venv-lingua`` (``scripts/setup_lingua.sh``) or
+    the interpreter ``$PROMPTSLIM_LINGUA_PYTHON`` names."""
+    named = os.environ.get(LINGUA_PYTHON_ENV)
+    found = (
+        Path(named) if named else Path(__file__).resolve().parent.parent / ".venv-lingua/bin/python"
+    )
+    return str(found) if found.exists() else None
+
+
+def run_in_lingua(script: str, args: list[str]) -> dict[str, Any] | str:
+    """``script`` (a benchmark's own path, run as its worker) with ``args`` in the lingua
+    environment: the JSON object its last stdout line holds, or why there is none (no such
+    environment, or the child's last error line)."""
+    import subprocess
+
+    from promptslim.backends.compress.lingua import llmlingua_unavailable
+
+    python = lingua_python()
+    if python is None:
+        missing = llmlingua_unavailable() or "llmlingua"
+        return f"needs {missing}: no lingua environment (bash scripts/setup_lingua.sh makes one)"
+    done = subprocess.run([python, script, *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return f"the lingua environment failed: {done.stderr.strip().splitlines()[-1:]}"
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--quick", action="store_true", help="a run under two minutes")

@@ -54,3 +54,30 @@ def test_summary_has_the_keys_per_shape() -> None:
     assert out["evidence"]["mean"] == 0.5 and "low" in out["evidence"]
     assert set(out) >= {"evidence", "token_ratio", "cold_p50_ms", "cold_p99_ms"}
     assert set(out["evidence_by_position"]) == {"0", "1"}
+
+
+@pytest.mark.slow
+def test_warm_up_loads_what_a_process_loads_once(items: list) -> None:
+    # jieba's dictionary (0.6-1.1 s) once counted as the cold time of the first item that
+    # held a Han character; the warm-up takes it, as a server's start-up does
+    from promptslim import text
+
+    runs = {"default": bench_shapes.build_config("full").pipeline.run}
+    bench_shapes.warm_up(runs, items[0].request)
+    assert "tokenizer" in text._jieba_state or "missing" in text._jieba_state
+
+
+def test_longllmlingua_row_is_skipped_with_its_reason_without_a_lingua_environment(
+    items: list, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from promptslim.backends.compress.lingua import llmlingua_unavailable
+
+    if llmlingua_unavailable() is None:
+        pytest.skip("llmlingua imports here: the row runs in this interpreter")
+    monkeypatch.setenv("PROMPTSLIM_LINGUA_PYTHON", str(tmp_path / "no-such-python"))
+    shapes = {"passages": items}
+    results: dict = {"passages": {}}
+    reason = bench_shapes.add_longllmlingua(results, shapes, 1, quick=True)
+    assert reason is not None and "no lingua environment" in reason
+    assert "longllmlingua" not in results["passages"]
+    assert bench_shapes.add_longllmlingua(results, shapes, 0, quick=True) is not None

@@ -8,8 +8,8 @@ import pytest
 
 from promptslim.errors import ConfigError
 from promptslim.pipeline import Pipeline
-from promptslim.stages.retrieval import RetrievalStage
-from promptslim.stages.windows import select_units, split_windows
+from promptslim.stages.retrieval import DEFAULT_MAX_WINDOWS, RetrievalStage
+from promptslim.stages.windows import select_units, selected_text, split_windows
 from promptslim.types import Document, Message, Request
 
 QUESTION = "When did the Marlow Harbour Bridge open to traffic?"
@@ -118,6 +118,66 @@ def test_select_units_keeps_best_window_and_its_context() -> None:
     assert not all(keep)
 
 
+# passages joined into one chunk, as splitters and RAG stores send them: each a paragraph,
+# its title on the first line; the bridge's opening date in the last one
+CHUNK = "\n\n".join(
+    [
+        (
+            "Marlow Grammar School\nThe grammar school was founded by a merchant's bequest in "
+            "1561. It moved to new buildings on the hill in 1880. Its library holds early printed "
+            "books. The school admitted girls for the first time in 1976. Its choir sings at the "
+            "cathedral each Christmas, and its rowing crews race on the river every spring."
+        ),
+        (
+            "Marlow Railway Station\nA railway station opened on the western side of the town "
+            "in 1847. The line was doubled in 1890 and electrified in 1967. Trains run to the "
+            "capital every half hour, and a branch line serves the mills upstream. The station "
+            "building, of yellow brick, was listed in 1984 and restored by volunteers."
+        ),
+        (
+            "Marlow Harbour Bridge\nEngineers proposed a crossing several times before work "
+            "began in 1924. The steel arch was built out from both shores. The arch rises 130 "
+            "metres above the water and its deck carries eight lanes. After eight years of "
+            f"construction the Marlow Harbour Bridge was opened to traffic on {ANSWER}."
+        ),
+    ]
+)
+
+
+def test_context_of_a_kept_part_stays_in_its_paragraph() -> None:
+    windowed = split_windows([CHUNK], [None], window_chars=150, overlap=1, max_windows=64)
+    units = windowed.units[0]
+    last = windowed.windows[-1]
+    scores = [0.0] * len(windowed.windows)
+    scores[-1] = 1.0
+    keep = select_units(windowed, 0, scores, 0.5, context=1, first=True, text=CHUNK)
+    assert keep is not None
+    kept = selected_text(CHUNK, units, keep)
+    assert kept.startswith("Marlow Harbour Bridge\n") and ANSWER in kept  # its first line
+    assert "Grammar School" not in kept and "branch line" not in kept  # other passages'
+    # without the text, the document's first unit and the unit before, as before
+    old = select_units(windowed, 0, scores, 0.5, context=1, first=True)
+    assert old is not None and old[0] and old[last.first - 1]
+
+
+@pytest.mark.slow
+def test_a_chunk_keeps_the_answering_passage_with_its_title_line_only() -> None:
+    docs = [Document(id="chunk", text=CHUNK)] + [
+        Document(id=f"other-{i}", text=t) for i, t in enumerate(DISTRACTORS)
+    ]
+    result = Pipeline([RetrievalStage()]).run(request_of(docs))
+    kept = next(d.text for d in result.request.documents if d.id == "chunk")
+    assert kept.startswith("Marlow Harbour Bridge\n") and ANSWER in kept
+    assert "Grammar School" not in kept
+
+
+def test_windows_per_request_are_capped_by_default() -> None:
+    long_docs = [Document(id=f"d{i}", text=HISTORY) for i in range(6)]  # ~6,500 characters
+    stage = RetrievalStage(scorer="bm25")
+    result = Pipeline([stage]).run(request_of(long_docs))
+    assert result.report.stages[0].details["windows"] <= DEFAULT_MAX_WINDOWS
+
+
 # ---------------------------------------------------------------- the stage
 
 
@@ -176,10 +236,34 @@ def test_a_vector_store_embedding_does_not_blind_the_stage_to_later_parts() -> N
     vectors = service.embed([d.text for d in docs] + [QUESTION])
     docs = [d.model_copy(update={"embedding": v.tolist()}) for d, v in zip(docs, vectors)]
     request = request_of(docs).replace(query_embedding=vectors[-1].tolist())
-    result = Pipeline([RetrievalStage()]).run(request)
+    stage = RetrievalStage()
+    store = stage.get_scorer().service(float32=True)  # type: ignore[attr-defined]
+    store.clear_cache()
+    result = Pipeline([stage]).run(request)
     kept = {d.id: d.text for d in result.request.documents}
-    assert ANSWER in kept.get("history", "")
-    assert result.report.stages[0].details["embeddings_reused"] == len(docs)
+    assert ANSWER in kept.get("history", "")  # the answer, in the history's last window
+    details = result.report.stages[0].details
+    # first windows stand on the store's vectors, later ones on their terms: nothing embedded
+    assert details["windows"] > len(docs)
+    assert details["embeddings_reused"] == len(docs)
+    assert details["lexical_only"] == details["windows"] - len(docs)
+    assert store.cache_info()["size"] == 0
+
+
+@pytest.mark.slow
+def test_lexical_only_windows_score_as_their_bm25_standing() -> None:
+    from promptslim.backends.lexical import BM25Scorer
+    from promptslim.backends.scorers import HybridScorer, minmax
+
+    texts = [OVERVIEW, HISTORY[:300], HISTORY[-300:], *DISTRACTORS]
+    scorer = HybridScorer()
+    flags = [False, False, True, False, False, False]
+    scored = scorer.score(QUESTION, texts, lexical_only=flags)
+    lexical = minmax(BM25Scorer().score(QUESTION, texts).scores)
+    # the lexical-only text's fused score is its normalised BM25 score, and it has no vector
+    assert scored.scores[2] == pytest.approx(lexical[2])
+    assert scored.vectors is not None and not scored.vectors[2].any()
+    assert scored.details["lexical_only"] == 1
 
 
 def test_whole_documents_when_windows_are_off() -> None:

@@ -275,9 +275,15 @@ class HybridScorer(Scorer):
         *,
         embeddings: Sequence[Any] | None = None,
         query_embedding: Sequence[float] | None = None,
+        lexical_only: Sequence[bool] | None = None,
     ) -> Scored:
+        """``lexical_only``: texts scored by BM25 alone, never embedded (their dense score is
+        imputed from their BM25 standing, so their fused score is their normalised BM25
+        score): the later windows of a document whose vector a store gave."""
         lexical = self._bm25.score(query, texts)
-        dense = self._dense_scores(lexical.scores, query, texts, embeddings, query_embedding)
+        dense = self._dense_scores(
+            lexical.scores, query, texts, embeddings, query_embedding, lexical_only
+        )
         runs = [lexical.scores, dense.scores]
         weights = [1.0 - self.dense_weight, self.dense_weight]
         if self.fusion == "rrf":
@@ -293,31 +299,43 @@ class HybridScorer(Scorer):
         texts: Sequence[str],
         embeddings: Sequence[Any] | None,
         query_embedding: Sequence[float] | None,
+        lexical_only: Sequence[bool] | None = None,
     ) -> Scored:
-        """Dense scores of every text, or with ``dense_candidates`` of BM25's best only."""
+        """Dense scores of every text, or with ``dense_candidates`` of BM25's best only, never
+        of ``lexical_only`` texts."""
         import numpy as np
 
         n = self.dense_candidates
-        if n is None or len(texts) <= n:
+        skip = {i for i, flag in enumerate(lexical_only or ()) if flag}
+        if (n is None or len(texts) <= n) and not skip:
             return self._dense.score(
                 query, texts, embeddings=embeddings, query_embedding=query_embedding
             )
         given = embeddings or [None] * len(texts)
-        best = np.argsort(-lexical, kind="stable")[:n].tolist()
-        chosen = sorted(set(best) | {i for i, e in enumerate(given) if e is not None})
+        best = range(len(texts)) if n is None else np.argsort(-lexical, kind="stable")[:n].tolist()
+        chosen = sorted((set(best) | {i for i, e in enumerate(given) if e is not None}) - skip)
         part = self._dense.score(
             query,
             [texts[i] for i in chosen],
             embeddings=[given[i] for i in chosen],
             query_embedding=query_embedding,
         )
-        scores = np.full(len(texts), float(part.scores.min()), dtype=np.float64)
+        low = float(part.scores.min()) if chosen else 0.0
+        scores = np.full(len(texts), low, dtype=np.float64)
         scores[chosen] = part.scores
+        if skip and chosen:  # on the dense scale where BM25 puts them: fused, their BM25 score
+            high = float(part.scores.max())
+            at = sorted(skip)
+            scores[at] = low + minmax(lexical)[at] * (high - low)
         vectors = None
         if part.vectors is not None:  # texts not embedded get a zero row: similar to nothing
             vectors = np.zeros((len(texts), part.vectors.shape[1]), dtype=np.float32)
             vectors[chosen] = part.vectors
-        details = dict(part.details, dense_candidates=len(chosen))
+        details = dict(part.details)
+        if n is not None:
+            details["dense_candidates"] = len(chosen)
+        if skip:
+            details["lexical_only"] = len(skip)
         return Scored(scores=scores, vectors=vectors, details=details)
 
 

@@ -48,8 +48,15 @@ document's score is its best window's; the ``fraction`` cut-off then runs on the
 worst window to the best, as if every window were a passage of its own. A document of about
 one window is scored exactly as before. Then, coarse to fine (``select_within``), of each kept
 long document only the windows that pass the same cut-off stay (its best always), with the
-sentence before each and, when it has no title, its first sentence: whole sentences,
-byte-exact, protected spans never split. The report lists the sentences kept of each
+sentence before each and, when it has no title, the first sentence of its paragraph (that
+context stays inside the window's paragraph: in a chunk of several passages, the line before
+a paragraph belongs to another passage): whole sentences, byte-exact, protected spans never
+split. On the shape suite that context rule cut the tokens kept of chunks of 4 and 8
+passages from 0.20 to 0.18 with evidence unchanged or better. A document that brings a
+vector store's ``embedding`` is not embedded again: the store's vector scores its first
+window (the head a store's embedder reads), and under the hybrid scorer its later windows
+are scored by BM25 alone (their fused score is their normalised BM25 score), so the store's
+vector counts without hiding the document's later parts, at no model cost. The report lists the sentences kept of each
 document (a ``compressed`` change, and ``details["kept_parts"]``: character spans of the
 original). This lives here rather than in the compress stage because the window scores
 (dense and lexical) are already computed here; the compress stage's extractive compressor

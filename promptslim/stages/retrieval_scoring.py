@@ -17,6 +17,7 @@ from .windows import (
     Windowed,
     document_scores,
     document_vectors,
+    lexical_windows,
     split_windows,
     whole_documents,
     window_embeddings,
@@ -55,10 +56,17 @@ def score_documents(
         return -np.arange(len(docs), dtype=np.float64), None, None
     windowed = _windows(options, docs, protect)
     texts = [w.text for w in windowed.windows]
-    embeddings = window_embeddings([d.embedding for d in docs], windowed)
+    stored: list[Any] = [d.embedding for d in docs]
+    embeddings = window_embeddings(stored, windowed)
     if len(texts) > len(docs):
         log.details["windows"] = len(texts)
-    scored = _run_scorer(options, scorer, query, texts, embeddings, query_embedding, log)
+    extra: dict[str, Any] = {"embeddings": embeddings}
+    if query_embedding is not None and _accepts(type(scorer), "query_embedding"):
+        extra["query_embedding"] = query_embedding
+    lexical = lexical_windows(stored, windowed) if embeddings is not None else None
+    if lexical is not None and _accepts(type(scorer), "lexical_only"):
+        extra["lexical_only"] = lexical  # a scorer that cannot embeds those windows instead
+    scored = _run_scorer(options, scorer, query, texts, extra, query_embedding, log)
     window_scores = np.asarray(scored.scores, dtype=np.float64)
     if len(texts) == len(docs):
         return window_scores, scored.vectors, (windowed, window_scores)
@@ -74,17 +82,16 @@ def _run_scorer(
     scorer: Scorer,
     query: str,
     texts: list[str],
-    embeddings: Any,
+    vectors_given: dict[str, Any],
     query_embedding: Sequence[float] | None,
     log: StageLog,
 ) -> Scored:
-    """The scorer on the windows' texts; BM25 in its place on non-English text under the
-    English default model, or when it fails or runs past ``time_limit_ms`` (not ``strict``)."""
+    """The scorer on the windows' texts, with ``vectors_given`` (its keyword arguments: the
+    embeddings, the query's, the lexical-only windows); BM25 in its place on non-English text
+    under the English default model, or when it fails or runs past ``time_limit_ms`` (not
+    ``strict``)."""
     from ..backends.lexical import BM25Scorer
 
-    vectors_given: dict[str, Any] = {"embeddings": embeddings}
-    if query_embedding is not None and _accepts_query_embedding(type(scorer)):
-        vectors_given["query_embedding"] = query_embedding
     if english_model_on_foreign_text(options, query, texts):
         # the default MiniLM is English-only: on Chinese (or other non-Latin) text its
         # similarities are noise that would drown BM25 in the fusion
@@ -96,6 +103,7 @@ def _run_scorer(
         log.details["language_fallback"] = "bm25"
         scorer = BM25Scorer()
     if scorer.name == "bm25":
+        vectors_given.pop("lexical_only", None)  # every text is lexical there
         scored = scorer.score(query, texts, **vectors_given)
     else:
         scored = run_with_fallback(
@@ -181,13 +189,13 @@ def _documents_script(texts: Sequence[str]) -> str:
 
 
 @lru_cache(maxsize=64)
-def _accepts_query_embedding(scorer_type: type[Scorer]) -> bool:
-    """Whether ``scorer_type.score`` takes ``query_embedding`` (scorers written before it
-    existed do not, and keep working)."""
+def _accepts(scorer_type: type[Scorer], keyword: str) -> bool:
+    """Whether ``scorer_type.score`` takes ``keyword`` (``query_embedding``, ``lexical_only``:
+    scorers written before those existed do not, and keep working)."""
     import inspect
 
     parameters = inspect.signature(scorer_type.score).parameters
-    return "query_embedding" in parameters or any(
+    return keyword in parameters or any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
     )
 

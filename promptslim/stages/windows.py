@@ -38,6 +38,8 @@ __all__ = [
     "Windowed",
     "document_scores",
     "document_vectors",
+    "lexical_windows",
+    "paragraph_heads",
     "select_parts",
     "select_units",
     "selected_text",
@@ -108,6 +110,15 @@ def document_units(text: str, protected: Sequence[Span], limit: int) -> list[Spa
     return units or [Span(0, len(text), "sentence")]
 
 
+def paragraph_heads(text: str, units: Sequence[Span]) -> list[int]:
+    """Each unit's paragraph, as the index of its first unit (a blank line starts one)."""
+    heads = [0] * len(units)
+    for u in range(1, len(units)):
+        starts = _PARAGRAPH.search(text, units[u - 1].end, units[u].start) is not None
+        heads[u] = u if starts else heads[u - 1]
+    return heads
+
+
 def _windows_of(
     doc: int, text: str, title: str | None, units: list[Span], size: int, overlap: int
 ) -> list[Window]:
@@ -118,10 +129,7 @@ def _windows_of(
     # a blank line between units starts a paragraph: a window that is already a fair part of
     # its size ends there, and the next starts there without overlap (a paragraph is a topic;
     # a window across two scores as neither)
-    para = [False] + [
-        _PARAGRAPH.search(text, units[u - 1].end, units[u].start) is not None
-        for u in range(1, len(units))
-    ]
+    para = [head == u for u, head in enumerate(paragraph_heads(text, units))]
     out: list[Window] = []
     first = 0
     while first < len(units):
@@ -209,11 +217,15 @@ def select_units(
     first: bool,
     after: int = 0,
     neighbour_threshold: float | None = None,
+    text: str | None = None,
 ) -> list[bool] | None:
     """Which units of document ``doc`` to keep: those of its windows scoring at least
-    ``threshold`` (its best window always), the ``context`` units before each, and its first
-    unit when ``first`` (what the document is about, when it has no title). None: the document
-    is one window, kept whole."""
+    ``threshold`` (its best window always), the ``context`` units before each, and the first
+    unit of each one's paragraph when ``first`` (what the part is about, when the document has
+    no title). Given the document's ``text``, that context stays inside the kept window's
+    paragraph: in a chunk of several passages (a splitter's, or passages joined) the sentence
+    before a paragraph, or the chunk's first line, belongs to another passage and tells the
+    reader nothing. None: the document is one window, kept whole."""
     ids = windowed.of_document(doc)
     if len(ids) <= 1:
         return None
@@ -224,13 +236,15 @@ def select_units(
         # the answer often sits just after (or before) the part that names the question's
         # subject: a neighbour of a kept window needs a lower score to stay
         chosen |= {w for w in ids if scores[w] >= neighbour_threshold and ({w - 1, w + 1} & chosen)}
-    for w in ids:
-        if w in chosen:
-            window = windowed.windows[w]
-            for u in range(max(0, window.first - context), min(len(keep), window.last + after)):
-                keep[u] = True
-    if first:
-        keep[0] = True
+    units = windowed.units[doc]
+    heads = paragraph_heads(text, units) if text is not None else [0] * len(units)
+    for w in sorted(chosen):
+        window = windowed.windows[w]
+        head = heads[window.first]
+        for u in range(max(head, window.first - context), min(len(keep), window.last + after)):
+            keep[u] = True
+        if first:
+            keep[head] = True
     return keep
 
 
@@ -253,11 +267,21 @@ def whole_documents(texts: Sequence[str], scoring_texts: Sequence[str]) -> Windo
 
 
 def window_embeddings(given: Sequence[Any], windowed: Windowed) -> list[Any] | None:
-    """A vector store's embedding per window: a document's own counts for its first window
-    (the part a store's embedder reads); its later windows are embedded by the scorer."""
+    """A vector store's embedding per window: a document's own stands for its first window
+    (the head a store's embedder reads); its later windows have none."""
     if not any(given):
         return None
     return [given[w.doc] if w.first == 0 else None for w in windowed.windows]
+
+
+def lexical_windows(given: Sequence[Any], windowed: Windowed) -> list[bool] | None:
+    """The windows a hybrid scorer scores by BM25 alone: the later windows of a document whose
+    vector a store gave. Embedding them would cost what the store's vector saved (a chunk of
+    four passages is several model calls); leaving them without a score would blind the stage
+    to the document's later parts (its store vector reads the head). Scored by their terms,
+    they compete where their BM25 puts them. None: there are none."""
+    flags = [given[w.doc] is not None and w.first > 0 for w in windowed.windows]
+    return flags if any(flags) else None
 
 
 @dataclass(frozen=True)
@@ -297,6 +321,7 @@ def select_parts(
         after=rule.after,
         first=first,
         neighbour_threshold=neighbour,
+        text=text,
     )
     if keep is None or all(keep):
         return None
