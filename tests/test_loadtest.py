@@ -21,6 +21,7 @@ from promptslim.loadsim.loadtest import (
     PreparedRequest,
     RequestRecord,
     run_loadtest,
+    run_stream,
     summarise,
     write_report,
 )
@@ -362,3 +363,24 @@ def test_interleaving_needs_streams_of_one_length() -> None:
     with pytest.raises(ConfigError) as info:
         LoadtestOptions(url=url, concurrency=1, block=0)
     assert info.value.field == "block"
+
+
+def test_each_request_sends_its_own_headers_on_top_of_the_runs() -> None:
+    """A mixed stream's requests differ in their priority class: each one's headers go with
+    it, over the run's."""
+    pytest.importorskip("starlette")
+    from .test_serve import Seam, ThreadServer
+
+    seam = Seam()
+    body = {"model": "seam", "messages": [{"role": "user", "content": "Hi"}], "stream": True}
+    reqs = [
+        PreparedRequest(body, 1, headers={"X-PromptSlim-Priority": "interactive"}),
+        PreparedRequest(body, 1),
+    ]
+    with ThreadServer(seam.app) as upstream:
+        records, _ = asyncio.run(
+            run_stream(upstream.url + "/v1", reqs, concurrency=1, headers={"X-Run": "r1"})
+        )
+    assert [r.status for r in records] == ["ok", "ok"]
+    assert [h.get("x-promptslim-priority") for h in seam.headers] == ["interactive", None]
+    assert [h.get("x-run") for h in seam.headers] == ["r1", "r1"]
