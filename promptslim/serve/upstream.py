@@ -99,8 +99,11 @@ def make_client(config: ServeConfig) -> httpx.AsyncClient:
         write=config.upstream_timeout_s,
         pool=config.upstream_timeout_s,
     )
+    # a pooled connection idle 4 s is dropped: uvicorn (so vLLM and SGLang) closes idle ones
+    # at 5 s, and a client that keeps them as long or longer sends requests on connections
+    # the server is closing at that moment (reset)
     limits = httpx.Limits(
-        max_connections=connections, max_keepalive_connections=kept, keepalive_expiry=30.0
+        max_connections=connections, max_keepalive_connections=kept, keepalive_expiry=4.0
     )
     transport = None
     if not config.pools_connections and config.upstream_spares:
