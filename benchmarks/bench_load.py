@@ -39,11 +39,14 @@ Simulator: fitted from the concurrency-1 requests (llama-server's own prompt tim
 client's TTFT) and the slot count and batch size, it predicts the baseline's P50/P99 at the
 three closed-loop levels (``sim_error_max``: the largest relative error).
 
-Sizes: about 12-15 minutes on two quiet cores (SmolLM2 Q4_1 prefill ~300 tokens/s there; the
-open loop is arrival-bound, 36 requests at ~0.35/s for each config, the longest phase). A
-P99 of 24-36 requests is the interpolation between the two largest TTFTs: a tail figure the
+Sizes: about 10-15 minutes on two quiet cores (SmolLM2 Q4_1 prefill ~300 tokens/s there,
+~100 when other jobs share the cores, and llama.cpp's threads slow down far more than that
+when the cores are oversubscribed; the open loop is arrival-bound, 36 requests at roughly
+0.5/s for each config, the longest phase). Each phase has a time limit, shared by its
+configs; what it cuts is reported per config (``cut``) and lowers ``completed_share``. A P99
+of 24-36 requests is the interpolation between the two largest TTFTs: a tail figure the
 configs are compared on, not a stable 99th percentile, which would need hundreds of requests
-a phase and hours on this machine.
+a phase and hours on this machine. 24 items per closed level, 36 open: the most that fit.
 
     python benchmarks/bench_load.py [--quick] [--json] [--save bench_load]
 
