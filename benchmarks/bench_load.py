@@ -32,7 +32,7 @@ says what was predicted and whether the measured tail reached 3x.
 Priority (``load_priority``): short requests among long ones, open loop at 1.3 times the
 mix's capacity (a burst past it: the proxy's queue fills), through two proxies admitting
 ``SLOTS`` at a time, as many as the server has slots: first come first served vs.
-``--priority-classes interactive,batch`` with the batch tenant capped one below the slots
+``--priority-classes interactive,batch`` with the batch tenant capped at half the slots
 (``--tenant-max-concurrency``), interleaved.
 
 Simulator: fitted from the concurrency-1 requests (llama-server's own prompt timings and the
