@@ -121,6 +121,7 @@ GOALS: dict[str, tuple[Goal, ...]] = {
         Goal("short_p99_ratio_priority", ">=", 2.0),
         Goal("long_p99_ratio_priority", "<=", 1.2),
         Goal("sim_error_max", "<=", 0.15),
+        Goal("baseline_p99_over_p50", ">=", 3.0),  # the open loop's load, as the issue sets it
     ),
     # no request lost, and memory flat once the caches are full: the second half of the run
     # ends within 10 % of where it began
