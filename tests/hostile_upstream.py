@@ -277,10 +277,20 @@ async def _huge_body(up: HostileUpstream, w: Writer, r: Any, token: str, stream:
     return True
 
 
+async def _set_cookie(up: HostileUpstream, w: Writer, r: Any, token: str, stream: bool) -> bool:
+    """A good answer that sets a cookie, as a session or load-balancer affinity would."""
+    payload = _answer(token)
+    w.write(_head("200 OK", [("Content-Type", "application/json"),
+                             ("Set-Cookie", f"session=secret-of-{token}; Path=/"),
+                             ("Content-Length", str(len(payload)))]) + payload)  # fmt: skip
+    await w.drain()
+    return True
+
+
 HUGE_BODY = 256 * 1024 * 1024
 
 _MODES: dict[str, Handler] = {
     "ok": _ok, "desync": _desync, "bad-chunk": _bad_chunk, "mid-close": _mid_close,
     "bare-lf": _bare_lf, "short": _short, "both": _both, "huge-header": _huge_header,
-    "stall": _stall, "hold": _hold, "huge-body": _huge_body,
+    "stall": _stall, "hold": _hold, "huge-body": _huge_body, "set-cookie": _set_cookie,
 }  # fmt: skip

@@ -177,6 +177,18 @@ def test_no_answer_reaches_another_client_after_desync_attempts(
     assert all(got == f"answer for {token}" for token, got in answers)
 
 
+def test_a_cookie_the_upstream_set_for_one_client_never_goes_up_with_another(
+    proxy: ProxyProcess, upstream: HostileUpstream
+) -> None:
+    assert _chat(proxy, "alice", "set-cookie").status_code == 200
+    for i in range(3):  # other clients, with no cookie of their own
+        assert _chat(proxy, f"bob-{i}").status_code == 200
+        assert "cookie" not in upstream.headers[-1]
+    # a client's own cookie is the client's: it goes on as it came
+    assert _chat(proxy, "carol", headers={"Cookie": "mine=1"}).status_code == 200
+    assert upstream.headers[-1]["cookie"] == "mine=1"
+
+
 def test_a_stream_cut_mid_event_ends_with_an_error_event_of_its_own(proxy: ProxyProcess) -> None:
     r = _chat(proxy, "cut", "mid-close", stream=True)
     assert r.status_code == 200

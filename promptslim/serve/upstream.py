@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -115,8 +116,14 @@ def make_client(config: ServeConfig) -> httpx.AsyncClient:
         )  # fmt: skip
         transport = SpareTransport(spares, limits=limits)
         spares.refill()
+    # a cookie jar that keeps nothing: the client is shared by every request, so a cookie the
+    # upstream set in one client's answer would otherwise go up with every other client's
+    # requests (a client's own Cookie header is forwarded as it came)
+    no_cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
     # trust_env=False: no proxy variable or netrc can send requests elsewhere
-    return httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False, transport=transport)
+    return httpx.AsyncClient(
+        timeout=timeout, limits=limits, trust_env=False, transport=transport, cookies=no_cookies
+    )
 
 
 async def open_stream(
