@@ -24,7 +24,7 @@ each compressor runs once on a sample before any timing, so the process's first 
 not charge its imports to one result); over whole traces, ``token_ratio`` of the final
 request, ``needle_retention`` in it, and ``cache_hit_share`` (prefix-cache hit tokens / prompt
 tokens over every turn of 30-call traces, vLLM's block-16 chained hashes, one fresh cache per
-trace). Answer quality: ``tools_reader.py`` (SmolLM2 by default, 120 items, 6 with
+trace). Answer quality: ``tools_reader.py`` (SmolLM2 by default, 90 items, 6 with
 ``--quick``, ``--reader 0`` to skip), ``quality_delta_em`` and its interval's low end
 ``quality_delta_em_low``.
 """
@@ -311,7 +311,7 @@ def main() -> None:
         type=int,
         default=None,
         metavar="N",
-        help="answer quality on N short traces (default 120, quick 6; 0: off)",
+        help="answer quality on N short traces (default 90, quick 6; 0: off)",
     )
     p.add_argument("--model", default="hf:default", help="the reader (a promptslim bench backend)")
     args = p.parse_args()
@@ -339,7 +339,7 @@ def main() -> None:
             }
         )
         result["configs"][name] = row
-    readers = args.reader if args.reader is not None else (6 if args.quick else 120)
+    readers = args.reader if args.reader is not None else (6 if args.quick else 90)
     if readers:
         result["reader"] = reader_quality(sources, readers, args.model)
     result.update(headline(result))

@@ -19,6 +19,7 @@ in the prompt the reader got (``needle_kept``).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from promptslim.bench.datasets import BenchItem
@@ -68,6 +69,7 @@ def reader_quality(sources: TraceSources, n: int, model: str) -> dict[str, Any]:
     from promptslim.bench.backends import load_backend
     from promptslim.bench.metrics import best_subspan_em
 
+    start = time.perf_counter()
     items = reader_items(sources, n)
     backend = load_backend(model, device="cpu", repeats=1, max_new_tokens=MAX_NEW_TOKENS)
     stage = ToolsStage(store="memory:268435456")
@@ -89,7 +91,9 @@ def reader_quality(sources: TraceSources, n: int, model: str) -> dict[str, Any]:
                 row["kept"].append(float(item.answers[0] in needle))
     finally:
         backend.close()
-    return _summary(items, scores, model)
+    out = _summary(items, scores, model)
+    out["wall_s"] = round(time.perf_counter() - start, 1)
+    return out
 
 
 def _summary(
