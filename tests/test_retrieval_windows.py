@@ -226,8 +226,7 @@ def test_protected_spans_survive_selection_byte_exact() -> None:
     assert len(kept) < len(text)  # and the rest of the document was trimmed
 
 
-@pytest.mark.slow
-def test_a_vector_store_embedding_does_not_blind_the_stage_to_later_parts() -> None:
+def _with_store_vectors() -> Request:
     from promptslim.backends.embeddings import EmbeddingService
 
     service = EmbeddingService.get()
@@ -235,19 +234,28 @@ def test_a_vector_store_embedding_does_not_blind_the_stage_to_later_parts() -> N
     # the store's vectors (whole-document, as a store indexes them), the query's too
     vectors = service.embed([d.text for d in docs] + [QUESTION])
     docs = [d.model_copy(update={"embedding": v.tolist()}) for d, v in zip(docs, vectors)]
-    request = request_of(docs).replace(query_embedding=vectors[-1].tolist())
-    stage = RetrievalStage()
+    return request_of(docs).replace(query_embedding=vectors[-1].tolist())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("store_windows", ["embed", "lexical"])
+def test_a_vector_store_embedding_does_not_blind_the_stage_to_later_parts(
+    store_windows: str,
+) -> None:
+    request = _with_store_vectors()
+    stage = RetrievalStage(store_windows=store_windows)  # type: ignore[arg-type]
     store = stage.get_scorer().service(float32=True)  # type: ignore[attr-defined]
     store.clear_cache()
     result = Pipeline([stage]).run(request)
     kept = {d.id: d.text for d in result.request.documents}
     assert ANSWER in kept.get("history", "")  # the answer, in the history's last window
     details = result.report.stages[0].details
-    # first windows stand on the store's vectors, later ones on their terms: nothing embedded
-    assert details["windows"] > len(docs)
-    assert details["embeddings_reused"] == len(docs)
-    assert details["lexical_only"] == details["windows"] - len(docs)
-    assert store.cache_info()["size"] == 0
+    n_docs, later = len(request.documents), details["windows"] - len(request.documents)
+    assert later > 0 and details["embeddings_reused"] == n_docs  # the first windows
+    if store_windows == "embed":  # the later windows embedded, none scored lexically only
+        assert store.cache_info()["size"] == later and "lexical_only" not in details
+    else:  # scored by their terms: nothing embedded at all
+        assert store.cache_info()["size"] == 0 and details["lexical_only"] == later
 
 
 @pytest.mark.slow
@@ -283,9 +291,9 @@ def test_selection_inside_can_be_turned_off() -> None:
 @pytest.mark.parametrize(
     ("option", "value"),
     [("window_chars", 10), ("window_overlap", -1), ("max_windows", 0),
-     ("select_fraction", 1.5), ("context_sentences", -1)],
+     ("select_fraction", 1.5), ("context_sentences", -1), ("store_windows", "skip")],
 )  # fmt: skip
-def test_bad_window_options_name_the_field(option: str, value: float) -> None:
+def test_bad_window_options_name_the_field(option: str, value: object) -> None:
     with pytest.raises(ConfigError) as info:
         RetrievalStage(**{option: value})
     assert info.value.field == option

@@ -22,12 +22,14 @@ __all__ = [
     "OnOverflow",
     "Order",
     "RetrievalOptions",
+    "StoreWindows",
 ]
 
 Cutoff = Literal["gap", "fraction", "none"]
 Order = Literal["score", "original", "edges"]
 Dedup = Literal["auto", "embedding", "shingle", "none"]
 OnOverflow = Literal["keep_best", "drop", "raise"]
+StoreWindows = Literal["embed", "lexical"]
 
 #: characters per scoring window of a long document, and the most windows of one request.
 #: Each window is one model input of up to 64 word pieces (3-4 ms of int8 MiniLM on two
@@ -82,6 +84,7 @@ class RetrievalOptions(BaseModel):
     context_sentences: int = Field(default=1, ge=0, strict=True)
     context_after: int = Field(default=0, ge=0, strict=True)
     neighbour_fraction: float | None = _unit(None)
+    store_windows: StoreWindows = "embed"
 
     @field_validator("scorer", mode="before")
     @classmethod

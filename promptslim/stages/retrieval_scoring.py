@@ -63,7 +63,9 @@ def score_documents(
     extra: dict[str, Any] = {"embeddings": embeddings}
     if query_embedding is not None and _accepts(type(scorer), "query_embedding"):
         extra["query_embedding"] = query_embedding
-    lexical = lexical_windows(stored, windowed) if embeddings is not None else None
+    lexical = None
+    if embeddings is not None and options.store_windows == "lexical":
+        lexical = lexical_windows(stored, windowed)
     if lexical is not None and _accepts(type(scorer), "lexical_only"):
         extra["lexical_only"] = lexical  # a scorer that cannot embeds those windows instead
     scored = _run_scorer(options, scorer, query, texts, extra, query_embedding, log)

@@ -275,11 +275,11 @@ def window_embeddings(given: Sequence[Any], windowed: Windowed) -> list[Any] | N
 
 
 def lexical_windows(given: Sequence[Any], windowed: Windowed) -> list[bool] | None:
-    """The windows a hybrid scorer scores by BM25 alone: the later windows of a document whose
-    vector a store gave. Embedding them would cost what the store's vector saved (a chunk of
-    four passages is several model calls); leaving them without a score would blind the stage
-    to the document's later parts (its store vector reads the head). Scored by their terms,
-    they compete where their BM25 puts them. None: there are none."""
+    """The windows a hybrid scorer scores by BM25 alone under ``store_windows="lexical"``: the
+    later windows of a document whose vector a store gave. Embedding them costs what the
+    store's vector saved (a chunk of four passages is several model calls); leaving them
+    unscored would blind the stage to the document's later parts (the store's vector reads the
+    head). Scored by their terms, they compete where their BM25 puts them. None: none."""
     flags = [given[w.doc] is not None and w.first > 0 for w in windowed.windows]
     return flags if any(flags) else None
 
