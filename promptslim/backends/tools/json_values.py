@@ -62,10 +62,17 @@ def to_text(value: Any, enc: Encoder) -> str:
         return enc(value)
     if kind is Num:
         return str.__str__(value)
+    # a member that is a string (most are) is encoded in place, without a call of its own
     if kind is Obj:
-        return "{" + ",".join([enc(k) + ":" + to_text(v, enc) for k, v in value]) + "}"
+        return (
+            "{"
+            + ",".join(
+                [enc(k) + ":" + (enc(v) if type(v) is str else to_text(v, enc)) for k, v in value]
+            )
+            + "}"
+        )
     if kind is list:
-        return "[" + ",".join([to_text(v, enc) for v in value]) + "]"
+        return "[" + ",".join([enc(v) if type(v) is str else to_text(v, enc) for v in value]) + "]"
     if value is True:
         return "true"
     if value is False:
