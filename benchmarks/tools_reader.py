@@ -4,10 +4,12 @@ tool results as they are and through the tools stage, on the same items.
 A reader item is a short trace of the same making as the benchmark's (``build_traces``): the
 task and the one tool call whose result holds the answer, that result between the stage's
 ``min_chars`` (so the stage does compress what the reader needs) and ``MAX_CHARS`` characters
-(log results are windows of ``LOG_LINES`` lines). The kinds take turns (JSON, log, code). A
+(log results are windows of ``LOG_LINES`` lines), each question on each result once. The
+kinds take turns (JSON, log, code) while each lasts: the source files hold few functions with
+defaults in files this short, so code gives about 10 of 90 items. A
 30-call trace would be tens of thousands of tokens, more than SmolLM2 reads well and more
-than a CPU prefills in a benchmark's time; these prompts are 400-900 SmolLM2 tokens as they
-are. Distractor results are left out: the stage compresses each result on its own, so what
+than a CPU prefills in a benchmark's time; these prompts are 800-1,450 SmolLM2 tokens as they
+are (1,100 typical; about 850 through the stage), some 4-5 s an item for both on two cores. Distractor results are left out: the stage compresses each result on its own, so what
 decides the answer is what compression keeps of the result that holds it, and a distractor
 would double each prompt's cost (``CALLS`` sets the trace length).
 
@@ -26,8 +28,8 @@ from promptslim.bench.datasets import BenchItem
 from promptslim.bench.tool_traces import TraceSources, build_traces
 from promptslim.stages.tools import ToolsStage
 
-#: the longest tool result of a reader item, by kind (code files are 2,000+ characters)
-MAX_CHARS = {"json": 2_600, "log": 2_600, "code": 3_000}
+#: the longest tool result of a reader item, by kind (the code files are 2,000+ characters)
+MAX_CHARS = {"json": 2_600, "log": 2_600, "code": 4_000}
 LOG_LINES = 24
 MIN_CHARS = 1_500  # the tools stage's default min_chars: shorter results pass untouched
 CALLS = (1, 1)
@@ -36,19 +38,25 @@ MAX_NEW_TOKENS = 16
 
 
 def reader_items(sources: TraceSources, n: int, *, seed: int = 2) -> list[BenchItem]:
-    """``n`` reader items, the kinds in turn (fewer when the sources run out of a kind)."""
+    """``n`` reader items (or fewer), the kinds in turn while each lasts."""
     pools: dict[str, list[BenchItem]] = {}
     for k, kind in enumerate(MAX_CHARS):
         built = build_traces(
             sources,
-            n=3 * n,
+            n=6 * n,
             seed=seed + k,
             calls=CALLS,
             kinds=(kind,),
             max_result_chars=MAX_CHARS[kind],
             log_lines=LOG_LINES,
         )
-        pools[kind] = [it for it in built if len(_needle_text(it)) >= MIN_CHARS]
+        seen: set[tuple[str, str]] = set()  # the same question on the same result: one item
+        pools[kind] = []
+        for it in built:
+            key = (it.request.messages[1].text, _needle_text(it))
+            if len(key[1]) >= MIN_CHARS and key not in seen:
+                seen.add(key)
+                pools[kind].append(it)
     items: list[BenchItem] = []
     for i in range(3 * n):
         pool = pools[list(MAX_CHARS)[i % len(MAX_CHARS)]]
