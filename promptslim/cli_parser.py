@@ -160,6 +160,6 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--max-header-bytes", dest="max_header_bytes", type=int, default=32 * 1024, metavar="N", help="a request's header block; larger gets 400 (default 32768)")
     p.add_argument("--max-headers", dest="max_headers", type=int, default=100, metavar="N", help="headers per request; more get 431 (default 100)")
     p.add_argument("--max-connections", dest="max_connections", type=int, default=1024, metavar="N", help="open client connections per worker; more are closed at once (default 1024)")
-    p.add_argument("--keepalive", type=float, default=5.0, metavar="S", help="idle keep-alive connections close after this (default 5)")
+    p.add_argument("--keepalive", type=float, default=8.0, metavar="S", help="idle keep-alive connections close after this (default 8)")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="processes serving the port (default 1); each admits its share of --max-concurrency and --max-queue, loads its own models, and /metrics adds them all up")  # fmt: skip

@@ -82,8 +82,10 @@ class ServeConfig:
     #: open client connections per worker process; one more is closed as soon as it is
     #: accepted. Idle keep-alive connections count: they close after ``keepalive_s``
     max_connections: int = 1024
-    #: idle time after a response before a keep-alive connection is closed
-    keepalive_s: float = 5.0
+    #: idle time after a response before a keep-alive connection is closed. Above the 5 s
+    #: that httpx (so the OpenAI SDK) keeps an idle connection: a server that closes first
+    #: races a client sending its next request on that connection, which is then reset
+    keepalive_s: float = 8.0
     #: the pipeline's time budget; past it the original request is forwarded unchanged (and the
     #: log line, the ``promptslim`` report and ``/metrics`` say so): slimming never makes a
     #: request slower than not slimming it. The abandoned work ends by itself, bounded by the
