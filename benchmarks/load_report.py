@@ -22,6 +22,22 @@ def _sim_errors(result: dict[str, Any]) -> list[float]:
     ]
 
 
+def _ab_phases(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every A/B phase run: the closed-loop levels and the open loop."""
+    return [*result["closed"].values(), *([result["open"]] if result.get("open") else [])]
+
+
+def _error_rates(result: dict[str, Any]) -> dict[str, float]:
+    """Each config's errors and timeouts over all its requests in every A/B phase, so that a
+    phase's failures are not hidden by the phase the latency figures come from."""
+    phases = _ab_phases(result)
+    return {
+        k: sum((p[k]["error_rate"] + p[k]["timeout_rate"]) * p[k]["requests"] for p in phases)
+        / sum(p[k]["requests"] for p in phases)
+        for k in CONFIGS
+    }
+
+
 def headline(result: dict[str, Any]) -> dict[str, Any]:
     """The contract's keys, from the most loaded phase run (open loop when it ran)."""
     phase = result.get("open") or result["closed"][max(result["closed"], key=int)]
@@ -32,9 +48,11 @@ def headline(result: dict[str, Any]) -> dict[str, Any]:
         "p99_ttft_ratio_client": _ratio(base, phase["client"]["ttft_s"]),
         "p99_ttft_ratio_proxy": _ratio(base, phase["proxy"]["ttft_s"]),
         "baseline_p99_over_p50": base["p99"] / base["p50"] if base.get("p50") else None,
-        "error_rate": {k: phase[k]["error_rate"] for k in CONFIGS},
+        "error_rate": _error_rates(result),
         "quality_delta": {k: phase[k]["quality"]["quality_delta"] for k in ("client", "proxy")},
-        "completed_share": min(phase[k]["completed"] / phase[k]["requests"] for k in CONFIGS),
+        "completed_share": min(
+            p[k]["completed"] / p[k]["requests"] for p in _ab_phases(result) for k in CONFIGS
+        ),
         "short_p99_ratio_priority": _ratio(prio["fifo"]["short"], prio["priority"]["short"]),
         "long_p99_ratio_priority": _ratio(prio["priority"]["long"], prio["fifo"]["long"]),
         "sim_error_max": max(sim_err) if sim_err else None,
