@@ -138,6 +138,11 @@ def _report(run: dict[str, Any], *, with_slim: bool = False) -> dict[str, Any]:
         "itl_ms": {k: s["itl_ms"].get(k) for k in ("p50", "p99")},
         "error_rate": s["error_rate"],
         "timeout_rate": s["timeout_rate"],
+        # why requests failed, so that a config's missing completions explain themselves
+        "errors": sorted(
+            {r.error for r in records if r.status in ("error", "timeout") and r.error}
+        ),
+        "retried": s["retried"],
         "completed": s["completed"],
         "requests": s["requests"],
         "request_throughput": s["request_throughput"],

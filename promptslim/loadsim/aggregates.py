@@ -69,6 +69,7 @@ def summarise(
         "error_rate": sum(r.status == "error" for r in records) / n if n else 0.0,
         "timeout_rate": sum(r.status == "timeout" for r in records) / n if n else 0.0,
         "cancelled": sum(r.status == "cancelled" for r in records),
+        "retried": sum(r.retries > 0 for r in records),
         "duration_s": wall_s,
         "request_throughput": len(ok) / wall_s if wall_s > 0 else 0.0,
         "output_token_throughput": out_tokens / wall_s if wall_s > 0 else 0.0,

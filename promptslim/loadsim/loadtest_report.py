@@ -67,7 +67,8 @@ def _notes(run: Mapping[str, Any]) -> list[str]:
     lines = [
         (
             f"- completed {s['completed']}/{s['requests']}; error rate {s['error_rate']:.1%}, "
-            f"timeout rate {s['timeout_rate']:.1%}, cancelled {s['cancelled']}"
+            f"timeout rate {s['timeout_rate']:.1%}, cancelled {s['cancelled']}, "
+            f"sent again after a kept-alive connection closed under them {s.get('retried', 0)}"
         ),
         (
             f"- throughput {s['request_throughput']:.2f} req/s, {s['output_token_throughput']:.1f} "

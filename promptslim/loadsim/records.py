@@ -51,6 +51,8 @@ class RequestRecord:
     server_prefill_tokens: int | None = None
     http_status: int | None = None
     status: str = "pending"  # ok | error | timeout | cancelled
+    #: sent again after a kept-alive connection closed under it unanswered (``stream``)
+    retries: int = 0
     error: str | None = None
     #: the streamed answer, for scoring; never written to reports (``as_dict`` leaves it out)
     answer: str = field(default="", repr=False)

@@ -35,6 +35,16 @@ class _LoopProbe:
             self.lags_s.append(max(0.0, time.perf_counter() - due))
 
 
+def _stale_reuse(exc: Exception, marks: Mapping[str, float], errors: type[Exception]) -> bool:
+    """Did a kept-alive connection die under the request before any answer came? A server
+    that closes connections after each response (llama-server does, while it advertises
+    keep-alive) races the next request sent on one; the OpenAI SDK and other well-kept
+    clients send such a request again, on a new connection, and so does this client, once."""
+    reused = "connection.connect_tcp.started" not in marks
+    answered = any(name.endswith("receive_response_headers.complete") for name in marks)
+    return isinstance(exc, errors) and reused and not answered
+
+
 async def _one(
     client: Any, url: str, request: PreparedRequest, record: RequestRecord, timeout_s: float
 ) -> None:
@@ -60,10 +70,20 @@ async def _one(
             record.e2e_s = time.perf_counter() - start  # the content ended here
             await _drain(lines, httpx.HTTPError)
 
+    async def with_retry() -> None:
+        try:
+            await exchange()
+        except httpx.RemoteProtocolError as exc:
+            if not _stale_reuse(exc, marks, httpx.RemoteProtocolError):
+                raise
+            record.retries += 1  # the TTFT still counts from the first send
+            marks.clear()
+            await exchange()
+
     start = record.sent_clock_s = time.perf_counter()
     try:
         # the whole exchange, not each read: a server trickling bytes must still time out
-        await asyncio.wait_for(exchange(), timeout_s)
+        await asyncio.wait_for(with_retry(), timeout_s)
         record.status = "ok" if record.error is None else "error"
     except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
         record.status, record.error = "timeout", f"no complete response within {timeout_s:g} s"
