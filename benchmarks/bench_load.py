@@ -43,7 +43,10 @@ Sizes: about 10-15 minutes on two quiet cores (SmolLM2 Q4_1 prefill ~300 tokens/
 ~100 when other jobs share the cores, and llama.cpp's threads slow down far more than that
 when the cores are oversubscribed; the open loop is arrival-bound, 36 requests at roughly
 0.5/s for each config, the longest phase). Each phase has a time limit, shared by its
-configs; what it cuts is reported per config (``cut``) and lowers ``completed_share``. A P99
+configs; what it cuts is reported per config (``cut``) and lowers ``completed_share``.
+llama-server closes its connections after each streamed answer while advertising keep-alive;
+a request sent on one as it closes is sent again once by the client (``retried``, as the
+OpenAI SDK does); every failure's message is in its config's ``errors``. A P99
 of 24-36 requests is the interpolation between the two largest TTFTs: a tail figure the
 configs are compared on, not a stable 99th percentile, which would need hundreds of requests
 a phase and hours on this machine. 24 items per closed level, 36 open: the most that fit.

@@ -25,8 +25,10 @@ not charge its imports to one result); over whole traces, ``token_ratio`` of the
 request, ``needle_retention`` in it, and ``cache_hit_share`` (prefix-cache hit tokens / prompt
 tokens over every turn of 30-call traces, vLLM's block-16 chained hashes, one fresh cache per
 trace). Answer quality: ``tools_reader.py`` (SmolLM2 by default, 90 items, 6 with
-``--quick``, ``--reader 0`` to skip), ``quality_delta_em`` and its interval's low end
-``quality_delta_em_low``.
+``--quick``, ``--reader 0`` to skip), ``quality_delta_em`` (compressed minus uncompressed,
+paired) and its 95 % interval's ends ``quality_delta_em_low`` / ``_high``: quality is "not
+below no compression" while the interval reaches zero (``_high >= 0``), as bench_load reads
+its own quality goal.
 """
 
 from __future__ import annotations
@@ -361,6 +363,7 @@ def headline(result: dict[str, Any]) -> dict[str, Any]:
     if "reader" in result:
         out["quality_delta_em"] = result["reader"]["em"]["delta"]
         out["quality_delta_em_low"] = result["reader"]["em"]["ci95"][0]
+        out["quality_delta_em_high"] = result["reader"]["em"]["ci95"][1]
     return out
 
 
