@@ -238,6 +238,8 @@ class _Run:
         texts = ["\x1f".join(map(str, map(_value, lv))) for lv in leaves]
         found = m.literals_per_part(texts)
         for lv, hits in zip(leaves, found):
+            if not hits:
+                continue  # most items: no literal, nothing to filter
             # a number names an item only as a whole value (``21`` is in every 2021 date)
             numeric = {h for h in hits if h.isdigit()}
             if numeric:
@@ -245,7 +247,7 @@ class _Run:
         # a literal that most items hold (the repository every URL names) picks out nothing
         spread = Counter(h for hits in found for h in hits)
         limit = max(2, len(leaves) // 4)
-        score = [sum(1 for h in hits if spread[h] <= limit) for hits in found]
+        score = [sum(1 for h in hits if spread[h] <= limit) if hits else 0 for hits in found]
         ranked = sorted((i for i, s in enumerate(score) if s), key=lambda i: (-score[i], i))
         chosen = set(ranked[: self.cfg.max_matches])
         words = m.word_hits_per_part(texts)
@@ -284,12 +286,13 @@ class _Run:
         measured = paths.measured
         if len(leaves) < 8 or not self.cfg.max_outliers or not measured:
             return set()
-        numbers: dict[str, dict[int, float]] = {}
+        # one dict per measured path up front: ``setdefault(p, {})`` built a dict per leaf
+        numbers: dict[str, dict[int, float]] = {p: {} for p in measured}
         for i, lv in enumerate(leaves):
             for p, v in lv:
-                if type(v) is Num and p in measured:
+                if type(v) is Num and p in numbers:
                     try:
-                        numbers.setdefault(p, {})[i] = float(v)
+                        numbers[p][i] = float(v)
                     except ValueError:
                         continue
         scored: list[tuple[float, int]] = []

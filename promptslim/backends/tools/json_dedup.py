@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import Elision, elision_id, marker
-from .json_values import Encoder, Obj, encoder, to_text
+from .json_values import Encoder, Num, Obj, encoder, to_text
 
 __all__ = ["dedup_subtrees"]
 
@@ -28,11 +28,15 @@ def dedup_subtrees(value: Any, *, min_chars: int, ascii_only: bool) -> tuple[str
     if not min_chars:
         return to_text(value, enc), []
     texts: dict[int, str] = {}  # containers' texts by id: the tree keeps them all alive
-    _texts(value, enc, texts)
+    long: list[str] = []  # the texts of objects of min_chars or more, the only ones replaced
+    whole = _texts(value, enc, texts, min_chars, long)
+    if len(set(long)) == len(long):
+        return whole, []  # no object repeats: the writing pass would give the same text
     seen: dict[str, str] = {}
     elisions: list[Elision] = []
 
     def write(v: Any, path: str) -> str:
+        # strings and numbers are written in place by the caller (as in ``_texts``)
         kind = type(v)
         if kind is not Obj and kind is not list:
             return to_text(v, enc)
@@ -40,7 +44,20 @@ def dedup_subtrees(value: Any, *, min_chars: int, ascii_only: bool) -> tuple[str
         if len(t) < min_chars:
             return t
         if kind is list:
-            return "[" + ",".join([write(x, f"{path}[{i}]") for i, x in enumerate(v)]) + "]"
+            return (
+                "["
+                + ",".join(
+                    [
+                        enc(x)
+                        if type(x) is str
+                        else x
+                        if type(x) is Num
+                        else write(x, f"{path}[{i}]")
+                        for i, x in enumerate(v)
+                    ]
+                )
+                + "]"
+            )
         first = seen.get(t)
         if first is not None:
             ident = elision_id(t)
@@ -48,17 +65,69 @@ def dedup_subtrees(value: Any, *, min_chars: int, ascii_only: bool) -> tuple[str
             elisions.append(Elision(ident, "chars", len(t), path, t, note))
             return enc(marker(len(t), "chars", ident, note))
         seen[t] = path
-        return "{" + ",".join([enc(k) + ":" + write(x, f"{path}.{k}") for k, x in v]) + "}"
+        return (
+            "{"
+            + ",".join(
+                [
+                    enc(k)
+                    + ":"
+                    + (
+                        enc(x)
+                        if type(x) is str
+                        else x
+                        if type(x) is Num
+                        else write(x, f"{path}.{k}")
+                    )
+                    for k, x in v
+                ]
+            )
+            + "}"
+        )
 
     return write(value, "$"), elisions
 
 
-def _texts(v: Any, enc: Encoder, texts: dict[int, str]) -> str:
+def _texts(v: Any, enc: Encoder, texts: dict[int, str], min_chars: int, long: list[str]) -> str:
+    """The compact text of ``v``, keeping every container's in ``texts`` and every long
+    object's in ``long``. Strings and numbers are written in place (a Num's text is its
+    spelling), as ``to_text`` does: a call per scalar was a third of this pass."""
     kind = type(v)
     if kind is Obj:
-        t = "{" + ",".join([enc(k) + ":" + _texts(x, enc, texts) for k, x in v]) + "}"
+        t = (
+            "{"
+            + ",".join(
+                [
+                    enc(k)
+                    + ":"
+                    + (
+                        enc(x)
+                        if type(x) is str
+                        else x
+                        if type(x) is Num
+                        else _texts(x, enc, texts, min_chars, long)
+                    )
+                    for k, x in v
+                ]
+            )
+            + "}"
+        )
+        if len(t) >= min_chars:
+            long.append(t)
     elif kind is list:
-        t = "[" + ",".join([_texts(x, enc, texts) for x in v]) + "]"
+        t = (
+            "["
+            + ",".join(
+                [
+                    enc(x)
+                    if type(x) is str
+                    else x
+                    if type(x) is Num
+                    else _texts(x, enc, texts, min_chars, long)
+                    for x in v
+                ]
+            )
+            + "]"
+        )
     else:
         return to_text(v, enc)
     texts[id(v)] = t

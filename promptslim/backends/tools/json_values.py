@@ -62,17 +62,32 @@ def to_text(value: Any, enc: Encoder) -> str:
         return enc(value)
     if kind is Num:
         return str.__str__(value)
-    # a member that is a string (most are) is encoded in place, without a call of its own
+    # a member that is a string or a number (most are) is written in place, without a call of
+    # its own: a Num is a str whose text is its spelling, so ``+`` and ``join`` take it as it is
     if kind is Obj:
         return (
             "{"
             + ",".join(
-                [enc(k) + ":" + (enc(v) if type(v) is str else to_text(v, enc)) for k, v in value]
+                [
+                    enc(k)
+                    + ":"
+                    + (enc(v) if type(v) is str else v if type(v) is Num else to_text(v, enc))
+                    for k, v in value
+                ]
             )
             + "}"
         )
     if kind is list:
-        return "[" + ",".join([enc(v) if type(v) is str else to_text(v, enc) for v in value]) + "]"
+        return (
+            "["
+            + ",".join(
+                [
+                    enc(v) if type(v) is str else v if type(v) is Num else to_text(v, enc)
+                    for v in value
+                ]
+            )
+            + "]"
+        )
     if value is True:
         return "true"
     if value is False:
@@ -103,11 +118,12 @@ def leaves(value: Any, depth: int) -> list[tuple[str, Any]]:
     Raises ``TooDeep`` for a scalar deeper than ``MAX_DEPTH`` (counting from ``depth``)."""
     out: list[tuple[str, Any]] = []
     if type(value) is Obj and depth + 1 <= MAX_DEPTH:  # the common item: one level inline
+        append = out.append
         for k, v in value:
             if isinstance(v, list):
                 _collect(v, "." + k, depth + 1, out)
             else:
-                out.append(("." + k, v))
+                append(("." + k, v))
         return out
     _collect(value, "", depth, out)
     return out
@@ -116,22 +132,25 @@ def leaves(value: Any, depth: int) -> list[tuple[str, Any]]:
 def _collect(value: Any, path: str, depth: int, out: list[tuple[str, Any]]) -> None:
     if depth > MAX_DEPTH:
         raise TooDeep
-    if isinstance(value, Obj):
-        for k, v in value:
-            if isinstance(v, list):  # Obj is a list too
-                _collect(v, f"{path}.{k}", depth + 1, out)
-            elif depth + 1 > MAX_DEPTH:
-                raise TooDeep
-            else:
-                out.append((f"{path}.{k}", v))
-    elif isinstance(value, list):
-        inner = f"{path}[]"
-        for v in value:
-            if isinstance(v, list):
-                _collect(v, inner, depth + 1, out)
-            elif depth + 1 > MAX_DEPTH:
-                raise TooDeep
-            else:
-                out.append((inner, v))
+    if isinstance(value, list):  # Obj is a list too
+        # a member one level down is too deep whatever it is (a container raises on entry),
+        # so the test is made once here, not once per member
+        if value and depth + 1 > MAX_DEPTH:
+            raise TooDeep
+        append = out.append
+        if isinstance(value, Obj):
+            prefix = path + "."
+            for k, v in value:
+                if isinstance(v, list):
+                    _collect(v, prefix + k, depth + 1, out)
+                else:
+                    append((prefix + k, v))
+        else:
+            inner = path + "[]"
+            for v in value:
+                if isinstance(v, list):
+                    _collect(v, inner, depth + 1, out)
+                else:
+                    append((inner, v))
     else:
         out.append((path, value))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from itertools import accumulate
 
@@ -65,6 +65,7 @@ def _words(query: str) -> tuple[str, ...]:
 
 
 _PART_SEP = "\x1e"
+_PLUS_ONE = (1).__add__
 _WORDCHAR = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
@@ -87,6 +88,37 @@ def _occurrences(
             at = find(needle, at + 1)
 
 
+def _in_segments(
+    needles: Sequence[str],
+    text: str,
+    inner: frozenset[str],
+    starts: Sequence[int],
+    *,
+    within: bool,
+) -> Iterator[tuple[int, str]]:
+    """(segment, needle) once for each segment of ``text`` (the segments start at ``starts``)
+    where the needle occurs as ``_occurrences`` finds it; ``within``: only a match that ends
+    before the next segment starts counts. Once a segment holds a needle the scan goes on at
+    the next segment: further hits there add nothing, and a word in every URL of an API
+    response cost a bisect per hit."""
+    find, n, last = text.find, len(text), len(starts) - 1
+    for needle in needles:
+        size = len(needle)
+        at = find(needle)
+        while at != -1:
+            end = at + size
+            if (at == 0 or text[at - 1] not in inner) and (end == n or text[end] not in inner):
+                i = bisect_right(starts, at) - 1
+                nxt = starts[i + 1] if i < last else n + 1
+                if not within or end < nxt:
+                    yield i, needle
+                    if nxt > n:
+                        break
+                    at = find(needle, nxt)
+                    continue
+            at = find(needle, at + 1)
+
+
 def _literal_matches(literals: Sequence[str], text: str) -> Iterator[tuple[int, str]]:
     return _occurrences(literals, text, _ALNUM)
 
@@ -96,23 +128,18 @@ def _word_matches(words: Sequence[str], text: str) -> Iterator[tuple[int, str]]:
     return _occurrences(words, text, _WORDCHAR)
 
 
-def _per_part(
-    matches: Callable[[Sequence[str], str], Iterator[tuple[int, str]]],
-    needles: Sequence[str],
-    parts: list[str],
-) -> list[set[str]]:
+def _per_part(needles: Sequence[str], parts: list[str], inner: frozenset[str]) -> list[set[str]]:
     """The needles ``matches`` finds in each part. The parts are joined by a separator that is
     neither a letter nor a digit, so a part's edges stay edges for the boundary test; a match
     that runs past its part's end (a needle holding the separator) is not the part's."""
     found: list[set[str]] = [set() for _ in parts]
     if not needles or not parts:
         return found
-    # where each part starts in the joined text, and (last) where one after the end would
-    starts = [0, *accumulate(len(p) + 1 for p in parts)]
-    for at, needle in matches(needles, _PART_SEP.join(parts)):
-        i = bisect_right(starts, at) - 1
-        if at + len(needle) < starts[i + 1]:
-            found[i].add(needle)
+    # where each part starts in the joined text (a part ends one before the next starts)
+    starts = [0, *accumulate(len(p) + 1 for p in parts[:-1])]
+    text = _PART_SEP.join(parts)
+    for i, needle in _in_segments(needles, text, inner, starts, within=True):
+        found[i].add(needle)
     return found
 
 
@@ -145,26 +172,26 @@ class Matcher:
     def literals_per_part(self, parts: Sequence[str]) -> list[set[str]]:
         """``literals_in`` of each part, found in one scan of the parts joined (a scan per
         part and literal cost most of a JSON array's compression)."""
-        return _per_part(_literal_matches, self.literals, list(parts))
+        return _per_part(self.literals, list(parts), _ALNUM)
 
     def word_hits_per_part(self, parts: Sequence[str]) -> list[int]:
         """``word_hits`` of each part, found in one scan of the parts joined."""
         if not self.words:
             return [0] * len(parts)
-        found = _per_part(_word_matches, self.words, [p.lower() for p in parts])
+        found = _per_part(self.words, [p.lower() for p in parts], _WORDCHAR)
         return [len(f) for f in found]
 
     def lines_hit(self, text: str, starts: Sequence[int]) -> dict[int, float]:
         """Line index -> relevance (2 per distinct literal, 1 per distinct query word)."""
         seen: dict[int, set[str]] = {}
-        for at, lit in _literal_matches(self.literals, text):
-            seen.setdefault(bisect_right(starts, at) - 1, set()).add("L" + lit)
+        for line, lit in _in_segments(self.literals, text, _ALNUM, starts, within=False):
+            seen.setdefault(line, set()).add("L" + lit)
         if self.words:
             low = text.lower()
             if len(low) != len(text):  # a character lowercased to two: offsets would drift
                 low = text
-            for at, word in _word_matches(self.words, low):
-                seen.setdefault(bisect_right(starts, at) - 1, set()).add("W" + word)
+            for line, word in _in_segments(self.words, low, _WORDCHAR, starts, within=False):
+                seen.setdefault(line, set()).add("W" + word)
         # a word on every tenth line (``tests`` in a pytest log) or a literal on every third
         # (the repository in every URL) picks out nothing: it does not count. A word on a few
         # lines still picks them out, however short the text (``litellm`` on 6 of a 24-line
@@ -195,12 +222,10 @@ def matcher_for(context: ToolContext) -> Matcher:
 
 def line_starts(text: str) -> list[int]:
     """The offset where each line of ``text`` starts."""
-    starts = [0]
-    find = text.find
-    i = find("\n")
-    while i != -1:
-        starts.append(i + 1)
-        i = find("\n", i + 1)
+    # running sums of the lines' lengths (each with its newline), all in C: a ``find`` loop
+    # cost a Python step per line
+    starts = list(accumulate(map(_PLUS_ONE, map(len, text.split("\n"))), initial=0))
+    starts.pop()  # where a line after the last would start
     return starts
 
 
