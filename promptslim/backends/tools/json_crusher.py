@@ -27,8 +27,7 @@ from ...errors import ConfigError
 from ...text import find_protected_spans
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
 from .json_dedup import dedup_subtrees
-from .json_values import MAX_DEPTH, Num, Obj, TooDeep, dump_json, load_json
-from .json_values import leaves as leaves_of
+from .json_values import MAX_DEPTH, Num, Obj, TooDeep, dump_json, items_leaves, load_json
 from .match import Matcher, matcher_for
 
 __all__ = ["JsonCompressor", "NotJson", "dump_json", "load_json"]
@@ -193,7 +192,7 @@ class _Run:
         if n <= cfg.head + cfg.tail + 1:
             short = [self.crush(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(items)]
             return items if all(a is b for a, b in zip(short, items)) else short
-        leaves = [leaves_of(v, depth + 1) for v in items]
+        leaves = items_leaves(items, depth + 1)
         paths = _Paths(leaves)
         keep: set[int] = set(range(cfg.head)) | set(range(n - cfg.tail, n))
         keep |= self._matches(leaves)

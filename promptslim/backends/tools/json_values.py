@@ -12,7 +12,16 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "Num", "Obj", "TooDeep", "dump_json", "leaves", "load_json"]
+__all__ = [
+    "MAX_DEPTH",
+    "Num",
+    "Obj",
+    "TooDeep",
+    "dump_json",
+    "items_leaves",
+    "leaves",
+    "load_json",
+]
 
 #: deeper values are not walked: the result goes on as text (each level is a Python frame)
 MAX_DEPTH = 96
@@ -116,20 +125,41 @@ def leaves(value: Any, depth: int) -> list[tuple[str, Any]]:
     """(key path, scalar) for every scalar under ``value``; array indexes become ``[]``.
 
     Raises ``TooDeep`` for a scalar deeper than ``MAX_DEPTH`` (counting from ``depth``)."""
-    out: list[tuple[str, Any]] = []
-    if type(value) is Obj and depth + 1 <= MAX_DEPTH:  # the common item: one level inline
-        append = out.append
-        for k, v in value:
-            if isinstance(v, list):
-                _collect(v, "." + k, depth + 1, out)
-            else:
-                append(("." + k, v))
-        return out
-    _collect(value, "", depth, out)
-    return out
+    return items_leaves([value], depth)[0]
 
 
-def _collect(value: Any, path: str, depth: int, out: list[tuple[str, Any]]) -> None:
+def items_leaves(items: list[Any], depth: int) -> list[list[tuple[str, Any]]]:
+    """``leaves`` of each item of one array. The items of an array mostly share their key
+    paths, so each path is one string for all of them (built once, its hash computed once
+    for every later set and dict it goes through), not a new one per leaf."""
+    names: dict[str, dict[str, str]] = {}
+    top = names.setdefault("", {})
+    result: list[list[tuple[str, Any]]] = []
+    for value in items:
+        out: list[tuple[str, Any]] = []
+        if type(value) is Obj and depth + 1 <= MAX_DEPTH:  # the common item: one level inline
+            append = out.append
+            for k, v in value:
+                p = top.get(k)
+                if p is None:
+                    p = top[k] = "." + k
+                if isinstance(v, list):
+                    _collect(v, p, depth + 1, out, names)
+                else:
+                    append((p, v))
+        else:
+            _collect(value, "", depth, out, names)
+        result.append(out)
+    return result
+
+
+def _collect(
+    value: Any,
+    path: str,
+    depth: int,
+    out: list[tuple[str, Any]],
+    names: dict[str, dict[str, str]],
+) -> None:
     if depth > MAX_DEPTH:
         raise TooDeep
     if isinstance(value, list):  # Obj is a list too
@@ -139,17 +169,22 @@ def _collect(value: Any, path: str, depth: int, out: list[tuple[str, Any]]) -> N
             raise TooDeep
         append = out.append
         if isinstance(value, Obj):
-            prefix = path + "."
+            known = names.get(path)
+            if known is None:
+                known = names[path] = {}
             for k, v in value:
+                p = known.get(k)
+                if p is None:
+                    p = known[k] = f"{path}.{k}"
                 if isinstance(v, list):
-                    _collect(v, prefix + k, depth + 1, out)
+                    _collect(v, p, depth + 1, out, names)
                 else:
-                    append((prefix + k, v))
+                    append((p, v))
         else:
             inner = path + "[]"
             for v in value:
                 if isinstance(v, list):
-                    _collect(v, inner, depth + 1, out)
+                    _collect(v, inner, depth + 1, out, names)
                 else:
                     append((inner, v))
     else:
