@@ -235,7 +235,7 @@ class _Run:
         # each item's scalars as text (``str`` of a Num is its spelling), map()ed: per leaf
         # work in C, not in a comprehension
         texts = ["\x1f".join(map(str, map(_value, lv))) for lv in leaves]
-        found = m.literals_per_part(texts)
+        found, words = m.hits_per_part(texts)
         for lv, hits in zip(leaves, found):
             if not hits:
                 continue  # most items: no literal, nothing to filter
@@ -249,7 +249,6 @@ class _Run:
         score = [sum(1 for h in hits if spread[h] <= limit) if hits else 0 for hits in found]
         ranked = sorted((i for i, s in enumerate(score) if s), key=lambda i: (-score[i], i))
         chosen = set(ranked[: self.cfg.max_matches])
-        words = m.word_hits_per_part(texts)
         if words and self.cfg.word_matches:
             floor = max(2.0, statistics.median(words) + 1)
             ranked = sorted(

@@ -13,6 +13,8 @@ serialisation.
 
 from __future__ import annotations
 
+from collections import Counter
+from itertools import accumulate
 from typing import Any
 
 from . import Elision, elision_id, marker
@@ -29,9 +31,14 @@ def dedup_subtrees(value: Any, *, min_chars: int, ascii_only: bool) -> tuple[str
         return to_text(value, enc), []
     texts: dict[int, str] = {}  # containers' texts by id: the tree keeps them all alive
     long: list[str] = []  # the texts of objects of min_chars or more, the only ones replaced
-    whole = _texts(value, enc, texts, min_chars, long)
-    if len(set(long)) == len(long):
+    spans: dict[int, tuple[int, int]] = {}  # a long container's stretch of ``long``
+    whole = _texts(value, enc, (texts, spans, long), min_chars)
+    counts = Counter(long)
+    if len(counts) == len(long):
         return whole, []  # no object repeats: the writing pass would give the same text
+    # how many repeated texts ``long`` holds before each index: a container with none in its
+    # stretch (itself and everything under it) is written as its text, not walked
+    repeats = [0, *accumulate(counts[t] > 1 for t in long)]
     seen: dict[str, str] = {}
     elisions: list[Elision] = []
 
@@ -42,6 +49,9 @@ def dedup_subtrees(value: Any, *, min_chars: int, ascii_only: bool) -> tuple[str
             return to_text(v, enc)
         t = texts[id(v)]
         if len(t) < min_chars:
+            return t
+        start, end = spans[id(v)]
+        if repeats[end] == repeats[start]:
             return t
         if kind is list:
             return (
@@ -87,10 +97,17 @@ def dedup_subtrees(value: Any, *, min_chars: int, ascii_only: bool) -> tuple[str
     return write(value, "$"), elisions
 
 
-def _texts(v: Any, enc: Encoder, texts: dict[int, str], min_chars: int, long: list[str]) -> str:
-    """The compact text of ``v``, keeping every container's in ``texts`` and every long
-    object's in ``long``. Strings and numbers are written in place (a Num's text is its
-    spelling), as ``to_text`` does: a call per scalar was a third of this pass."""
+_Found = tuple[dict[int, str], dict[int, tuple[int, int]], list[str]]
+
+
+def _texts(v: Any, enc: Encoder, found: _Found, min_chars: int) -> str:
+    """The compact text of ``v``. Kept in ``found``: every container's text (by id), every
+    long object's text (in ``long``, children before parents) and, for each long container,
+    the stretch of ``long`` its subtree added. Strings and numbers are written in place (a
+    Num's text is its spelling), as ``to_text`` does: a call per scalar was a third of this
+    pass."""
+    texts, spans, long = found
+    start = len(long)
     kind = type(v)
     if kind is Obj:
         t = (
@@ -104,7 +121,7 @@ def _texts(v: Any, enc: Encoder, texts: dict[int, str], min_chars: int, long: li
                         if type(x) is str
                         else x
                         if type(x) is Num
-                        else _texts(x, enc, texts, min_chars, long)
+                        else _texts(x, enc, found, min_chars)
                     )
                     for k, x in v
                 ]
@@ -113,6 +130,7 @@ def _texts(v: Any, enc: Encoder, texts: dict[int, str], min_chars: int, long: li
         )
         if len(t) >= min_chars:
             long.append(t)
+            spans[id(v)] = (start, len(long))
     elif kind is list:
         t = (
             "["
@@ -122,12 +140,14 @@ def _texts(v: Any, enc: Encoder, texts: dict[int, str], min_chars: int, long: li
                     if type(x) is str
                     else x
                     if type(x) is Num
-                    else _texts(x, enc, texts, min_chars, long)
+                    else _texts(x, enc, found, min_chars)
                     for x in v
                 ]
             )
             + "]"
         )
+        if len(t) >= min_chars:
+            spans[id(v)] = (start, len(long))
     else:
         return to_text(v, enc)
     texts[id(v)] = t

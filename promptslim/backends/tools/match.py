@@ -128,19 +128,47 @@ def _word_matches(words: Sequence[str], text: str) -> Iterator[tuple[int, str]]:
     return _occurrences(words, text, _WORDCHAR)
 
 
-def _per_part(needles: Sequence[str], parts: list[str], inner: frozenset[str]) -> list[set[str]]:
-    """The needles ``matches`` finds in each part. The parts are joined by a separator that is
-    neither a letter nor a digit, so a part's edges stay edges for the boundary test; a match
-    that runs past its part's end (a needle holding the separator) is not the part's."""
-    found: list[set[str]] = [set() for _ in parts]
-    if not needles or not parts:
+class _Parts:
+    """Parts joined by a separator that is neither a letter nor a digit (so a part's edges
+    stay edges for the boundary test), and where each part starts; one join serves the
+    literal scan and the word scan. A match that runs past its part's end (a needle holding
+    the separator) is not the part's."""
+
+    __slots__ = ("n", "parts", "starts", "text")
+
+    def __init__(self, parts: Sequence[str], text: str | None = None) -> None:
+        self.parts = parts
+        self.n = len(parts)
+        self.text = _PART_SEP.join(parts) if text is None else text
+        # a part ends one before the next starts
+        self.starts = [0, *accumulate(len(p) + 1 for p in parts[:-1])] if parts else []
+
+    def lower(self) -> _Parts:
+        """The parts lowercased. ``str.lower`` maps each character on its own but for a final
+        sigma, which the separator (no letter, not case-ignorable) ends as the end of a part
+        does: so the joined text is lowered once, unless a character lowered to two (then
+        the offsets would drift, and each part is lowered on its own)."""
+        low = self.text.lower()
+        if len(low) == len(self.text):
+            return _Parts(self.parts, low)
+        return _Parts([p.lower() for p in self.parts])
+
+    def sets(self, needles: Sequence[str], inner: frozenset[str]) -> list[set[str]]:
+        found: list[set[str]] = [set() for _ in range(self.n)]
+        if needles and self.n:
+            for i, needle in _in_segments(needles, self.text, inner, self.starts, within=True):
+                found[i].add(needle)
         return found
-    # where each part starts in the joined text (a part ends one before the next starts)
-    starts = [0, *accumulate(len(p) + 1 for p in parts[:-1])]
-    text = _PART_SEP.join(parts)
-    for i, needle in _in_segments(needles, text, inner, starts, within=True):
-        found[i].add(needle)
-    return found
+
+    def counts(self, needles: Sequence[str], inner: frozenset[str]) -> list[int]:
+        """How many distinct needles each part holds (``_in_segments`` names a needle once
+        per part, so a count, with no set per part)."""
+        found = [0] * self.n
+        if needles and self.n:
+            distinct = tuple(dict.fromkeys(needles))  # a needle given twice counts once
+            for i, _ in _in_segments(distinct, self.text, inner, self.starts, within=True):
+                found[i] += 1
+        return found
 
 
 class Matcher:
@@ -172,14 +200,21 @@ class Matcher:
     def literals_per_part(self, parts: Sequence[str]) -> list[set[str]]:
         """``literals_in`` of each part, found in one scan of the parts joined (a scan per
         part and literal cost most of a JSON array's compression)."""
-        return _per_part(self.literals, list(parts), _ALNUM)
+        return _Parts(parts).sets(self.literals, _ALNUM)
 
     def word_hits_per_part(self, parts: Sequence[str]) -> list[int]:
         """``word_hits`` of each part, found in one scan of the parts joined."""
         if not self.words:
             return [0] * len(parts)
-        found = _per_part(self.words, [p.lower() for p in parts], _WORDCHAR)
-        return [len(f) for f in found]
+        return _Parts(parts).lower().counts(self.words, _WORDCHAR)
+
+    def hits_per_part(self, parts: Sequence[str]) -> tuple[list[set[str]], list[int]]:
+        """``literals_per_part`` and ``word_hits_per_part`` of the parts, joined once."""
+        joined = _Parts(parts)
+        literals = joined.sets(self.literals, _ALNUM)
+        if not self.words:
+            return literals, [0] * len(parts)
+        return literals, joined.lower().counts(self.words, _WORDCHAR)
 
     def lines_hit(self, text: str, starts: Sequence[int]) -> dict[int, float]:
         """Line index -> relevance (2 per distinct literal, 1 per distinct query word)."""
