@@ -136,12 +136,17 @@ class _Parts:
 
     __slots__ = ("n", "parts", "starts", "text")
 
-    def __init__(self, parts: Sequence[str], text: str | None = None) -> None:
+    def __init__(
+        self, parts: Sequence[str], text: str | None = None, starts: list[int] | None = None
+    ) -> None:
         self.parts = parts
         self.n = len(parts)
         self.text = _PART_SEP.join(parts) if text is None else text
-        # a part ends one before the next starts
-        self.starts = [0, *accumulate(len(p) + 1 for p in parts[:-1])] if parts else []
+        if starts is None:
+            # a part ends one before the next starts; the sums run in C (map, accumulate)
+            starts = list(accumulate(map(_PLUS_ONE, map(len, parts)), initial=0))
+            starts.pop()  # where a part after the last would start
+        self.starts = starts
 
     def lower(self) -> _Parts:
         """The parts lowercased. ``str.lower`` maps each character on its own but for a final
@@ -150,7 +155,7 @@ class _Parts:
         the offsets would drift, and each part is lowered on its own)."""
         low = self.text.lower()
         if len(low) == len(self.text):
-            return _Parts(self.parts, low)
+            return _Parts(self.parts, low, self.starts)
         return _Parts([p.lower() for p in self.parts])
 
     def sets(self, needles: Sequence[str], inner: frozenset[str]) -> list[set[str]]:
