@@ -70,7 +70,9 @@ class Plan:
     concurrency: int
     unconstrained: bool  # the SLO holds at the longest prompt's budget: no budget binds
     search: str = "cap"  # "pipeline": each step simulated what the pipeline sends at the budget
-    history_share: float | None = None  # of the flexible part; None: history / (history + documents)
+    history_share: float | None = (
+        None  # of the flexible part; None: history / (history + documents)
+    )
 
     def config(self) -> dict[str, Any]:
         """A pipeline config: the Budget and the stages that meet it.

@@ -171,9 +171,7 @@ class PrefixStage(BaseStage):
             block = context_block(moved)
             gain = cost = 0
             if self.min_gain:  # counting the block costs about as much as the rest of the stage
-                gain, cost = move_gain(
-                    request.messages, messages, end, moved, block, log.counter
-                )
+                gain, cost = move_gain(request.messages, messages, end, moved, block, log.counter)
             if gain >= self.min_gain * cost:
                 place_context(messages, end, block, request, log, self.placement)
             else:

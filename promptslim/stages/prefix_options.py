@@ -72,7 +72,9 @@ class PrefixOptions(BaseModel):
     def _known_kinds(cls, kinds: tuple[str, ...]) -> tuple[str, ...]:
         unknown = [k for k in kinds if k not in PATTERNS]
         if unknown:
-            raise ValueError(f"unknown pattern {unknown[0]!r}; known: {', '.join(sorted(PATTERNS))}")
+            raise ValueError(
+                f"unknown pattern {unknown[0]!r}; known: {', '.join(sorted(PATTERNS))}"
+            )
         return kinds
 
     @field_validator("variables")

@@ -22,6 +22,7 @@ PAD_UNIT = " ."
 def context_block(moved: Sequence[tuple[str, str]]) -> str:
     return "\n".join([CONTEXT_HEADER, *(f"{ref}: {value}" for ref, value in moved)])
 
+
 def move_gain(
     original: Sequence[Message],
     stable: Sequence[Message],
@@ -47,6 +48,7 @@ def move_gain(
     after = sum(count_message(m, counter) for m in stable[:end])
     return gain, added + after - before
 
+
 def place_context(
     messages: list[Message],
     end: int,
@@ -57,9 +59,7 @@ def place_context(
 ) -> None:
     """Put the moved-volatile context ``block`` in its message (pinned) after the prefix,
     or with ``placement="first_user"`` into the first user message that is not the last."""
-    first_user = next(
-        (k for k in range(end, len(messages)) if messages[k].role == "user"), None
-    )
+    first_user = next((k for k in range(end, len(messages)) if messages[k].role == "user"), None)
     if (
         placement == "first_user"
         and first_user is not None
@@ -75,6 +75,7 @@ def place_context(
     role = messages[end - 1].role if end else "system"
     messages.insert(end, Message(role=role, content=block, pinned=True))
     log.details["context_placement"] = f"messages[{end}]"
+
 
 def align(
     messages: list[Message],
