@@ -22,6 +22,11 @@ from .json_values import Encoder, Num, Obj, encoder, to_text
 
 __all__ = ["dedup_subtrees"]
 
+# what the texts pass keeps: containers' texts by id (the tree keeps them all alive), long
+# containers' stretches of ``long`` by id, and ``long``: the texts of objects of ``min_chars``
+# or more, the only ones a marker replaces
+_Found = tuple[dict[int, str], dict[int, tuple[int, int]], list[str]]
+
 
 def dedup_subtrees(value: Any, *, min_chars: int, ascii_only: bool) -> tuple[str, list[Elision]]:
     """The compact text of ``value`` with repeated objects of ``min_chars``+ characters
@@ -29,30 +34,42 @@ def dedup_subtrees(value: Any, *, min_chars: int, ascii_only: bool) -> tuple[str
     enc = encoder(ascii_only)
     if not min_chars:
         return to_text(value, enc), []
-    texts: dict[int, str] = {}  # containers' texts by id: the tree keeps them all alive
-    long: list[str] = []  # the texts of objects of min_chars or more, the only ones replaced
-    spans: dict[int, tuple[int, int]] = {}  # a long container's stretch of ``long``
-    whole = _texts(value, enc, (texts, spans, long), min_chars)
+    found: _Found = ({}, {}, [])
+    whole = _texts(value, enc, found, min_chars)
+    long = found[2]
     counts = Counter(long)
     if len(counts) == len(long):
         return whole, []  # no object repeats: the writing pass would give the same text
-    # how many repeated texts ``long`` holds before each index: a container with none in its
-    # stretch (itself and everything under it) is written as its text, not walked
-    repeats = [0, *accumulate(counts[t] > 1 for t in long)]
-    seen: dict[str, str] = {}
-    elisions: list[Elision] = []
+    writer = _Writer(enc, min_chars, found, counts)
+    return writer.write(value, "$"), writer.elisions
 
-    def write(v: Any, path: str) -> str:
+
+class _Writer:
+    """The writing pass once some object repeats: the first copy of a repeated text is
+    written, later ones become markers (in document order)."""
+
+    def __init__(self, enc: Encoder, min_chars: int, found: _Found, counts: Counter[str]) -> None:
+        self.enc = enc
+        self.min_chars = min_chars
+        self.texts, self.spans, long = found
+        # how many repeated texts ``long`` holds before each index: a container with none in
+        # its stretch (itself and everything under it) is written as its text, not walked
+        self.repeats = [0, *accumulate(counts[t] > 1 for t in long)]
+        self.seen: dict[str, str] = {}
+        self.elisions: list[Elision] = []
+
+    def write(self, v: Any, path: str) -> str:
         # strings and numbers are written in place by the caller (as in ``_texts``)
-        kind = type(v)
+        enc, kind = self.enc, type(v)
         if kind is not Obj and kind is not list:
             return to_text(v, enc)
-        t = texts[id(v)]
-        if len(t) < min_chars:
+        t = self.texts[id(v)]
+        if len(t) < self.min_chars:
             return t
-        start, end = spans[id(v)]
-        if repeats[end] == repeats[start]:
+        start, end = self.spans[id(v)]
+        if self.repeats[end] == self.repeats[start]:
             return t
+        write = self.write
         if kind is list:
             return (
                 "["
@@ -68,13 +85,13 @@ def dedup_subtrees(value: Any, *, min_chars: int, ascii_only: bool) -> tuple[str
                 )
                 + "]"
             )
-        first = seen.get(t)
+        first = self.seen.get(t)
         if first is not None:
             ident = elision_id(t)
             note = f"same as {first}"
-            elisions.append(Elision(ident, "chars", len(t), path, t, note))
+            self.elisions.append(Elision(ident, "chars", len(t), path, t, note))
             return enc(marker(len(t), "chars", ident, note))
-        seen[t] = path
+        self.seen[t] = path
         return (
             "{"
             + ",".join(
@@ -93,11 +110,6 @@ def dedup_subtrees(value: Any, *, min_chars: int, ascii_only: bool) -> tuple[str
             )
             + "}"
         )
-
-    return write(value, "$"), elisions
-
-
-_Found = tuple[dict[int, str], dict[int, tuple[int, int]], list[str]]
 
 
 def _texts(v: Any, enc: Encoder, found: _Found, min_chars: int) -> str:
