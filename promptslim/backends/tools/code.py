@@ -17,7 +17,7 @@ from ...errors import ConfigError
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
 from .match import keep_small_gaps, line_starts, matcher_for
 
-__all__ = ["CodeCompressor", "comment_prefix", "looks_like_code"]
+__all__ = ["CodeCompressor", "comment_prefix", "definition_lines", "looks_like_code"]
 
 # what a definition line starts with after its indentation, tested line by line with
 # ``startswith``: a multiline regex of these alternatives tried every position of the text
@@ -134,6 +134,11 @@ def comment_prefix(path: str | None, text: str = "") -> str:
     return ""
 
 
+def definition_lines(lines: list[str]) -> list[int]:
+    """The indexes of the lines that open a definition (``def``, ``class``, a decorator...)."""
+    return [i for i, line in enumerate(lines) if line.lstrip(" \t").startswith(_DEFINITION_STARTS)]
+
+
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
@@ -173,9 +178,7 @@ class CodeCompressor(ToolCompressor):
         if n <= self.head + 2 * self.context + 4:
             return None
         starts = line_starts(text)
-        definitions = [
-            i for i, line in enumerate(lines) if line.lstrip(" \t").startswith(_DEFINITION_STARTS)
-        ]
+        definitions = definition_lines(lines)
         indents = [_indent(lines[i]) for i in definitions]  # aligned with ``definitions``
         keep = [i < self.head for i in range(n)]
         for i, indent in zip(definitions, indents):
