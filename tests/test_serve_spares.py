@@ -19,7 +19,10 @@ from promptslim.errors import ConfigError
 from promptslim.serve import ServeConfig
 
 httpx = pytest.importorskip("httpx")
+httpcore = pytest.importorskip("httpcore")
 pytest.importorskip("uvicorn")
+
+from promptslim.serve.spares import SpareConnections, SpareTransport
 
 from .hostile_upstream import HostileUpstream
 from .test_serve_hostile import ProxyProcess, _body
@@ -154,3 +157,87 @@ def test_the_spare_count_is_bounded(count: int) -> None:
     with pytest.raises(ConfigError) as err:
         ServeConfig(upstream="http://127.0.0.1:9/v1", upstream_spares=count)
     assert err.value.field == "upstream_spares"
+
+
+class _Recording(httpcore.AsyncNetworkBackend):
+    """httpcore's own network backend, with every write each connection makes recorded."""
+
+    def __init__(self) -> None:
+        self.inner = httpcore.AnyIOBackend()
+        self.writes: list[list[bytes]] = []
+
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        stream = await self.inner.connect_tcp(*args, **kwargs)
+        writes: list[bytes] = []
+        self.writes.append(writes)
+        return _RecordingStream(stream, writes)
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
+
+
+class _RecordingStream(httpcore.AsyncNetworkStream):
+    def __init__(self, stream: httpcore.AsyncNetworkStream, writes: list[bytes]) -> None:
+        self.stream, self.writes = stream, writes
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self.stream.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.writes.append(buffer)
+        await self.stream.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.stream.get_extra_info(info)
+
+
+async def _echo_sizes(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """One request read whole (by its Content-Length); the answer is the body's size."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:  # a spare the proxy closed unused
+        writer.close()
+        return
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    body = await reader.readexactly(length)
+    answer = str(len(body)).encode()
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                 % (len(answer), answer))  # fmt: skip
+    await writer.drain()
+    writer.close()
+
+
+def test_a_small_request_goes_upstream_in_one_write_and_a_large_body_as_it_is() -> None:
+    async def run() -> list[list[bytes]]:
+        server = await asyncio.start_server(_echo_sizes, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        recording = _Recording()
+        spares = SpareConnections("127.0.0.1", port, spares=1, idle_s=5, connect_timeout_s=5,
+                                  backend=recording)  # fmt: skip
+        limits = httpx.Limits(max_connections=4, max_keepalive_connections=0)
+        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        try:
+            async with httpx.AsyncClient(transport=SpareTransport(spares, limits=limits)) as client:
+                for size in (100, 2 * 1024 * 1024):
+                    r = await client.post(url, content=b"x" * size)
+                    assert r.status_code == 200 and r.text == str(size)
+            await asyncio.sleep(0.1)  # the spare left open, closed with the client, seen closed
+        finally:
+            server.close()
+            await server.wait_closed()
+        return [w for w in recording.writes if w]
+
+    writes = asyncio.run(run())
+    assert len(writes) == 2  # one connection per request
+    small, large = writes
+    # head and body of the small request in one segment: the upstream wakes once for it
+    assert len(small) == 1 and small[0].startswith(b"POST ") and small[0].endswith(b"x" * 100)
+    # the large one: its head on its own, then the body as it was given, not copied into one
+    assert len(large) == 2 and large[0].startswith(b"POST ") and large[1] == b"x" * 2 * 1024 * 1024

@@ -33,6 +33,9 @@ import httpx
 
 __all__ = ["SpareConnections", "SpareTransport"]
 
+#: a request up to this size (head and body) goes to the upstream in one write (``_Released``)
+_COALESCE_BYTES = 64 * 1024
+
 
 class SpareConnections(httpcore.AsyncNetworkBackend):
     """A network backend that answers ``connect_tcp`` for ``host:port`` from connections it
@@ -163,20 +166,45 @@ class SpareConnections(httpcore.AsyncNetworkBackend):
 
 
 class _Released(httpcore.AsyncNetworkStream):
-    """A connection to the upstream that opens a spare in its place when it closes."""
+    """A connection to the upstream that opens a spare in its place when it closes.
+
+    It also sends a request's head and a small body in one write: httpcore writes them one
+    after the other, which on loopback is two segments, two wake-ups of the upstream (which
+    reads the head, then waits for the body) and, through anyio, an event-loop turn between
+    them, all on the way to the upstream's first byte. A write is held (up to
+    ``_COALESCE_BYTES``) until the next write, read or close; httpcore reads the response
+    only once the whole request is written, so nothing it sent is held while it waits."""
 
     def __init__(self, stream: httpcore.AsyncNetworkStream, owner: SpareConnections) -> None:
         self._stream = stream
         self._owner = owner
         self._closed = False
+        self._held = b""
+        self._held_timeout: float | None = None
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._held:
+            try:
+                await self._send_held()
+            except httpcore.WriteError:
+                pass  # as httpcore does: an upstream that closed early may have answered; read it
         return await self._stream.read(max_bytes, timeout)
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._stream.write(buffer, timeout)
+        if len(self._held) + len(buffer) <= _COALESCE_BYTES:
+            self._held += buffer
+            self._held_timeout = timeout
+            return
+        await self._send_held()
+        await self._stream.write(buffer, timeout)  # a large body as it is, never copied
+
+    async def _send_held(self) -> None:
+        held, self._held = self._held, b""
+        if held:
+            await self._stream.write(held, self._held_timeout)
 
     async def aclose(self) -> None:
+        self._held = b""  # a request given up before its answer was read: never sent
         try:
             await self._stream.aclose()
         finally:
