@@ -487,7 +487,8 @@ def test_a_scorer_without_query_embedding_keeps_working() -> None:
 def test_real_precomputed_query_and_passages_need_no_model_call(
     nq_requests: list[Request], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stage = RetrievalStage()
+    # whole documents: a long passage's later window has no vector of its own to reuse
+    stage = RetrievalStage(window_chars=None)
     service = stage.get_scorer().service()  # type: ignore[attr-defined]
     request = nq_requests[2]
     vectors = service.embed([f"{d.title}\n{d.text}" for d in request.documents])
@@ -500,7 +501,13 @@ def test_real_precomputed_query_and_passages_need_no_model_call(
     calls: list[int] = []
     encode = service._encode
     monkeypatch.setattr(service, "_encode", lambda texts: calls.append(len(texts)) or encode(texts))
+    float_twin = stage.get_scorer().service(float32=True)  # type: ignore[attr-defined]
+    encode_float = float_twin._encode
+    monkeypatch.setattr(
+        float_twin, "_encode", lambda texts: calls.append(len(texts)) or encode_float(texts)
+    )
     service.clear_cache()
+    float_twin.clear_cache()
     assert [d.id for d in stage.run(given).documents] == expected
     assert calls == []
 

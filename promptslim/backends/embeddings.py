@@ -50,7 +50,9 @@ Why each part is here:
   questions the gold passage ranked lower in 4 and higher in none, while the default retrieval
   policy kept it in the same 0.99. Its vectors must not be mixed with a vector store's float
   ones, so it has its own cache, and the dense scorer embeds with the float model whenever a
-  request brings vectors of its own (:attr:`EmbeddingService.int8` tells which it is).
+  request brings vectors of its own, unless the request brings the query's as well: then
+  int8 embeds the query too, and each vector meets its own model's query
+  (:attr:`EmbeddingService.int8` tells which it is).
 """
 
 from __future__ import annotations

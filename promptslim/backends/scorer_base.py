@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Scored", "Scorer", "minmax", "reciprocal_rank_fusion", "weighted_fusion"]
+__all__ = [
+    "Scored",
+    "Scorer",
+    "left_out",
+    "minmax",
+    "reciprocal_rank_fusion",
+    "similarities",
+    "weighted_fusion",
+]
 
 
 @dataclass(frozen=True)
@@ -94,4 +102,72 @@ def reciprocal_rank_fusion(
         ranks = np.empty(len(order), dtype=np.float64)
         ranks[order] = np.arange(1, len(order) + 1)
         out += w / (k + ranks)
+    return out
+
+
+# ---------------------------------------------------------------- dense scores and shortlists
+
+
+def similarities(vectors: np.ndarray, query: np.ndarray, *, exact: bool) -> np.ndarray:
+    """Each row's inner product with ``query`` (through faiss for large sets, unless
+    ``exact``: some rows are then scored against another query)."""
+    import numpy as np
+
+    from .index import FAISS_MIN_CANDIDATES, inner_product_top_k
+
+    if exact or len(vectors) < FAISS_MIN_CANDIDATES:
+        return np.asarray(vectors @ query, dtype=np.float64)
+    top, ids = inner_product_top_k(query, vectors, len(vectors))
+    scores = np.empty(len(vectors), dtype=np.float64)
+    scores[ids] = top
+    return scores
+
+
+def left_out(
+    lexical: np.ndarray,
+    texts: Sequence[str],
+    skip: set[int],
+    shortlist: Sequence[int | None],
+    size: int,
+    *,
+    each: int = 0,
+    embeddings: Sequence[Any] | None = None,
+) -> set[int]:
+    """The ``shortlist`` texts not embedded. ``shortlist`` names each listed text's group (its
+    document; None: not listed): of each group BM25's best ``each`` distinct texts are
+    embedded, and of the rest BM25's best ``size``; ``skip`` texts are lexical-only anyway. A
+    text the model reads anyway (one of the same content outside the shortlist, without a
+    given vector) costs nothing and takes no place: the service embeds a text once per call,
+    and splitters' overlapping chunks repeat text."""
+    given = embeddings or [None] * len(texts)
+    free = {
+        t
+        for i, t in enumerate(texts)
+        if shortlist[i] is None and i not in skip and given[i] is None
+    }
+    listed = [
+        i for i, g in enumerate(shortlist) if g is not None and i not in skip and given[i] is None
+    ]
+    listed.sort(key=lambda i: (-float(lexical[i]), i))
+    picked: set[str] = set(free)
+    per_group: dict[int | None, int] = {}
+    rest: list[int] = []
+    for i in listed:  # each group's best first: a long document's best part is always read
+        if texts[i] in picked:
+            continue
+        if per_group.get(shortlist[i], 0) < each:
+            per_group[shortlist[i]] = per_group.get(shortlist[i], 0) + 1
+            picked.add(texts[i])
+        else:
+            rest.append(i)
+    out: set[int] = set()
+    extra = 0
+    for i in rest:
+        if texts[i] in picked:
+            continue
+        if extra < size:
+            extra += 1
+            picked.add(texts[i])
+        else:
+            out.add(i)
     return out

@@ -85,6 +85,9 @@ class RetrievalOptions(BaseModel):
     context_after: int = Field(default=0, ge=0, strict=True)
     neighbour_fraction: float | None = _unit(None)
     store_windows: StoreWindows = "embed"
+    dense_windows: int | None = Field(default=None, ge=0, strict=True)
+    dense_windows_each: int = Field(default=1, ge=0, strict=True)
+    store_float: bool = Field(default=False, strict=True)
 
     @field_validator("scorer", mode="before")
     @classmethod

@@ -17,6 +17,7 @@ from .windows import (
     Windowed,
     document_scores,
     document_vectors,
+    later_windows,
     lexical_windows,
     split_windows,
     whole_documents,
@@ -68,6 +69,12 @@ def score_documents(
         lexical = lexical_windows(stored, windowed)
     if lexical is not None and _accepts(type(scorer), "lexical_only"):
         extra["lexical_only"] = lexical  # a scorer that cannot embeds those windows instead
+    later = later_windows(windowed) if options.dense_windows is not None else None
+    if later is not None and _accepts(type(scorer), "shortlist"):
+        # the dense work bounded by construction: BM25 picks which later windows are embedded
+        extra["shortlist"] = later
+        extra["shortlist_size"] = options.dense_windows
+        extra["shortlist_each"] = options.dense_windows_each
     scored = _run_scorer(options, scorer, query, texts, extra, query_embedding, log)
     window_scores = np.asarray(scored.scores, dtype=np.float64)
     if len(texts) == len(docs):
@@ -105,7 +112,8 @@ def _run_scorer(
         log.details["language_fallback"] = "bm25"
         scorer = BM25Scorer()
     if scorer.name == "bm25":
-        vectors_given.pop("lexical_only", None)  # every text is lexical there
+        for key in ("lexical_only", "shortlist", "shortlist_size", "shortlist_each"):
+            vectors_given.pop(key, None)  # every text is lexical there
         scored = scorer.score(query, texts, **vectors_given)
     else:
         scored = run_with_fallback(

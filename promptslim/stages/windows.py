@@ -38,6 +38,7 @@ __all__ = [
     "Windowed",
     "document_scores",
     "document_vectors",
+    "later_windows",
     "lexical_windows",
     "paragraph_heads",
     "select_parts",
@@ -282,6 +283,15 @@ def lexical_windows(given: Sequence[Any], windowed: Windowed) -> list[bool] | No
     head). Scored by their terms, they compete where their BM25 puts them. None: none."""
     flags = [given[w.doc] is not None and w.first > 0 for w in windowed.windows]
     return flags if any(flags) else None
+
+
+def later_windows(windowed: Windowed) -> list[int | None] | None:
+    """The document of each window past its document's first (None for a first window): what
+    ``dense_windows`` shortlists (a document's first window is always embedded, or takes a
+    store's vector, so every document has a dense score of its own). None: every document is
+    one window."""
+    owners = [w.doc if w.first > 0 else None for w in windowed.windows]
+    return owners if any(o is not None for o in owners) else None
 
 
 @dataclass(frozen=True)
