@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+import sys
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import Response
@@ -13,6 +15,8 @@ from .config import ServeConfig
 from .responses import error_response
 
 __all__ = ["parse_body", "read_body"]
+
+T = TypeVar("T")
 
 
 async def read_body(request: HTTPRequest, config: ServeConfig) -> bytes | Response:
@@ -34,13 +38,23 @@ async def read_body(request: HTTPRequest, config: ServeConfig) -> bytes | Respon
         return None
 
     try:
-        refused = await asyncio.wait_for(read(), config.body_timeout_s)
+        refused = await _within(read(), config.body_timeout_s)
     except asyncio.TimeoutError:
         return error_response(
             408, f"request body not received within {config.body_timeout_s:g} s",
             param="body", code="body_timeout", headers={"Connection": "close"},
         )  # fmt: skip
     return refused if refused is not None else b"".join(parts)
+
+
+async def _within(work: Coroutine[Any, Any, T], seconds: float) -> T:
+    """``await work`` within ``seconds`` (``asyncio.TimeoutError`` past them). On Python 3.11+
+    in this task: ``wait_for`` runs ``work`` as a task of its own, two event-loop turns more on
+    every request's way to the upstream, though the body has usually arrived already."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(seconds):
+            return await work
+    return await asyncio.wait_for(work, seconds)
 
 
 def parse_body(raw: bytes) -> dict[str, Any] | Response:
