@@ -42,7 +42,7 @@ from functools import partial
 from typing import Any
 
 from common import emit, machine, parser
-from tools_data import trace_sources
+from tools_data import log_summary, logs, trace_sources
 from tools_reader import reader_quality
 from tools_report import table
 
@@ -325,6 +325,7 @@ def main() -> None:
     )
     tok = Tokens()
     result: dict[str, Any] = {"machine": machine(), "traces": n, "long_traces": len(long_items)}
+    result["log_lines"] = log_summary(logs())  # the logs the traces drew on, by command
     result["per_type"] = per_type(items, tok)
     result["json_side_by_side"] = json_side_by_side(items, tok)
     result["configs"] = {}

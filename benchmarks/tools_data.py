@@ -1,14 +1,20 @@
 """``bench_tools.py``'s data: the cached sources its traces are built from (PyGithub's recorded
-GitHub API responses, pip and pytest logs made here, source files of installed packages).
+GitHub API responses, logs made here — ``pytest -v`` of some of the project's tests, pip's
+verbose download, llama-server serving a few requests on the packaged SmolLM2 — and source
+files of installed packages).
 
-Fetched or made into ``~/.cache/promptslim`` at run time, never committed."""
+Fetched or made into ``~/.cache/promptslim`` at run time, never committed. Every log is made
+by a pinned program from the project's own files, so a fresh clone gets the same kinds of
+log; ``log_summary`` says which were found, for the result."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 import tarfile
+import urllib.request
 from pathlib import Path
 
 from promptslim.bench.tool_traces import TraceSources
@@ -72,6 +78,9 @@ def logs() -> list[tuple[str, Path]]:
         )
         pytest_log.write_text(out.stdout)
     found = [("pytest -v tests/", pytest_log)]
+    server_log = llama_server_log(folder / "llama_server.log")
+    if server_log is not None:
+        found.append(("llama-server -m smollm2.gguf -np 2 -cb", server_log))
     found += [
         ("pip install -v " + p.stem.removeprefix("pip_install_"), p)
         for p in sorted(folder.glob("pip_*.log"))
@@ -97,6 +106,41 @@ def logs() -> list[tuple[str, Path]]:
         pip_log.write_text(out.stdout + out.stderr)
         found.append(("pip download -v rank-bm25", pip_log))
     return found
+
+
+def llama_server_log(path: Path) -> Path | None:
+    """llama-server's own log (model load, slots, a few requests served), made once; None
+    where the set-up has not built llama-server."""
+    if path.is_file():
+        return path
+    from promptslim.backends.models import smollm2_gguf_path
+    from promptslim.errors import BackendUnavailable
+    from promptslim.loadsim.llama_server import LlamaServer
+
+    try:
+        server = LlamaServer(smollm2_gguf_path(), parallel=2, ctx=2048)
+    except BackendUnavailable:
+        return None
+    with server:
+        for i in range(3):
+            body = {
+                "messages": [{"role": "user", "content": f"Count to {i + 3}."}],
+                "max_tokens": 8,
+            }
+            req = urllib.request.Request(
+                f"{server.base_url}/chat/completions",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(req, timeout=120) as answer:
+                answer.read()
+        path.write_text(server.log_tail(10_000_000))
+    return path
+
+
+def log_summary(logs: list[tuple[str, Path]]) -> dict[str, int]:
+    """Lines in each log the traces draw on."""
+    return {cmd: len(p.read_text(errors="replace").splitlines()) for cmd, p in logs}
 
 
 def source_files(limit: int) -> list[Path]:
