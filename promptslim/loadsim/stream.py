@@ -35,14 +35,14 @@ class _LoopProbe:
             self.lags_s.append(max(0.0, time.perf_counter() - due))
 
 
-def _stale_reuse(exc: Exception, marks: Mapping[str, float], errors: type[Exception]) -> bool:
+def _stale_reuse(marks: Mapping[str, float]) -> bool:
     """Did a kept-alive connection die under the request before any answer came? A server
     that closes connections after each response (llama-server does, while it advertises
     keep-alive) races the next request sent on one; the OpenAI SDK and other well-kept
     clients send such a request again, on a new connection, and so does this client, once."""
     reused = "connection.connect_tcp.started" not in marks
     answered = any(name.endswith("receive_response_headers.complete") for name in marks)
-    return isinstance(exc, errors) and reused and not answered
+    return reused and not answered
 
 
 async def _one(
@@ -73,8 +73,8 @@ async def _one(
     async def with_retry() -> None:
         try:
             await exchange()
-        except httpx.RemoteProtocolError as exc:
-            if not _stale_reuse(exc, marks, httpx.RemoteProtocolError):
+        except httpx.RemoteProtocolError:
+            if not _stale_reuse(marks):
                 raise
             record.retries += 1  # the TTFT still counts from the first send
             marks.clear()
