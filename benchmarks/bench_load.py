@@ -37,7 +37,11 @@ mix's capacity (a burst past it: the proxy's queue fills), through two proxies a
 
 Simulator: fitted from the concurrency-1 requests (llama-server's own prompt timings and the
 client's TTFT) and the slot count and batch size, it predicts the baseline's P50/P99 at the
-three closed-loop levels (``sim_error_max``: the largest relative error).
+three closed-loop levels (``sim_error_max``: the largest relative error). Each closed-loop
+block's clients start ``STAGGER_S`` apart, and the simulator is given that gap and the
+clients' turnaround between requests (``load_model.turnaround``): llama-server starts a step
+as soon as a prompt is queued, so whether two prompts share a step is decided by who arrives
+before that step starts.
 
 Sizes: about 10-15 minutes on two quiet cores (SmolLM2 Q4_1 prefill ~300 tokens/s there,
 ~100 when other jobs share the cores, and llama.cpp's threads slow down far more than that
@@ -71,7 +75,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, emit, machine, parser
-from load_model import capacity, choose_rate, fit, predict_closed, sim_requests, speed
+from load_model import (
+    capacity,
+    choose_rate,
+    fit,
+    predict_closed,
+    sim_requests,
+    speed,
+    turnaround,
+)
 from load_priority import PRIORITY_LOAD, priority_phase, priority_stream
 from load_report import headline, plot, table
 from load_scenario import Item, Proxy, mixed_stream, quality, ttft_pcts
@@ -85,6 +97,12 @@ from promptslim.loadsim.workload import arrival_times
 
 SLOTS = 4
 MAX_TOKENS = 16
+#: closed loop: each block's clients start this far apart. llama-server starts a step as soon
+#: as one prompt is queued, so two prompts sent at the same instant share the first step or
+#: run one after another depending on a race inside it (which way it goes changes from run to
+#: run and machine to machine, and with it the median TTFT at concurrency 2, by up to 2x); a
+#: gap far above that race and far below a prefill settles it, and the simulator is given it
+STAGGER_S = 0.05
 FULL: dict[str, Any] = {
     "rag": 24,
     "chat": 12,
@@ -203,8 +221,9 @@ def run(quick: bool) -> dict[str, Any]:
 
 
 def _closed(
-    items: list[Item], proxy: Proxy, server: str, plan: dict[str, Any], the_fit: Any
-) -> tuple[dict[str, Any], dict[str, Any], float]:
+    items: list[Item], proxy: Proxy, server: str, plan: dict[str, Any], the_fit: Any,
+    think_s: float,
+) -> tuple[dict[str, Any], dict[str, Any], float]:  # fmt: skip
     """The closed-loop levels, the simulator's predictions for them, and ``speed``."""
     closed: dict[str, Any] = {}
     simulator: dict[str, Any] = {}
@@ -212,7 +231,7 @@ def _closed(
     stream = items[: plan["closed"]]
     factor = 1.0
     for c in sorted(set(plan["sim_levels"]) | set(plan["ab_levels"])):
-        load = {"concurrency": c, "block": 2 * c, "time_limit_s": limit}
+        load = {"concurrency": c, "block": 2 * c, "time_limit_s": limit, "stagger_s": STAGGER_S}
         if c in plan["ab_levels"]:
             phase = ab_phase(stream, proxy, server, **load)
             base_run = phase.pop("_records")["baseline"]
@@ -222,16 +241,17 @@ def _closed(
             base_run = base_run["baseline"]
         measured = _report(base_run)
         records = base_run["records"]
+        sim_args = {
+            "concurrency": c, "slots": SLOTS, "block": 2 * c, "stagger_s": STAGGER_S,
+            "think_s": think_s,
+        }  # fmt: skip
         if c in plan["sim_levels"]:
             simulator[str(c)] = {
                 "measured": measured["ttft_s"],
-                "predicted": predict_closed(
-                    records, the_fit, concurrency=c, slots=SLOTS, block=2 * c
-                ),
+                "predicted": predict_closed(records, the_fit, **sim_args),
                 "completed": measured["completed"],  # of the stream simulated
             }
-        fit_args = {"concurrency": c, "slots": SLOTS, "block": 2 * c}
-        factor = speed(records, measured["request_throughput"], the_fit, **fit_args)
+        factor = speed(records, measured["request_throughput"], the_fit, **sim_args)
     return closed, simulator, factor  # speed: at the highest level, the last one run
 
 
@@ -245,8 +265,9 @@ def _phases(items: list[Item], proxy: Proxy, server: str, plan: dict[str, Any]) 
     if not done:  # the machine is too slow for even one request in the limit: say so, stop
         raise SystemExit("bench_load: no concurrency-1 request completed within the time limit")
     the_fit = fit(done)
-    out: dict[str, Any] = {"fit": the_fit.as_dict()}
-    out["closed"], out["simulator"], factor = _closed(items, proxy, server, plan, the_fit)
+    think_s = turnaround(done)
+    out: dict[str, Any] = {"fit": {**the_fit.as_dict(), "turnaround_s": think_s}}
+    out["closed"], out["simulator"], factor = _closed(items, proxy, server, plan, the_fit, think_s)
     out["speed"] = factor
     n = plan["open"]
     if n:

@@ -51,6 +51,16 @@ def fit(records: Sequence[RequestRecord]) -> SingleStreamFit:
     )
 
 
+def turnaround(records: Sequence[RequestRecord]) -> float:
+    """A closed-loop client's turnaround, from one answer's end to the next request written
+    to the server (a new connection each time: llama-server closes them): the median over
+    the concurrency-1 requests of the time from send to the request written. What matters
+    to the simulator is that it is above 0 (the next request misses the step the server
+    started as it wrote the previous answer's end) and below a decode step."""
+    sent = [r.request_sent_s for r in records if r.status == "ok" and r.request_sent_s]
+    return float(np.median(sent)) if sent else 0.0
+
+
 def sim_requests(
     prompt_tokens: Sequence[int], output_tokens: Sequence[int], the_fit: SingleStreamFit
 ) -> list[SimRequest]:
@@ -82,6 +92,8 @@ def simulate_blocks(
     block: int,
     concurrency: int | None = None,
     arrivals: Sequence[float] | None = None,
+    stagger_s: float = 0.0,
+    think_s: float = 0.0,
 ) -> tuple[list[float], float]:
     """Every request's TTFT and the summed makespan, the stream run block by block as
     ``run_interleaved`` sends it (each block alone, from an empty server; open-loop blocks
@@ -93,8 +105,10 @@ def simulate_blocks(
         part = [reqs[i] for i in span]
         due = None if arrivals is None else [arrivals[i] - arrivals[span.start] for i in span]
         run = simulate_server(
-            part, cost=the_fit.cost, server=_server(slots), concurrency=concurrency, arrivals=due
-        )
+            part, cost=the_fit.cost, server=_server(slots), concurrency=concurrency,
+            arrivals=due, stagger_s=stagger_s if arrivals is None else 0.0,
+            think_s=think_s if arrivals is None else 0.0,
+        )  # fmt: skip
         ttfts += [t.ttft_s for t in run.requests]
         makespan += run.makespan_s
     return ttfts, makespan
@@ -102,21 +116,26 @@ def simulate_blocks(
 
 def predict_closed(
     records: Sequence[RequestRecord], the_fit: SingleStreamFit, *, concurrency: int, slots: int,
-    block: int,
+    block: int, stagger_s: float = 0.0, think_s: float = 0.0,
 ) -> dict[str, float]:  # fmt: skip
     """P50/P99 TTFT the simulator expects for a measured closed-loop stream (its sizes and
-    output lengths) on ``slots`` slots with continuous batching."""
+    output lengths) on ``slots`` slots with continuous batching, its clients started
+    ``stagger_s`` apart as the measured run started them, each with ``think_s`` of turnaround
+    (``turnaround``) between its requests."""
     ordered = sorted(records, key=lambda r: r.index)
     reqs = sim_requests(
         [r.prompt_tokens for r in ordered], [r.output_tokens for r in ordered], the_fit
     )
-    ttfts, _ = simulate_blocks(reqs, the_fit, slots=slots, block=block, concurrency=concurrency)
+    ttfts, _ = simulate_blocks(
+        reqs, the_fit, slots=slots, block=block, concurrency=concurrency, stagger_s=stagger_s,
+        think_s=think_s,
+    )  # fmt: skip
     return percentiles(ttfts, (50, 99))
 
 
 def speed(
     records: Sequence[RequestRecord], measured_rps: float, the_fit: SingleStreamFit, *,
-    concurrency: int, slots: int, block: int,
+    concurrency: int, slots: int, block: int, stagger_s: float = 0.0, think_s: float = 0.0,
 ) -> float:  # fmt: skip
     """Measured closed-loop throughput over the simulator's on the same requests and blocks:
     how much faster the machine ran then than the concurrency-1 fit says."""
@@ -124,7 +143,10 @@ def speed(
     reqs = sim_requests(
         [r.prompt_tokens for r in ordered], [r.output_tokens for r in ordered], the_fit
     )
-    _, makespan = simulate_blocks(reqs, the_fit, slots=slots, block=block, concurrency=concurrency)
+    _, makespan = simulate_blocks(
+        reqs, the_fit, slots=slots, block=block, concurrency=concurrency, stagger_s=stagger_s,
+        think_s=think_s,
+    )  # fmt: skip
     simulated = len(reqs) / makespan if makespan > 0 else 0.0
     return measured_rps / simulated if simulated > 0 and measured_rps > 0 else 1.0
 

@@ -233,6 +233,7 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
         requests=args.requests, concurrency=args.concurrency, rate=args.rate, burstiness=args.burstiness,
         timeout_s=args.timeout, time_limit_s=args.time_limit, slo_ttft_ms=args.slo_ttft,
         max_tokens=args.max_tokens, model=args.model, seed=args.seed, block=args.block,
+        stagger_s=args.stagger,
     )  # fmt: skip
     check_output_folder(args.out, flag="--out")
     result = run_loadtest(options)

@@ -112,6 +112,7 @@ def _add_loadtest(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per-request limit in seconds (default 60)")
     p.add_argument("--time-limit", dest="time_limit", type=float, default=600.0, metavar="S", help="whole run limit in seconds, shared equally by the configs (default 600)")
     p.add_argument("--block", type=int, metavar="N", help="requests per config per turn: configs take turns in blocks (default: 2x concurrency, or 10 s of arrivals)")
+    p.add_argument("--stagger", type=float, default=0.0, metavar="S", help="closed loop: seconds between the clients' first requests (default 0; a few tens of ms keeps a server from batching first prompts by chance)")
     p.add_argument("--slo-ttft", dest="slo_ttft", type=float, metavar="MS", help="TTFT SLO for goodput, in ms")
     p.add_argument("--max-tokens", dest="max_tokens", type=int, default=32, metavar="N")
     p.add_argument("--model", default="default", help="model name sent in each body")

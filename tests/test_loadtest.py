@@ -11,11 +11,13 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
 from promptslim.cli import main
+from promptslim.errors import ConfigError
 from promptslim.loadsim.loadtest import (
     LoadtestOptions,
     PreparedRequest,
@@ -231,6 +233,24 @@ def test_open_loop_rate_follows_the_arrival_times(stream_server: str) -> None:
     due = [r["scheduled_s"] for r in records]
     assert due == sorted(due) and due[-1] > 0
     assert statistics.median(r["sched_delay_s"] for r in records) < 0.02
+
+
+def test_closed_loop_clients_start_staggered(stream_server: str) -> None:
+    result = _run(stream_server, 6, concurrency=3, stagger_s=0.2)
+    records = sorted(result["configs"]["baseline"]["records"], key=lambda r: r["index"])
+    assert all(r["status"] == "ok" for r in records)
+    firsts = records[:3]  # client k's first request is request k
+    assert [r["scheduled_s"] for r in firsts] == pytest.approx([0.0, 0.2, 0.4])
+    sent = [r["sent_clock_s"] for r in firsts]
+    assert all(b - a >= 0.19 for a, b in pairwise(sent))
+    assert result["options"]["stagger_s"] == 0.2
+
+
+@pytest.mark.parametrize("bad", [-0.5, float("inf")])
+def test_a_bad_stagger_names_its_field(bad: float) -> None:
+    with pytest.raises(ConfigError) as err:
+        LoadtestOptions(url="http://127.0.0.1:9/v1", concurrency=2, stagger_s=bad)
+    assert err.value.field == "stagger_s"
 
 
 @pytest.mark.parametrize("stream_server", [StreamPlan(ttft_s=2.0)], indirect=True)

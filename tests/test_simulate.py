@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -479,3 +480,51 @@ def test_packaged_cost_models_load_and_the_h200_one_matches_its_sources() -> Non
     roof = roofline_cost(LLAMA3_8B, hw, context=600)
     assert h200.decode_step_s == pytest.approx(roof.decode_step_s, rel=0.01)
     assert h200.decode_per_seq_s == pytest.approx(roof.decode_per_seq_s, rel=0.01)
+
+
+# ---------------------------------------------------------------- closed-loop client timing
+
+
+def test_staggered_clients_do_not_share_the_first_step() -> None:
+    # two clients, one prompt each: sent together they share one step (the same TTFT); with
+    # a gap the first prompt's step has started when the second arrives, so it waits for it
+    reqs = [SimRequest(_prompt(500, seed=i), output_tokens=2) for i in range(2)]
+    together = simulate_server(reqs, cost=COST, concurrency=2).requests
+    assert together[0].ttft_s == pytest.approx(together[1].ttft_s)
+    apart = simulate_server(reqs, cost=COST, concurrency=2, stagger_s=0.001).requests
+    assert apart[0].ttft_s == pytest.approx(COST.prefill_s(500))
+    assert apart[1].arrival_s == pytest.approx(0.001)
+    assert apart[1].start_s == pytest.approx(apart[0].first_token_s)
+    assert apart[0].ttft_s < together[0].ttft_s
+
+
+def test_a_clients_next_request_arrives_after_its_turnaround() -> None:
+    reqs = [SimRequest(_prompt(200, seed=i), output_tokens=3) for i in range(4)]
+    run = simulate_server(reqs, cost=COST, concurrency=1, think_s=0.25)
+    for before, after in pairwise(run.requests):
+        assert after.arrival_s == pytest.approx(before.end_s + 0.25)
+    plain = simulate_server(reqs, cost=COST, concurrency=1)
+    assert run.makespan_s == pytest.approx(plain.makespan_s + 3 * 0.25)
+
+
+def test_a_turnaround_misses_the_step_that_starts_as_a_stream_ends() -> None:
+    # client A's short request ends while client B's stream is still decoding: with no
+    # turnaround A's next prompt joins the very next step; with any, that step is B's alone
+    reqs = [
+        SimRequest(_prompt(100, seed=1), output_tokens=2),
+        SimRequest(_prompt(100, seed=2), output_tokens=6),
+        SimRequest(_prompt(100, seed=3), output_tokens=2),
+    ]
+    now = simulate_server(reqs, cost=COST, concurrency=2).requests
+    late = simulate_server(reqs, cost=COST, concurrency=2, think_s=1e-6).requests
+    assert now[2].start_s == pytest.approx(now[0].end_s)
+    assert late[2].start_s > late[0].end_s + 1e-6
+
+
+@pytest.mark.parametrize("name", ["stagger_s", "think_s"])
+@pytest.mark.parametrize("bad", [-0.1, math.inf, math.nan])
+def test_client_timing_must_be_finite_and_not_negative(name: str, bad: float) -> None:
+    reqs = [SimRequest(_prompt(10, seed=0))]
+    with pytest.raises(ConfigError, match=name) as err:
+        simulate_server(reqs, cost=COST, concurrency=1, **{name: bad})  # type: ignore[arg-type]
+    assert err.value.field == name

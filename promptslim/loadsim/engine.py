@@ -19,6 +19,7 @@ per request, from ``workload.arrival_times``). Same inputs, same output: nothing
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Sequence
@@ -165,10 +166,33 @@ def simulate_server(
     server: ServerConfig | None = None,
     concurrency: int | None = None,
     arrivals: Sequence[float] | None = None,
+    stagger_s: float = 0.0,
+    think_s: float = 0.0,
 ) -> ServerRun:
-    """Run ``requests`` through the engine; exactly one of ``concurrency`` / ``arrivals``."""
+    """Run ``requests`` through the engine; exactly one of ``concurrency`` / ``arrivals``.
+
+    Closed loop: a client's next request reaches the server ``think_s`` after its previous
+    one ended (its client's turnaround: reading the end, connecting, sending). With 0 it joins
+    the very next step; any gap at all makes it miss that step, as a request sent over a real
+    socket misses the step the server started when it wrote the previous answer's end.
+
+    Closed loop: client ``k`` sends its first request ``k * stagger_s`` after the first
+    client. With 0 every client's first prompt arrives at once and the first step batches
+    them all, where a server that starts a step as soon as one prompt is queued (llama-server)
+    mostly runs them one after another: which of the two happens is a race inside it."""
     _check_inputs(requests, concurrency, arrivals)
-    return _Engine(requests, cost, server or ServerConfig(), concurrency, arrivals).run()
+    for name, value in (("stagger_s", stagger_s), ("think_s", think_s)):
+        if not (isinstance(value, (int, float)) and 0 <= value < math.inf):
+            raise ConfigError(f"expected a finite {name} >= 0, got {value!r}", field=name)
+    loop = _ClosedLoop(concurrency or 0, stagger_s, think_s)
+    return _Engine(requests, cost, server or ServerConfig(), loop, arrivals).run()
+
+
+@dataclass(frozen=True)
+class _ClosedLoop:
+    clients: int  # 0: open loop (arrival times given)
+    stagger_s: float = 0.0
+    think_s: float = 0.0
 
 
 def _check_inputs(
@@ -198,10 +222,10 @@ class _Engine:
         requests: Sequence[SimRequest],
         cost: CostModel,
         server: ServerConfig,
-        concurrency: int | None,
+        loop: _ClosedLoop,
         arrivals: Sequence[float] | None,
     ) -> None:
-        self.requests, self.cost, self.server = requests, cost, server
+        self.requests, self.cost, self.server, self.loop = requests, cost, server, loop
         self.cache = (
             BlockHashCache(block_size=server.block_size, capacity_blocks=server.cache_blocks)
             if server.prefix_cache
@@ -214,8 +238,8 @@ class _Engine:
             self.pending = deque((float(arrivals[i]), i) for i in order)
             self.issued = total
         else:
-            self.issued = min(concurrency or 0, total)
-            self.pending = deque((0.0, i) for i in range(self.issued))
+            self.issued = min(loop.clients, total)
+            self.pending = deque((i * loop.stagger_s, i) for i in range(self.issued))
         self.waiting: deque[_State] = deque()
         self.running: list[_State] = []
         self.done: list[_State | None] = [None] * total
@@ -319,8 +343,8 @@ class _Engine:
             st.end = self.now
             self.done[st.i] = st
             self.finished += 1
-            if self.issued < self.total:
-                self.pending.append((self.now, self.issued))
+            if self.issued < self.total:  # in time order: staggered first sends may be later
+                bisect.insort(self.pending, (self.now + self.loop.think_s, self.issued))
                 self.issued += 1
         if ended:
             self.running = [st for st in self.running if st.end < 0]

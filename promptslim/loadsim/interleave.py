@@ -99,13 +99,15 @@ def run_interleaved(
     time_limit_s: float = 600.0,
     block: int | None = None,
     before_block: Callable[[], None] | None = None,
+    stagger_s: float = 0.0,
 ) -> dict[str, dict[str, Any]]:
     """``{label: {"records": [RequestRecord], "client": {...}, "cut": {...}}}``, the configs
     sent in turns, ``block`` requests at a time (``default_block`` when None).
 
     ``before_block`` runs before each block is sent: clearing the server's prompt cache there
     keeps one config's prompts from being served from the cache another config filled (two
-    configs that send the same slimmed bytes would otherwise favour whichever goes second)."""
+    configs that send the same slimmed bytes would otherwise favour whichever goes second).
+    ``stagger_s``: each block's closed-loop clients start this far apart (``run_stream``)."""
     n = _stream_length(targets, arrivals)
     size = block or default_block(concurrency=concurrency, rate=None if arrivals is None else 1.0)
     if size < 1:
@@ -129,6 +131,7 @@ def run_interleaved(
                 run_stream(
                     target.url, todo, config=label, concurrency=concurrency, arrivals=due,
                     timeout_s=timeout_s, time_limit_s=left[label], headers=target.headers,
+                    stagger_s=stagger_s,
                 )
             )  # fmt: skip
             left[label] = 0.0 if client["time_limit_reached"] else left[label] - client["wall_s"]

@@ -75,6 +75,8 @@ class LoadtestOptions:
     bunch_window_ms: float = 5.0
     #: requests per config per turn (``interleave.default_block`` when None)
     block: int | None = None
+    #: closed loop: seconds between the clients' first requests (``stream.run_stream``)
+    stagger_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):
@@ -95,6 +97,8 @@ class LoadtestOptions:
             raise ConfigError(
                 f"expected concurrency >= 1, got {self.concurrency}", field="concurrency"
             )
+        if not 0 <= self.stagger_s < float("inf"):
+            raise ConfigError(f"expected a stagger >= 0 s, got {self.stagger_s}", field="stagger_s")
         if self.block is not None and self.block < 1:
             raise ConfigError(f"expected block >= 1, got {self.block}", field="block")
         for name in ("requests", "max_tokens"):
@@ -187,7 +191,7 @@ def run_loadtest(
     block = options.block or default_block(concurrency=options.concurrency, rate=options.rate)
     runs = run_interleaved(
         targets, concurrency=options.concurrency, arrivals=arrivals, timeout_s=options.timeout_s,
-        time_limit_s=options.time_limit_s, block=block,
+        time_limit_s=options.time_limit_s, block=block, stagger_s=options.stagger_s,
     )  # fmt: skip
     result: dict[str, Any] = {"options": options.as_dict(), "block": block, "configs": {}}
     for label, run in runs.items():

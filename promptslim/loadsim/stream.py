@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
@@ -139,9 +140,10 @@ class _Sender:
         await _one(self.client, self.endpoint, self.requests[i], record, self.timeout_s)
         return time.perf_counter() - self.wall0
 
-    async def closed_loop_client(self, first: int, step: int) -> None:
+    async def closed_loop_client(self, first: int, step: int, start_s: float) -> None:
         # client k sends requests k, k+c, k+2c... each as soon as its previous one ends
-        due = 0.0
+        due = start_s
+        await asyncio.sleep(max(0.0, due - (time.perf_counter() - self.wall0)))
         for i in range(first, len(self.requests), step):
             due = await self.send(i, due)
 
@@ -151,12 +153,12 @@ class _Sender:
             await self.send(i, due)
 
     def jobs(
-        self, concurrency: int | None, arrivals: Sequence[float] | None
+        self, concurrency: int | None, arrivals: Sequence[float] | None, stagger_s: float
     ) -> list[Coroutine[Any, Any, None]]:
         if arrivals is None:
             assert concurrency is not None
             n = min(concurrency, len(self.requests))
-            return [self.closed_loop_client(k, concurrency) for k in range(n)]
+            return [self.closed_loop_client(k, concurrency, k * stagger_s) for k in range(n)]
         return [self.open_loop_request(i, t) for i, t in enumerate(arrivals)]
 
 
@@ -190,11 +192,17 @@ async def run_stream(
     timeout_s: float = 60.0,
     time_limit_s: float = 600.0,
     headers: Mapping[str, str] | None = None,
+    stagger_s: float = 0.0,
 ) -> tuple[list[RequestRecord], dict[str, Any]]:
     """Send ``requests`` to ``url`` (a base URL or the chat-completions endpoint): at most
     ``concurrency`` in flight, each no earlier than its arrival time when ``arrivals`` are
     given. Stops by itself after the last request or ``time_limit_s`` (requests still in
-    flight are cancelled and recorded so). Returns the records and the client's overhead."""
+    flight are cancelled and recorded so). Returns the records and the client's overhead.
+
+    Closed loop (no ``arrivals``): client ``k`` starts ``k * stagger_s`` after the first.
+    Prompts sent at the same instant are batched into one step by a server that finds them
+    all queued, or run one after another by one that has started a step on the first: a race
+    inside the server, which a gap of tens of milliseconds settles (the second waits)."""
     try:
         import httpx
     except ImportError as exc:
@@ -204,6 +212,8 @@ async def run_stream(
         raise ConfigError("give a concurrency, arrival times, or both", field="concurrency")
     if arrivals is not None and len(arrivals) != len(requests):
         raise ConfigError("one arrival time per request", field="arrivals")
+    if not (isinstance(stagger_s, (int, float)) and 0 <= stagger_s < math.inf):
+        raise ConfigError(f"expected a finite stagger_s >= 0, got {stagger_s!r}", field="stagger_s")
     endpoint = chat_completions_url(url)
     records = [
         RequestRecord(i, config, r.prompt_tokens, slim_s=r.slim_s) for i, r in enumerate(requests)
@@ -217,7 +227,7 @@ async def run_stream(
         sender = _Sender(
             client, endpoint, requests, records, timeout_s=timeout_s, concurrency=concurrency
         )
-        jobs = sender.jobs(concurrency, arrivals)
+        jobs = sender.jobs(concurrency, arrivals, stagger_s)
         # the clock starts after the client is built (its TLS context alone takes tens of ms)
         cpu0 = time.process_time()
         sender.wall0 = wall0 = time.perf_counter()
