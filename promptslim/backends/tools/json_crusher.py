@@ -9,7 +9,9 @@ that carry an error key the majority lacks; numeric outliers (robust z-score ove
 and, so that the schema stays visible, further items (up to ``max_schema``, 3) showing key
 paths no kept item has. Each run of left-out items becomes one string item, a marker saying
 how many were left out and what their status fields held, with the id their original is
-stored under. Long strings keep their head and a marker.
+stored under. Long strings keep their head and a marker, unless the query names their key.
+In each object kept, the links (URL values) the turn does not name become one marker pair,
+their keys named once (``json_fields``).
 
 Numbers, ``NaN`` and ``Infinity`` are written back as the input spelled them, objects keep
 duplicate keys and key order: what is kept is byte-exact data, written compactly.
@@ -27,6 +29,7 @@ from ...errors import ConfigError
 from ...text import find_protected_spans
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
 from .json_dedup import dedup_subtrees
+from .json_fields import LINK_SCHEMES, Links
 from .json_values import MAX_DEPTH, Num, Obj, TooDeep, dump_json, items_leaves, load_json
 from .match import Matcher, matcher_for
 
@@ -58,6 +61,7 @@ class JsonCompressor(ToolCompressor):
     outliers; ``max_schema``: further items kept to show key paths no kept item has.
     ``max_string``: strings longer than this keep their head (half of it) and a marker.
     ``dedup_chars``: later copies of an object this long or longer become markers (0: off).
+    ``elide_links``: leave out the links of objects that the turn does not name.
     """
 
     name = "json"
@@ -72,8 +76,9 @@ class JsonCompressor(ToolCompressor):
         max_anomalies: int = 4,
         max_outliers: int = 2,
         max_schema: int = 3,
-        max_string: int = 1000,
-        dedup_chars: int = 300,
+        max_string: int = 400,
+        dedup_chars: int = 120,
+        elide_links: bool = True,
     ) -> None:
         for fld, value in (
             ("head", head),
@@ -99,6 +104,9 @@ class JsonCompressor(ToolCompressor):
         if isinstance(dedup_chars, bool) or not isinstance(dedup_chars, int) or dedup_chars < 0:
             raise ConfigError(f"must be an int >= 0, got {dedup_chars!r}", field="dedup_chars")
         self.dedup_chars = dedup_chars
+        if not isinstance(elide_links, bool):
+            raise ConfigError(f"must be a bool, got {elide_links!r}", field="elide_links")
+        self.elide_links = elide_links
 
     def compress(self, text: str, context: ToolContext) -> Compressed | None:
         try:
@@ -117,7 +125,8 @@ class JsonCompressor(ToolCompressor):
         except (ValueError, RecursionError) as exc:
             raise NotJson(str(exc)) from exc
         try:
-            run = _Run(self, matcher_for(context), ascii_only=text.isascii() and "\\u" in text)
+            ascii_only = text.isascii() and "\\u" in text
+            run = _Run(self, matcher_for(context), stripped, ascii_only)
             crushed = run.crush(data, "$", 0)
             out, repeated = dedup_subtrees(
                 crushed, min_chars=self.dedup_chars, ascii_only=run.ascii_only
@@ -127,17 +136,18 @@ class JsonCompressor(ToolCompressor):
         run.elisions += repeated
         if not run.elisions:
             return None
-        return Compressed(out, tuple(run.elisions), "json")
+        return Compressed(run.links.name_first(out), tuple(run.elisions), "json")
 
 
 class _Run:
     """One compression: the settings, the turn's matcher, and the elisions found so far."""
 
-    def __init__(self, cfg: JsonCompressor, matcher: Matcher, *, ascii_only: bool) -> None:
+    def __init__(self, cfg: JsonCompressor, matcher: Matcher, text: str, ascii_only: bool) -> None:
         self.cfg = cfg
         self.matcher = matcher
         self.ascii_only = ascii_only
         self.elisions: list[Elision] = []
+        self.links = Links(matcher, self.elisions, text, ascii_only=ascii_only)
 
     def dump(self, value: Any) -> str:
         return dump_json(value, ascii_only=self.ascii_only)
@@ -160,25 +170,45 @@ class _Run:
     def _object(self, pairs: Obj, path: str, depth: int) -> Obj:
         out: Obj | None = None
         limit = self.cfg.max_string
+        links: list[int] = []
         for j, (k, v) in enumerate(pairs):
-            if isinstance(v, list) or (type(v) is str and len(v) > limit):
-                new = self.crush(v, f"{path}.{k}", depth + 1)
-                if new is not v:
-                    if out is None:
-                        out = Obj(pairs)
-                    out[j] = (k, new)
+            if type(v) is str:
+                if len(v) <= limit:
+                    # a link: one http(s) URL and nothing else
+                    if v.startswith(LINK_SCHEMES) and " " not in v and "\n" not in v:
+                        links.append(j)
+                    continue
+                if self.links.named[k]:
+                    continue  # a long string the query names is what the turn wants: whole
+            elif not isinstance(v, list):
+                continue
+            new = self.crush(v, f"{path}.{k}", depth + 1)
+            if new is not v:
+                if out is None:
+                    out = Obj(pairs)
+                out[j] = (k, new)
+        if len(links) > 1 and self.cfg.elide_links:
+            elided = self.links.elide(pairs if out is None else out, links, path)
+            if elided is not None:
+                return elided
         return pairs if out is None else out
 
     # ---- strings
 
     def _string(self, value: str, path: str) -> str:
         cut = self.cfg.max_string // 2
-        for span in find_protected_spans(value[: cut + 200]):
-            if span.start < cut < span.end:  # never split an id or a URL: cut before it
-                cut = span.start
-        # a line break, when there is one near the cut, makes a cleaner edge
-        newline = value.rfind("\n", cut // 2, cut)
-        cut = newline if newline > 0 else cut
+        # a line break near the cut makes the cleanest edge, else a space: no id, number or
+        # URL holds either, so an edge there splits none; a text with neither near the cut is
+        # searched for the spans it must not split (the search costs more than the rest)
+        edge = value.rfind("\n", cut // 2, cut)
+        if edge <= 0:
+            edge = value.rfind(" ", cut // 2, cut)
+        if edge > 0:
+            cut = edge
+        else:
+            for span in find_protected_spans(value[: cut + 200]):
+                if span.start < cut < span.end:  # never split an id or a URL: cut before it
+                    cut = span.start
         rest = value[cut:]
         ident = elision_id(rest)
         self.elisions.append(Elision(ident, "chars", len(rest), f"{path}[{cut}:]", rest))
