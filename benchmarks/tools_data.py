@@ -1,7 +1,8 @@
 """``bench_tools.py``'s data: the cached sources its traces are built from (PyGithub's recorded
-GitHub API responses, logs made here — ``pytest -v`` of some of the project's tests, pip's
-verbose download, llama-server serving a few requests on the packaged SmolLM2 — and source
-files of installed packages).
+GitHub API responses, logs — ``pytest -v`` of some of the project's tests and llama-server
+serving a few requests on the packaged SmolLM2, made here; the set-up's own verbose pip installs
+and llama-server build, which ``scripts/setup.sh`` keeps, or else pip's verbose download of one
+package — and source files of installed packages).
 
 Fetched or made into ``~/.cache/promptslim`` at run time, never committed. Every log is made
 by a pinned program from the project's own files, so a fresh clone gets the same kinds of
@@ -53,7 +54,8 @@ def replay_dir() -> Path:
 
 
 def logs() -> list[tuple[str, Path]]:
-    """pip's verbose log and pytest -v output, made here once and kept in the cache."""
+    """pytest -v output and llama-server's log, made here once and kept in the cache, and the
+    set-up's own pip and cmake logs (or pip's verbose download of one package)."""
     folder = CACHE / "logs"
     folder.mkdir(parents=True, exist_ok=True)
     pytest_log = folder / "pytest_v.log"
@@ -81,12 +83,24 @@ def logs() -> list[tuple[str, Path]]:
     server_log = llama_server_log(folder / "llama_server.log")
     if server_log is not None:
         found.append(("llama-server -m smollm2.gguf -np 2 -cb", server_log))
+    # the set-up's own installs and llama-server build (scripts/setup.sh keeps their verbose
+    # output here), when it wrote them; else pip's verbose download of one small package
     found += [
         ("pip install -v " + p.stem.removeprefix("pip_install_"), p)
-        for p in sorted(folder.glob("pip_*.log"))
+        for p in sorted(folder.glob("pip_install_*.log"))
     ]
-    if not any(p.name.startswith("pip_") for _, p in found):
-        pip_log = folder / "pip_download_v.log"
+    builds = sorted(folder.glob("llama_server_build_*.log"), key=lambda p: p.stat().st_mtime)
+    if builds:
+        found.append(("cmake --build build --target llama-server", builds[-1]))
+    if not any(p.name.startswith("pip_install_") for _, p in found):
+        found.append(("pip download -v rank-bm25", pip_download_log(folder)))
+    return found
+
+
+def pip_download_log(folder: Path) -> Path:
+    """pip's verbose download of one small package, made once."""
+    path = folder / "pip_download_v.log"
+    if not path.is_file():
         out = subprocess.run(
             [
                 sys.executable,
@@ -103,9 +117,8 @@ def logs() -> list[tuple[str, Path]]:
             text=True,
             check=False,
         )
-        pip_log.write_text(out.stdout + out.stderr)
-        found.append(("pip download -v rank-bm25", pip_log))
-    return found
+        path.write_text(out.stdout + out.stderr)
+    return path
 
 
 def llama_server_log(path: Path) -> Path | None:

@@ -34,9 +34,15 @@ trap 'rm -rf "$WORK"' EXIT
     -d "$WORK" "llama-cpp-python==$VERSION" >&2
 tar -xzf "$WORK"/llama_cpp_python-"$VERSION".tar.gz -C "$WORK"
 SRC="$WORK/llama_cpp_python-$VERSION/vendor/llama.cpp"
-# shellcheck disable=SC2086  # FLAGS is a list of separate -D arguments
-cmake -S "$SRC" -B "$WORK/build" $FLAGS >&2
-cmake --build "$WORK/build" --target llama-server -j "${PROMPTSLIM_BUILD_JOBS:-2}" >&2
+# the build's output also goes to a log keyed like the binary (bench_tools' traces draw on it)
+LOG="${XDG_CACHE_HOME:-$HOME/.cache}/promptslim/logs/llama_server_build_$VERSION-$HASH.log"
+mkdir -p "$(dirname "$LOG")"
+{
+    # shellcheck disable=SC2086  # FLAGS is a list of separate -D arguments
+    cmake -S "$SRC" -B "$WORK/build" $FLAGS
+    cmake --build "$WORK/build" --target llama-server -j "${PROMPTSLIM_BUILD_JOBS:-2}"
+} 2>&1 | tee "$LOG.tmp" >&2
+mv "$LOG.tmp" "$LOG"
 
 mkdir -p "$CACHE"
 cp "$WORK/build/bin/llama-server" "$BIN.tmp"

