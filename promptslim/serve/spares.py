@@ -15,9 +15,8 @@ opened at start-up and whenever a connection to the upstream closes, up to ``spa
 or opening at once; an idle proxy holds none once ``idle_s`` has passed.
 
 It plugs into httpcore through its public network-backend extension point
-(``httpcore.AsyncConnectionPool(network_backend=...)``), over asyncio's own transports
-(``netstream.py``); ``SpareTransport`` is that pool as an httpx transport, so the rest of the
-proxy keeps speaking httpx.
+(``httpcore.AsyncConnectionPool(network_backend=...)``); ``SpareTransport`` is that pool as an
+httpx transport, so the rest of the proxy keeps speaking httpx.
 """
 
 from __future__ import annotations
@@ -31,8 +30,6 @@ from typing import Any
 
 import httpcore
 import httpx
-
-from .netstream import AsyncioBackend
 
 __all__ = ["SpareConnections", "SpareTransport"]
 
@@ -58,7 +55,7 @@ class SpareConnections(httpcore.AsyncNetworkBackend):
         self.spares = spares
         self.idle_s = idle_s
         self.connect_timeout_s = connect_timeout_s
-        self._backend = backend if backend is not None else AsyncioBackend()
+        self._backend = backend if backend is not None else httpcore.AnyIOBackend()
         self._ready: deque[tuple[float, httpcore.AsyncNetworkStream]] = deque()
         self._opening = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -305,7 +302,6 @@ class SpareTransport(httpx.AsyncBaseTransport):
             headers=response.headers,
             stream=_Body(response.stream),
             extensions=response.extensions,
-            request=request,
         )
 
     async def aclose(self) -> None:

@@ -14,7 +14,6 @@ header names, stop at the proxy in both directions.
 from __future__ import annotations
 
 import time
-import weakref
 from collections.abc import Iterable
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
@@ -37,11 +36,6 @@ __all__ = [
     "transport_error",
     "upstream_headers",
 ]
-
-#: the spare-connection transport of each client ``make_client`` made with one
-_OWN_TRANSPORT: weakref.WeakKeyDictionary[httpx.AsyncClient, SpareTransport] = (
-    weakref.WeakKeyDictionary()
-)
 
 REPORT_HEADER = "x-promptslim-report"
 KEY_HEADER = "x-promptslim-key"
@@ -112,7 +106,7 @@ def make_client(config: ServeConfig) -> httpx.AsyncClient:
     limits = httpx.Limits(
         max_connections=connections, max_keepalive_connections=kept, keepalive_expiry=4.0
     )
-    transport: SpareTransport | None = None
+    transport = None
     if not config.pools_connections and config.upstream_spares:
         parts = urlsplit(config.upstream)
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -127,12 +121,9 @@ def make_client(config: ServeConfig) -> httpx.AsyncClient:
     # requests (a client's own Cookie header is forwarded as it came)
     no_cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
     # trust_env=False: no proxy variable or netrc can send requests elsewhere
-    client = httpx.AsyncClient(
+    return httpx.AsyncClient(
         timeout=timeout, limits=limits, trust_env=False, transport=transport, cookies=no_cookies
     )
-    if transport is not None:
-        _OWN_TRANSPORT[client] = transport
-    return client
 
 
 async def open_stream(
@@ -150,12 +141,6 @@ async def open_stream(
     request = client.build_request(
         method, url, headers=headers, content=content, extensions=extensions
     )
-    transport = _OWN_TRANSPORT.get(client)
-    if transport is not None:
-        # straight to the transport: the client's own layers (auth, redirects, cookies, event
-        # hooks) do nothing for a client made here (no auth, redirects not followed, a jar
-        # that keeps nothing), and they are Python run on every request's way to the upstream
-        return await transport.handle_async_request(request)
     return await client.send(request, stream=True)
 
 
