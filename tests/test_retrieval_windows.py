@@ -160,6 +160,35 @@ def test_context_of_a_kept_part_stays_in_its_paragraph() -> None:
     assert old is not None and old[0] and old[last.first - 1]
 
 
+def test_a_paragraph_about_one_window_long_is_not_cut() -> None:
+    # each passage of the chunk is a little longer than a window: one window each, its title
+    # line in it, not a window and a stub
+    paragraphs = CHUNK.split("\n\n")
+    assert all(300 < len(p) <= 1.25 * 300 for p in paragraphs)
+    windowed = split_windows([CHUNK], [None], window_chars=300, overlap=1, max_windows=64)
+    assert [w.text for w in windowed.windows] == paragraphs
+    # a paragraph well past a window is still cut, never across a paragraph break
+    windowed = split_windows([CHUNK], [None], window_chars=200, overlap=1, max_windows=64)
+    assert len(windowed.windows) > len(paragraphs)
+    assert not any("\n\n" in w.text for w in windowed.windows)
+
+
+def test_lexical_store_windows_keep_the_shorter_windows() -> None:
+    # a store's document read past its head by BM25 alone (store_windows="lexical") is cut
+    # as before; without a store's vector, or under "embed", its paragraphs stay whole
+    from promptslim.stages.retrieval_options import RetrievalOptions
+    from promptslim.stages.retrieval_scoring import _windows
+
+    paragraphs = CHUNK.split("\n\n")
+    stored = Document(id="chunk", text=CHUNK, embedding=[0.1] * 384)
+    plain = Document(id="chunk", text=CHUNK)
+    lexical = RetrievalOptions.parse(window_chars=300, store_windows="lexical")
+    embed = RetrievalOptions.parse(window_chars=300)
+    assert len(_windows(lexical, [stored], ()).windows) > len(paragraphs)
+    assert [w.text for w in _windows(lexical, [plain], ()).windows] == paragraphs
+    assert [w.text for w in _windows(embed, [stored], ()).windows] == paragraphs
+
+
 @pytest.mark.slow
 def test_a_chunk_keeps_the_answering_passage_with_its_title_line_only() -> None:
     docs = [Document(id="chunk", text=CHUNK)] + [

@@ -41,11 +41,12 @@ never imports torch; dense scoring reuses precomputed ``Document.embedding`` vec
 shared embedding cache.
 
 Long documents are scored by their parts (``promptslim.stages.windows``): each is cut into
-sentence-aligned windows of about ``window_chars`` characters (paragraph breaks preferred, one
-sentence shared between neighbours; at most ``max_windows`` per request), every window is
-scored by the scorer (BM25 and the dense model each see windows, not whole chunks), and a
-document's score is its best window's; the ``fraction`` cut-off then runs on the scale from the
-worst window to the best, as if every window were a passage of its own. A document of about
+sentence-aligned windows of about ``window_chars`` characters (paragraph breaks preferred, a
+paragraph of about one window not cut, one sentence shared between neighbours; at most
+``max_windows`` per request), every window is scored by the scorer (BM25 and the dense model
+each see windows, not whole chunks), and a document's score is its best window's; the
+``fraction`` cut-off then runs on the scale from the worst window to the best, as if every
+window were a passage of its own. A document of about
 one window is scored exactly as before. Then, coarse to fine (``select_within``), of each kept
 long document only the windows that pass the same cut-off stay (its best always), with the
 sentence before each and, when it has no title, the first sentence of its paragraph (that

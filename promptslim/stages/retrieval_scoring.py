@@ -157,6 +157,9 @@ def _windows(
         overlap=options.window_overlap,
         max_windows=options.max_windows,
         protect=protect,
+        # a store's document under store_windows="lexical" is read past its head by BM25
+        # alone, which finds a chunk's matching part more often in the shorter windows
+        whole_paragraphs=[options.store_windows != "lexical" or d.embedding is None for d in docs],
     )
 
 

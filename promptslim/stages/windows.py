@@ -7,7 +7,8 @@ each long document into windows of whole sentences, about ``window_chars`` chara
 (cut by characters, before any tokenizer runs: the cost of cutting is a scan of the text),
 consecutive windows sharing ``overlap`` sentences so that a sentence and the one before it are
 read together somewhere. A document no longer than about one window is one window: its whole
-text, scored exactly as before.
+text, scored exactly as before; so is a paragraph no longer than about one window (a passage
+in a chunk of several is not cut into a window and a stub).
 
 The windows of a request are bounded (``max_windows``): past it, the window size grows for
 that request, so a request of any length costs at most that many model inputs; each window's
@@ -51,8 +52,9 @@ __all__ = [
 
 #: a window's scoring text is cut to this many times the window size (a huge protected unit)
 SCORING_CHARS_PER_WINDOW = 3
-# a document up to this much longer than one window stays one window: a 10 % longer passage
-# is not worth two model inputs
+# a document (or a paragraph of one) up to this much longer than one window stays
+# one window: a 10 % longer passage is not worth two model inputs, nor a stub scored
+# without the head of its paragraph
 _SLACK = 1.25
 _SPACE = re.compile(r"\s+")
 _PARAGRAPH = re.compile(r"\n[^\S\n]*\n")
@@ -121,7 +123,13 @@ def paragraph_heads(text: str, units: Sequence[Span]) -> list[int]:
 
 
 def _windows_of(
-    doc: int, text: str, title: str | None, units: list[Span], size: int, overlap: int
+    doc: int,
+    text: str,
+    title: str | None,
+    units: list[Span],
+    size: int,
+    overlap: int,
+    whole_paragraphs: bool = True,
 ) -> list[Window]:
     head = f"{title}\n" if title else ""
     limit = SCORING_CHARS_PER_WINDOW * size
@@ -131,10 +139,14 @@ def _windows_of(
     # its size ends there, and the next starts there without overlap (a paragraph is a topic;
     # a window across two scores as neither)
     para = [head == u for u, head in enumerate(paragraph_heads(text, units))]
+    ends = _paragraph_ends(para)
     out: list[Window] = []
     first = 0
     while first < len(units):
         last = first + 1
+        whole = units[ends[first] - 1].end - units[first].start <= _SLACK * size
+        if whole_paragraphs and para[first] and whole:
+            last = ends[first]  # a paragraph of about one window: not cut
         while last < len(units) and units[last].end - units[first].start <= size:
             if para[last] and units[last - 1].end - units[first].start >= _MIN_FILL * size:
                 break
@@ -147,6 +159,14 @@ def _windows_of(
     return out
 
 
+def _paragraph_ends(para: Sequence[bool]) -> list[int]:
+    """For each unit, the index one past the last unit of its paragraph."""
+    ends = [len(para)] * len(para)
+    for u in range(len(para) - 2, -1, -1):
+        ends[u] = u + 1 if para[u + 1] else ends[u + 1]
+    return ends
+
+
 def split_windows(
     texts: Sequence[str],
     titles: Sequence[str | None],
@@ -155,10 +175,14 @@ def split_windows(
     overlap: int,
     max_windows: int,
     protect: Sequence[str] = (),
+    whole_paragraphs: Sequence[bool] | None = None,
 ) -> Windowed:
     """Windows of every document, at most ``max_windows`` in all (the size grows past it;
     a request with more documents than that gets one window per document). ``protect``: the
-    request's own protected literals, on top of ``find_protected_spans``'s kinds."""
+    request's own protected literals, on top of ``find_protected_spans``'s kinds.
+    ``whole_paragraphs``: per document, whether a paragraph about one window long stays one
+    window (None: every document's does)."""
+    whole = list(whole_paragraphs) if whole_paragraphs is not None else [True] * len(texts)
     size = max(window_chars, math.ceil(sum(len(t) for t in texts) / max(1, max_windows)))
     # a document of about one window needs no sentence split (nor protected spans) at all
     units = [
@@ -171,7 +195,7 @@ def split_windows(
         windows = [
             w
             for d, (t, title, u) in enumerate(zip(texts, titles, units))
-            for w in _windows_of(d, t, title, u, size, overlap)
+            for w in _windows_of(d, t, title, u, size, overlap, whole[d])
         ]
         if len(windows) <= max(max_windows, len(texts)):
             break
