@@ -155,12 +155,10 @@ class RetrievalStage(BaseStage):
     first window is embedded (or takes a store's vector), and of the later windows only BM25's
     best ``dense_windows_each`` of each document and ``dense_windows`` more; the others take
     the lowest dense score (their BM25 share alone). A text already read (the same content
-    elsewhere in the request) takes no place. It cuts the windows embedded in proportion
-    (chunks of 4 passages: 26 to 10 with ``dense_windows=4, dense_windows_each=0``) but BM25
-    must then find the part the model would: on the shape suite (60 nq20-dev items, 1.0
-    without it) evidence fell to 0.92-0.98 on chunks of 2 and 4 and to 0.95 on LlamaIndex's
-    512-token splits at ``dense_windows`` 4-8, and with one later window of each document kept
-    as well (``dense_windows_each=1``) to 0.88-0.98 on chunks of 4, so it is off by default.
+    elsewhere in the request) takes no place. It cuts the windows embedded in proportion, but
+    BM25 must then find the part the model would, and on the shape suite's chunk and splitter
+    shapes it often does not (evidence below the suite's 0.97 with or without one later window
+    of each document kept), so it is off by default.
     A scorer other than BM25 that is missing (extra not installed), fails or runs past
     ``time_limit_ms`` is replaced by BM25 for that request, with a warning; ``strict=True``
     raises instead.
