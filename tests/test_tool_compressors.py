@@ -155,6 +155,19 @@ def test_json_numbers_are_spelled_as_the_input_spelled_them() -> None:
     assert '"v":1.50' in out.text and '"big":1e400' in out.text and '"n":-0' in out.text
 
 
+def test_short_arrays_of_scalars_stay_whole_and_long_ones_are_crushed() -> None:
+    # a marker costs about what seven small counts do: only the long array is crushed
+    weeks = [{"days": [i % 5, 7, 3, 9, 7, 3, 0], "week": 1353196800 + i} for i in range(40)]
+    text = json.dumps({"weeks": weeks, "samples": list(range(1000, 1300))})
+    out = JsonCompressor().compress(text, ToolContext())
+    assert out is not None
+    data = json.loads(out.text)
+    kept = [w for w in data["weeks"] if isinstance(w, dict)]
+    assert kept and all(len(w["days"]) == 7 for w in kept)
+    assert len(data["samples"]) < 10 and any(MARKER.fullmatch(str(v)) for v in data["samples"])
+    assert len(out.text) < len(text)
+
+
 def test_a_tool_call_argument_keeps_its_item() -> None:
     items = [{"id": f"ord_{i:04d}", "total": i} for i in range(50)]
     ctx = ToolContext(query="how much was it?", hints=("get_orders", "ord_0033"))

@@ -1,9 +1,10 @@
 """JSON tool results: crush long arrays to the items that carry information, keep the rest
 of the structure, and stay valid JSON.
 
-For each array longer than ``head + tail`` items, kept are: the first ``head`` and last
-``tail`` items; items holding a literal of the turn (an id, name or number from the query or
-the tool-call arguments); the items that match the most query words; items whose status-like
+For each array longer than ``head + tail`` items (and, for an array of scalars, longer than
+``SMALL_ARRAY_CHARS`` in all: a marker would cost what it saves), kept are: the first ``head``
+and last ``tail`` items; items holding a literal of the turn (an id, name or number from the
+query or the tool-call arguments); the items that match the most query words; items whose status-like
 fields (``state``, ``status``, ``error``, ``level``...) differ from the array's majority or
 that carry an error key the majority lacks; numeric outliers (robust z-score over a field);
 and, so that the schema stays visible, further items (up to ``max_schema``, 3) showing key
@@ -43,6 +44,9 @@ _STATUS_KEYS = frozenset([
 _ERROR_KEYS = frozenset(["error", "errors", "exception", "failure", "traceback", "stack", "fault"])
 # keys whose numbers are labels, not measurements: an id far from the median is no anomaly
 _LABEL_SUFFIXES = ("id", "_id", "number", "_at", "_ts", "timestamp", "version", "sha", "hash")
+# an array of scalars shorter than this stays whole: a marker (about 40 characters with its
+# id) would cost about what the items it replaced do (seven days of counts, a few tags)
+SMALL_ARRAY_CHARS = 120
 # a leaf's key path and its value
 _path = itemgetter(0)
 _value = itemgetter(1)
@@ -219,7 +223,7 @@ class _Run:
     def _array(self, items: list[Any], path: str, depth: int) -> list[Any]:
         cfg = self.cfg
         n = len(items)
-        if n <= cfg.head + cfg.tail + 1:
+        if n <= cfg.head + cfg.tail + 1 or _small_scalars(items):
             short = [self.crush(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(items)]
             return items if all(a is b for a, b in zip(short, items)) else short
         leaves = items_leaves(items, depth + 1)
@@ -378,6 +382,13 @@ class _Paths:
                     self.noted[p] = key
             if not p.lower().endswith(_LABEL_SUFFIXES):
                 self.measured.add(p)
+
+
+def _small_scalars(items: list[Any]) -> bool:
+    """Whether ``items`` are scalars whose text is shorter than ``SMALL_ARRAY_CHARS``."""
+    if len(items) * 2 > SMALL_ARRAY_CHARS or any(isinstance(v, list) for v in items):
+        return False  # Obj is a list too
+    return sum(len(v) if isinstance(v, str) else 5 for v in items) + len(items) < SMALL_ARRAY_CHARS
 
 
 def _status_note(leaves: list[list[tuple[str, Any]]], noted: dict[str, str]) -> str:

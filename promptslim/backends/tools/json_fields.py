@@ -62,12 +62,19 @@ class _NamedKeys(dict[str, bool]):
 
     def __missing__(self, key: str) -> bool:
         words = self.words
-        low = key.lower()
-        parts = [p for p in _KEY_WORDS.findall(low) if len(p) >= 3]
+        low, parts = _key_words(key)
         found = low in words or (bool(parts) and all(p in words for p in parts))
         if len(self) < _MAX_KEYS:
             self[key] = found
         return found
+
+
+@lru_cache(maxsize=_MAX_KEYS)
+def _key_words(key: str) -> tuple[str, tuple[str, ...]]:
+    """A key lowercased and its words of three letters or more: the same for every query (an
+    API's keys repeat from response to response), so found once, not once per turn."""
+    low = key.lower()
+    return low, tuple(p for p in _KEY_WORDS.findall(low) if len(p) >= 3)
 
 
 @lru_cache(maxsize=64)
