@@ -351,14 +351,16 @@ def test_single_stream_fit_recovers_known_costs() -> None:
     )
     assert exact.cost.b == pytest.approx(true.b, rel=1e-9)
     assert exact.template_tokens == 3
-    assert exact.cost.decode_step_s == pytest.approx(true.decode_step_s)
+    assert exact.cost.decode_s(1) == pytest.approx(true.decode_step_s)
+    # each sequence beyond the first in a decode step costs one more token of a pass
+    assert exact.cost.decode_s(4) == pytest.approx(true.decode_step_s + 3 * true.b)
     assert exact.source == "server timings"
     # medians: 15 % lognormal noise on every request still gives the parameters within a few %
     tokens, ttft, tpot, server = _single_stream(true, 200, noise=0.15, seed=2)
     noisy = fit_single_stream(tokens, ttft, tpot, server)
     assert noisy.cost.b * 1000 / 1003 == pytest.approx(true.b, rel=0.05)
     assert noisy.cost.a == pytest.approx(true.a, rel=0.05)
-    assert noisy.cost.decode_step_s == pytest.approx(true.decode_step_s, rel=0.05)
+    assert noisy.cost.decode_s(1) == pytest.approx(true.decode_step_s, rel=0.05)
     # without server timings the whole TTFT is charged per token
     client = fit_single_stream(tokens, ttft, tpot)
     assert client.cost.a == 0.0 and client.source == "client TTFT only"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
 from .costmodel import CostModel
@@ -84,8 +84,9 @@ def fit_single_stream(
     tpot_s: Sequence[float | None],
     server: Sequence[ServerTiming] | None = None,
 ) -> SingleStreamFit:
-    """Fit ``a`` (fixed overhead), ``b`` (prefill per token) and ``decode_step_s`` from
-    requests sent one at a time (nothing queued: TTFT is service time).
+    """Fit ``a`` (fixed overhead), ``b`` (prefill per token) and the decode cost
+    (``decode_step_s`` + ``decode_per_seq_s`` for one sequence, split as ``_with_decode``
+    says) from requests sent one at a time (nothing queued: TTFT is service time).
 
     ``prompt_tokens``/``ttft_s``/``tpot_s`` are per request on the client's side (``tpot_s``
     None where fewer than two tokens came back); ``server``, when given, holds the same requests'
@@ -111,9 +112,20 @@ def fit_single_stream(
         )
         # overhead: the client's wait beyond the server's own prompt evaluation
         overhead = statistics.median(t - s.prefill_s for t, s in zip(ttft_s, server, strict=True))
-        cost = CostModel(a=max(0.0, overhead), b=per_token, decode_step_s=decode)
+        cost = _with_decode(CostModel(a=max(0.0, overhead), b=per_token), decode)
         return SingleStreamFit(cost, template, "server timings", n)
     per_token = statistics.median(
         t / p for t, p in zip(ttft_s, prompt_tokens, strict=True) if p > 0
     )
-    return SingleStreamFit(CostModel(b=per_token, decode_step_s=decode), 0, "client TTFT only", n)
+    return SingleStreamFit(_with_decode(CostModel(b=per_token), decode), 0, "client TTFT only", n)
+
+
+def _with_decode(prefill: CostModel, decode_s: float) -> CostModel:
+    """``prefill`` with the decode cost of one sequence split into the step's own part and a
+    part per sequence. A step that decodes ``m`` sequences is one forward pass over ``m``
+    tokens: each sequence beyond the first adds what one more token of a pass costs, the
+    per-token prefill cost ``b``; the rest of a one-sequence step (reading the weights, the
+    pass's fixed work, streaming the token) is paid once per step. One sequence still costs
+    ``decode_s`` in all, so a batch-1 server is simulated as before."""
+    per_seq = min(prefill.b, decode_s)
+    return replace(prefill, decode_step_s=decode_s - per_seq, decode_per_seq_s=per_seq)
