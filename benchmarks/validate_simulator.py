@@ -164,9 +164,7 @@ def _level_row(
     if per_token and c1_per_token:
         # the machine's speed now vs at the fit: rescale the whole model by it
         scale = per_token / c1_per_token
-        level_cost = CostModel(
-            a=cost.a * scale, b=cost.b * scale, decode_step_s=cost.decode_step_s * scale
-        )
+        level_cost = CostModel(**{k: v * scale for k, v in cost.as_dict().items()})
         level_sim = predict(
             records, level_cost, concurrency=c, template_tokens=template, spread=spread
         )
@@ -311,7 +309,8 @@ def table(result: dict[str, Any]) -> str:
         lines.append(
             f"First fit, from the first concurrency-1 level ({result['fit']['source']}): "
             f"overhead {cm['a'] * 1000:.0f} ms + {cm['b'] * 1000:.2f} ms/prompt token, decode "
-            f"{cm['decode_step_s'] * 1000:.1f} ms/output token; template adds "
+            f"{(cm['decode_step_s'] + cm.get('decode_per_seq_s', 0.0)) * 1000:.1f} ms/output "
+            "token (one sequence); template adds "
             f"{result['fit']['template_tokens']} tokens. Bracketing fit, per level: the same fit "
             "from the concurrency-1 requests run just before and just after that level."
         )
