@@ -122,3 +122,20 @@ def test_valid_json_with_nothing_to_crush_is_left_as_it_is() -> None:
     compressors = {"json": JsonCompressor(), "text": TextCompressor()}
     assert JsonCompressor().compress_json(text, ToolContext()) is None
     assert route(text, ToolContext(query="field_7"), compressors) is None
+
+
+def test_a_rare_query_word_outranks_a_common_one_in_a_long_log() -> None:
+    # "pip" is on 40 lines before the answer, "anyio" on three: the few word-matched lines a
+    # log keeps must be anyio's
+    lines = [f"Collecting package-{i} (from other-{i})" for i in range(400)]
+    for i in range(0, 200, 5):
+        lines[i] = f"INFO: pip is looking at multiple candidates of package-{i}"
+    lines[300:303] = [
+        "WARNING: Location 'file:///simple/anyio/' is ignored",
+        "Collecting anyio (from httpx)",
+        "  Downloading anyio-4.16.0-py3-none-any.whl (134 kB)",
+    ]
+    context = ToolContext(query="In the output of pip install, which anyio was downloaded?")
+    out = LogCompressor().compress("\n".join(lines), context)
+    assert out is not None and "anyio-4.16.0" in out.text
+    assert len(out.text) < len("\n".join(lines)) / 2

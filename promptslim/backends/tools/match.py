@@ -222,7 +222,8 @@ class Matcher:
         return literals, joined.lower().counts(self.words, _WORDCHAR)
 
     def lines_hit(self, text: str, starts: Sequence[int]) -> dict[int, float]:
-        """Line index -> relevance (2 per distinct literal, 1 per distinct query word)."""
+        """Line index -> relevance (2 per distinct literal, 1 per distinct query word on at most
+        ``_WORD_LINES`` lines, less for a word on more)."""
         seen: dict[int, set[str]] = {}
         for line, lit in _in_segments(self.literals, text, _ALNUM, starts, within=False):
             seen.setdefault(line, set()).add("L" + lit)
@@ -242,9 +243,12 @@ class Matcher:
                 spread[k] = spread.get(k, 0) + 1
         lines = len(starts)
         limits = {"L": max(3, lines // 3), "W": max(_WORD_LINES, lines // 10)}
+        # a word counts less the more lines hold it: ``pip`` on 40 lines of a pip log must not
+        # outrank ``anyio`` on its 3 for the few word-matched lines a compressor keeps
+        weight = {k: 2.0 if k[0] == "L" else min(1.0, _WORD_LINES / n) for k, n in spread.items()}
         out: dict[int, float] = {}
         for line, keys in seen.items():
-            score = sum(2.0 if k[0] == "L" else 1.0 for k in keys if spread[k] <= limits[k[0]])
+            score = sum(weight[k] for k in keys if spread[k] <= limits[k[0]])
             if score:
                 out[line] = score
         return out
