@@ -4,11 +4,11 @@ of the structure, and stay valid JSON.
 For each array longer than ``head + tail`` items (and, for an array of scalars, longer than
 ``SMALL_ARRAY_CHARS`` in all: a marker would cost what it saves), kept are: the first ``head``
 and last ``tail`` items; items holding a literal of the turn (an id, name or number from the
-query or the tool-call arguments); the items that match the most query words; items whose status-like
-fields (``state``, ``status``, ``error``, ``level``...) differ from the array's majority or
-that carry an error key the majority lacks; numeric outliers (robust z-score over a field);
-and, so that the schema stays visible, further items (up to ``max_schema``, 3) showing key
-paths no kept item has. Each run of left-out items becomes one string item, a marker saying
+query or the tool-call arguments); the items that match the most query words; items whose
+status-like fields (``state``, ``status``, ``error``, ``level``...: ``json_status``) differ
+from the array's majority or that carry an error key the majority lacks; numeric outliers
+(robust z-score over a field); and, so that the schema stays visible, further items (up to
+``max_schema``, 3) showing key paths no kept item has. Each run of left-out items becomes one string item, a marker saying
 how many were left out and what their status fields held, with the id their original is
 stored under. Long strings keep their head and a marker, unless the query names their key.
 In each object kept, the links (URL values) the turn does not name become one marker pair,
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -31,19 +30,12 @@ from ...text import find_protected_spans
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
 from .json_dedup import dedup_subtrees
 from .json_fields import LINK_SCHEMES, Links
+from .json_status import Paths, status_note
 from .json_values import MAX_DEPTH, Num, Obj, TooDeep, dump_json, items_leaves, load_json
 from .match import Matcher, matcher_for
 
 __all__ = ["JsonCompressor", "NotJson", "dump_json", "load_json"]
 
-_STATUS_KEYS = frozenset([
-    "state", "status", "error", "errors", "level", "severity", "conclusion", "result", "ok",
-    "success", "failed", "failure", "code", "status_code", "exit_code", "exception", "outcome",
-    "health",
-])  # fmt: skip
-_ERROR_KEYS = frozenset(["error", "errors", "exception", "failure", "traceback", "stack", "fault"])
-# keys whose numbers are labels, not measurements: an id far from the median is no anomaly
-_LABEL_SUFFIXES = ("id", "_id", "number", "_at", "_ts", "timestamp", "version", "sha", "hash")
 # an array of scalars shorter than this stays whole: a marker (about 40 characters with its
 # id) would cost about what the items it replaced do (seven days of counts, a few tags)
 SMALL_ARRAY_CHARS = 120
@@ -227,7 +219,7 @@ class _Run:
             short = [self.crush(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(items)]
             return items if all(a is b for a, b in zip(short, items)) else short
         leaves = items_leaves(items, depth + 1)
-        paths = _Paths(leaves)
+        paths = Paths(leaves)
         keep: set[int] = set(range(cfg.head)) | set(range(n - cfg.tail, n))
         keep |= self._matches(leaves)
         keep |= self._anomalies(leaves, paths)
@@ -251,13 +243,13 @@ class _Run:
         self,
         items: list[Any],
         leaves: list[list[tuple[str, Any]]],
-        paths: _Paths,
+        paths: Paths,
         gap: list[int],
         path: str,
     ) -> str:
         original = self.dump([items[i] for i in gap])
         ident = elision_id(original)
-        note = _status_note([leaves[i] for i in gap], paths.noted) if paths.noted else ""
+        note = status_note([leaves[i] for i in gap], paths.noted) if paths.noted else ""
         where = f"{path}[{gap[0]}:{gap[-1] + 1}]"
         self.elisions.append(Elision(ident, "items", len(gap), where, original, note))
         return marker(len(gap), "items" if len(gap) > 1 else "item", ident, note)
@@ -291,7 +283,7 @@ class _Run:
             chosen |= set(ranked[: self.cfg.word_matches])
         return chosen
 
-    def _anomalies(self, leaves: list[list[tuple[str, Any]]], paths: _Paths) -> set[int]:
+    def _anomalies(self, leaves: list[list[tuple[str, Any]]], paths: Paths) -> set[int]:
         status = paths.status
         if not status:
             return set()
@@ -314,7 +306,7 @@ class _Run:
         ranked = sorted(odd, key=lambda i: (-odd[i], i))
         return set(ranked[: self.cfg.max_anomalies])
 
-    def _outliers(self, leaves: list[list[tuple[str, Any]]], paths: _Paths) -> set[int]:
+    def _outliers(self, leaves: list[list[tuple[str, Any]]], paths: Paths) -> set[int]:
         measured = paths.measured
         if len(leaves) < 8 or not self.cfg.max_outliers or not measured:
             return set()
@@ -362,45 +354,8 @@ class _Run:
         return extra
 
 
-class _Paths:
-    """The key paths of one array's items, each classified once (not once per leaf):
-    ``status``, status-like paths (True for an error key); ``measured``, paths whose numbers
-    are measurements; ``noted``, the top-level status paths a marker's note counts, by key."""
-
-    __slots__ = ("measured", "noted", "status")
-
-    def __init__(self, leaves: list[list[tuple[str, Any]]]) -> None:
-        self.status: dict[str, bool] = {}
-        self.measured: set[str] = set()
-        self.noted: dict[str, str] = {}
-        for p in set(map(_path, chain.from_iterable(leaves))):
-            key = p.rsplit(".", 1)[-1].rstrip("[]")
-            low = key.lower()
-            if low in _STATUS_KEYS:
-                self.status[p] = low in _ERROR_KEYS
-                if p.count(".") == 1:
-                    self.noted[p] = key
-            if not p.lower().endswith(_LABEL_SUFFIXES):
-                self.measured.add(p)
-
-
 def _small_scalars(items: list[Any]) -> bool:
     """Whether ``items`` are scalars whose text is shorter than ``SMALL_ARRAY_CHARS``."""
     if len(items) * 2 > SMALL_ARRAY_CHARS or any(isinstance(v, list) for v in items):
         return False  # Obj is a list too
     return sum(len(v) if isinstance(v, str) else 5 for v in items) + len(items) < SMALL_ARRAY_CHARS
-
-
-def _status_note(leaves: list[list[tuple[str, Any]]], noted: dict[str, str]) -> str:
-    """What the left-out items' status fields held: ``state: open 20, closed 4``."""
-    values: dict[str, Counter[str]] = {}
-    for lv in leaves:
-        for p, v in lv:
-            key = noted.get(p)
-            if key is not None:
-                values.setdefault(key, Counter())[str(v)] += 1
-    parts = []
-    for key in sorted(values)[:3]:
-        common = values[key].most_common(3)
-        parts.append(f"{key}: " + ", ".join(f"{v} {c}" for v, c in common))
-    return "; ".join(parts)
