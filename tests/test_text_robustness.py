@@ -20,7 +20,14 @@ from hypothesis import strategies as st
 from promptslim import CompressStage, PrefixStage, Request
 from promptslim.backends.compress.extractive import split_units
 from promptslim.stages.prefix import canonicalise_text
-from promptslim.text import _NEEDS, Span, find_protected_spans, split_sentences
+from promptslim.text import (
+    _NEEDS,
+    PATTERNS,
+    Span,
+    find_protected_spans,
+    merge_spans,
+    split_sentences,
+)
 
 
 def _json_spans(text: str) -> list[Span]:
@@ -311,6 +318,34 @@ def test_may_match_and_the_guard_are_the_needles_formula(text: str, kind: str) -
     )
     assert may_match(kind, text) == expected
     assert (_GUARD_FOUND.search(text) is not None) == any(n in text for n in _GUARD_NEEDS)
+
+
+_DATE_PIECES = ["2026", "11", "3", "年", "月", "日", "号", "/", ".", " ", "a", "十一", "二〇二六"]
+# whole dates too, each separator either way: pieces alone seldom line up into one
+_DATES = st.builds(
+    "{}{}{}{}{}".format,
+    st.sampled_from(["2026", "826", "二〇二六"]),
+    st.sampled_from(["/", ".", "年"]),
+    st.sampled_from(["11", "1", "十一"]),
+    st.sampled_from(["/", ".", "月"]),
+    st.sampled_from(["30", "5", "日"]),
+)
+
+
+@given(st.lists(st.one_of(st.sampled_from(_DATE_PIECES), _DATES), max_size=10).map("".join))
+def test_protected_spans_of_a_kind_are_its_patterns_matches(text: str) -> None:
+    # a kind may be scanned with a smaller pattern where the text lacks what the rest of the
+    # pattern needs (zh_date's Chinese forms without 月): the spans stay the pattern's
+    for kind in ("zh_date", "date", "number_unit"):
+        found = PATTERNS[kind].finditer(text)
+        expected = merge_spans(Span(m.start(), m.end(), kind) for m in found)
+        assert find_protected_spans(text, kinds=(kind,)) == expected, kind
+
+
+def test_a_slash_date_without_chinese_is_still_a_zh_date() -> None:
+    text = "Released 2026/11/30 and 2026.1.5, build 12/3."
+    found = [s.of(text) for s in find_protected_spans(text, kinds=("zh_date",))]
+    assert found == ["2026/11/30", "2026.1.5"]
 
 
 def test_sentences_never_end_inside_a_url_or_quote_found_by_the_guard() -> None:

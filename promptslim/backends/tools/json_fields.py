@@ -61,20 +61,20 @@ class _NamedKeys(dict[str, bool]):
         self.words = words
 
     def __missing__(self, key: str) -> bool:
-        words = self.words
+        # a turn meets each key of its results here once: a set test, not a loop over words
         low, parts = _key_words(key)
-        found = low in words or (bool(parts) and all(p in words for p in parts))
+        found = low in self.words or (parts <= self.words if parts else False)
         if len(self) < _MAX_KEYS:
             self[key] = found
         return found
 
 
 @lru_cache(maxsize=_MAX_KEYS)
-def _key_words(key: str) -> tuple[str, tuple[str, ...]]:
+def _key_words(key: str) -> tuple[str, frozenset[str]]:
     """A key lowercased and its words of three letters or more: the same for every query (an
     API's keys repeat from response to response), so found once, not once per turn."""
     low = key.lower()
-    return low, tuple(p for p in _KEY_WORDS.findall(low) if len(p) >= 3)
+    return low, frozenset(p for p in _KEY_WORDS.findall(low) if len(p) >= 3)
 
 
 @lru_cache(maxsize=64)
