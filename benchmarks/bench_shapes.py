@@ -214,12 +214,11 @@ def warm_up(runs: dict[str, Callable[[Any], Any]], request: Any) -> None:
 
 def cold() -> None:
     """Empty every cache a new request would find empty (documents never seen before)."""
-    from promptslim.backends import lexical
     from promptslim.backends.embeddings import EmbeddingService
+    from promptslim.backends.lexical import BM25Scorer
 
     EmbeddingService.clear_all_caches()
-    with lexical._stats_lock:
-        lexical._stats.clear()
+    BM25Scorer.clear_cache()
 
 
 # ---------------------------------------------------------------- measuring

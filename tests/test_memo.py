@@ -129,3 +129,23 @@ def test_counting_a_document_keeps_no_copy_of_it_in_the_counter_memo() -> None:
     assert count_document(Document(id="again", text=doc.text + "!"), counter) > 0
     assert counter.cache_info().size == held  # the second document cost the counter nothing
     assert _DOCUMENT_TOKENS.size <= _DOCUMENT_TOKENS.max_size <= 16_000_000
+
+
+def test_bm25_term_counts_are_charged_their_distinct_terms() -> None:
+    # a long document's term counts are one large dict: the memo charges each entry its
+    # distinct terms, so its size bound holds whatever the documents' lengths
+    from promptslim.backends.lexical import BM25Scorer
+
+    BM25Scorer.clear_cache()
+    assert BM25Scorer.cache_info().size == 0
+    words = [f"term{i}x" for i in range(5_000)]
+    long_text = " ".join(words) + " " + " ".join(words[:100])  # 5,000 distinct, some twice
+    scores = BM25Scorer().score("term7x", [long_text, "a short unrelated passage"]).scores
+    assert scores[0] > 0 == scores[1]
+    info = BM25Scorer.cache_info()
+    assert info.currsize == 2 and 5_000 < info.size <= 5_010  # 5,000 terms + the short one's
+    assert info.max_size <= 2_000_000
+    BM25Scorer().score("term7x", [long_text])
+    assert BM25Scorer.cache_info().size == info.size  # the same text again: a hit, no charge
+    BM25Scorer.clear_cache()
+    assert BM25Scorer.cache_info().currsize == 0

@@ -7,8 +7,8 @@ common: a document matching the query would then score below one matching nothin
 
 It is computed here rather than by building a ``BM25Okapi`` per request because a request's
 candidates change every time while the documents themselves recur: each text's term counts
-are kept in an LRU keyed by a hash of the text, so a warm request costs a few dictionary
-lookups per query term (rank-bm25 re-counts every document: several milliseconds for 20).
+are memoised by a hash of the text, so a warm request costs a few dictionary lookups per
+query term (rank-bm25 re-counts every document: several milliseconds for 20).
 The tests check the scores against rank-bm25's. Pure Python: no optional dependency.
 """
 
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ConfigError
+from ..memo import BoundedCache, CacheInfo
 from ..text import analyse
 from .scorer_base import Scored, Scorer
 
@@ -30,26 +30,25 @@ if TYPE_CHECKING:
 
 __all__ = ["BM25Scorer", "bm25_scores"]
 
-_STATS_CACHE_SIZE = 20_000
-_stats: OrderedDict[bytes, tuple[dict[str, int], int]] = OrderedDict()
-_stats_lock = threading.Lock()
+#: each text's term counts and length, by a digest of the text. Bounded by entries and by the
+#: distinct terms held, each entry charged its count of them: a long document's counts are a
+#: large dict, so entries alone would not bound the memory (about 20,000 passages fit)
+_TERM_STATS: BoundedCache[bytes, tuple[dict[str, int], int]] = BoundedCache(
+    max_entries=20_000, max_size=2_000_000
+)
 
 
 def _term_stats(text: str) -> tuple[dict[str, int], int]:
     """Term counts and length of ``analyse(text)``, memoised by content hash (shared: never
     mutate the dict)."""
     key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    with _stats_lock:
-        found = _stats.get(key)
-        if found is not None:
-            _stats.move_to_end(key)
-            return found
+    found = _TERM_STATS.get(key)
+    if found is not None:
+        return found
     terms = analyse(text)
-    stats = (dict(Counter(terms)), len(terms))
-    with _stats_lock:
-        _stats[key] = stats
-        if len(_stats) > _STATS_CACHE_SIZE:
-            _stats.popitem(last=False)
+    counts = dict(Counter(terms))
+    stats = (counts, len(terms))
+    _TERM_STATS.put(key, stats, len(counts) + 1)
     return stats
 
 
@@ -101,3 +100,15 @@ class BM25Scorer(Scorer):
         query_embedding: Sequence[float] | None = None,
     ) -> Scored:
         return Scored(scores=bm25_scores(query, texts, k1=self.k1, b=self.b))
+
+    @staticmethod
+    def cache_info() -> CacheInfo:
+        """The term-count memo every BM25 scorer shares: entries, and distinct terms held
+        (``size``) against their bound (``max_size``)."""
+        return _TERM_STATS.cache_info()
+
+    @staticmethod
+    def clear_cache() -> None:
+        """Forget every text's term counts, as a process that never saw them (benchmarks
+        measuring cold cost)."""
+        _TERM_STATS.clear()
