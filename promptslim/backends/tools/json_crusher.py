@@ -10,9 +10,9 @@ from the array's majority or that carry an error key the majority lacks; numeric
 (robust z-score over a field); and, so that the schema stays visible, further items (up to
 ``max_schema``, 3) showing key paths no kept item has. Each run of left-out items becomes
 one string item, a marker saying how many were left out and what their status fields held,
-with the id their original is stored under. Long strings keep their head and a marker, unless the query names their key.
-In each object kept, the links (URL values) the turn does not name become one marker pair,
-their keys named once (``json_fields``).
+with the id their original is stored under. Long strings keep their head and a marker,
+unless the query names their key. In each object kept, the links (URL values) the turn does
+not name become one marker pair, their keys named once (``json_fields``).
 
 Numbers, ``NaN`` and ``Infinity`` are written back as the input spelled them, objects keep
 duplicate keys and key order: what is kept is byte-exact data, written compactly.
