@@ -12,6 +12,11 @@ the committed sample when that is not set), every item is re-cut into the shapes
   ``RecursiveCharacterTextSplitter`` (1,000 characters, overlap 200);
 - ``llamaindex512`` / ``llamaindex1024``: the same text re-split by LlamaIndex's
   ``SentenceSplitter`` (``chunk_size`` 512 / 1,024 tokens, its default overlap);
+- ``lines4`` / ``wrapped4`` / ``flat4``: ``chunks4`` as other loaders lay the same text out:
+  one paragraph a line (single line breaks, no blank lines: web scrapes, many databases),
+  hard-wrapped at 80 columns with no blank lines (PDF and plain-text extraction: a line break
+  mostly falls inside a sentence), and every run of whitespace collapsed to one space
+  (loaders that normalise whitespace: no structure left to read);
 - ``kv75``: the key-value file (``--kv PATH``, default ``kv75-dev.jsonl.gz`` beside it), one
   pair per document.
 
@@ -43,7 +48,9 @@ settings side by side. Usage::
 
 from __future__ import annotations
 
+import re
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -128,10 +135,44 @@ def splitters() -> dict[str, Callable[[str], list[str]]]:
     }
 
 
+_WHITESPACE = re.compile(r"\s+")
+
+
+def _lines(text: str) -> str:
+    return text.replace("\n\n", "\n")
+
+
+def _wrapped(text: str) -> str:
+    # each passage's title stays a line of its own, as a heading does in a PDF
+    lines = (line for paragraph in text.split("\n\n") for line in paragraph.split("\n"))
+    return "\n".join(
+        textwrap.fill(line, WRAP_COLUMNS, break_long_words=False, break_on_hyphens=False)
+        for line in lines
+    )
+
+
+def _flat(text: str) -> str:
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+#: the layouts of ``chunks4``'s text that other loaders send (see the module docstring)
+LAYOUTS: dict[str, Callable[[str], str]] = {"lines": _lines, "wrapped": _wrapped, "flat": _flat}
+WRAP_COLUMNS = 80
+
+
+def relaid(item: BenchItem, layout: str) -> BenchItem:
+    """The item's documents in another layout (``LAYOUTS``), the same words in the same order."""
+    lay = LAYOUTS[layout]
+    docs = [d.model_copy(update={"text": lay(d.text)}) for d in item.request.documents]
+    return BenchItem(item.id, item.request.replace(documents=docs), item.answers, item.metadata)
+
+
 def build_shapes(nq: list[BenchItem], kv: list[BenchItem]) -> dict[str, list[BenchItem]]:
     shapes: dict[str, list[BenchItem]] = {"passages": nq}
     for k in CHUNK_SIZES:
         shapes[f"chunks{k}"] = [chunked(it, k, n % k) for n, it in enumerate(nq)]
+    for layout in LAYOUTS:
+        shapes[f"{layout}4"] = [relaid(it, layout) for it in shapes["chunks4"]]
     for name, split in splitters().items():
         shapes[name] = [resplit(it, split) for it in nq]
     if kv:
@@ -367,21 +408,26 @@ def main() -> None:
 
 def headline(results: dict[str, Any]) -> dict[str, Any]:
     """The default config's figures the goals read: the worst shape's evidence (overall and at
-    any gold position), the largest token ratio of the chunk shapes and the passages', and the
-    passages' cold p99 (about 2,300 tokens of documents); and the worst shape's cold p99 when
-    the documents carry a vector store's embeddings."""
+    any gold position), the largest token ratio of the chunk shapes (every layout but flat
+    text, reported on its own) and the passages', and the passages' cold p99 (about 2,300
+    tokens of documents); and the worst shape's cold p99 when the documents carry a vector
+    store's embeddings."""
     rows = {shape: r["default"] for shape, r in results.items() if "default" in r}
     if not rows:
         return {}
     positions = [
         p["mean"] for r in rows.values() for p in r.get("evidence_by_position", {}).values()
     ]
-    chunk_ratios = [r["token_ratio"] for s, r in rows.items() if s not in ("passages", "kv75")]
+    # flat text has no line break left to find a passage's edges by: its ratio is its own
+    not_chunks = ("passages", "kv75", "flat4")
+    chunk_ratios = [r["token_ratio"] for s, r in rows.items() if s not in not_chunks]
     out: dict[str, Any] = {
         "evidence_min": min(r["evidence"]["mean"] for r in rows.values()),
         "evidence_by_position_min": min(positions, default=None),
         "token_ratio_chunks_max": max(chunk_ratios, default=None),
     }
+    if "flat4" in rows:
+        out["token_ratio_flat"] = rows["flat4"]["token_ratio"]
     if "passages" in rows:
         out["token_ratio_passages"] = rows["passages"]["token_ratio"]
         out["cold_p99_ms_passages"] = rows["passages"]["cold_p99_ms"]

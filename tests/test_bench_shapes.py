@@ -33,6 +33,26 @@ def test_chunks_put_the_gold_passage_at_each_position(items: list, k: int) -> No
             assert sum(len(d.text.split("\n\n")) for d in docs) == len(item.request.documents)
 
 
+@pytest.mark.parametrize("layout", list(bench_shapes.LAYOUTS))
+def test_layouts_keep_the_words_their_order_and_the_gold_position(items: list, layout: str) -> None:
+    for n, item in enumerate(items):
+        chunks = bench_shapes.chunked(item, 4, n % 4)
+        shaped = bench_shapes.relaid(chunks, layout)
+        assert shaped.metadata == chunks.metadata
+        for before, after in zip(chunks.request.documents, shaped.request.documents):
+            assert after.text.split() == before.text.split()
+            assert after.metadata == before.metadata
+            if layout == "lines":
+                assert "\n\n" not in after.text
+                assert after.text.count("\n") == before.text.count("\n") - before.text.count("\n\n")
+            elif layout == "wrapped":
+                assert "\n\n" not in after.text
+                lines = after.text.split("\n")
+                assert all(len(x) <= bench_shapes.WRAP_COLUMNS or " " not in x for x in lines)
+            else:
+                assert "\n" not in after.text
+
+
 def test_splitter_shapes_come_from_the_real_splitters(items: list) -> None:
     split = bench_shapes.splitters()
     for name in ("langchain1000", "llamaindex512", "llamaindex1024"):

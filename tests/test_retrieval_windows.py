@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 
 import pytest
 
@@ -198,6 +199,35 @@ def test_a_chunk_keeps_the_answering_passage_with_its_title_line_only() -> None:
     kept = next(d.text for d in result.request.documents if d.id == "chunk")
     assert kept.startswith("Marlow Harbour Bridge\n") and ANSWER in kept
     assert "Grammar School" not in kept
+
+
+# the same chunk as loaders also send it: one paragraph a line, or hard-wrapped at 60 columns
+CHUNK_LINES = CHUNK.replace("\n\n", "\n")
+CHUNK_WRAPPED = "\n".join(
+    "\n".join([title, textwrap.fill(body, 60)])
+    for title, body in (p.split("\n", 1) for p in CHUNK.split("\n\n"))
+)
+
+
+def test_paragraphs_are_found_without_blank_lines() -> None:
+    """One paragraph a line, or wrapped prose: each passage is still one window, its title in
+    it (a window does not run from one passage into the next)."""
+    for text in (CHUNK_LINES, CHUNK_WRAPPED):
+        windowed = split_windows([text], [None], window_chars=300, overlap=1, max_windows=64)
+        heads = [" ".join(w.text.split())[:30] for w in windowed.windows]
+        assert heads == [" ".join(p.split())[:30] for p in CHUNK.split("\n\n")], text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text", [CHUNK_LINES, CHUNK_WRAPPED], ids=["lines", "wrapped"])
+def test_a_chunk_without_blank_lines_keeps_the_answering_passage_only(text: str) -> None:
+    docs = [Document(id="chunk", text=text)] + [
+        Document(id=f"other-{i}", text=t) for i, t in enumerate(DISTRACTORS)
+    ]
+    result = Pipeline([RetrievalStage()]).run(request_of(docs))
+    kept = next(d.text for d in result.request.documents if d.id == "chunk")
+    assert kept.startswith("Marlow Harbour Bridge\n") and ANSWER in " ".join(kept.split())
+    assert "Grammar School" not in kept and "Railway" not in kept
 
 
 def test_windows_per_request_are_capped_by_default() -> None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backends.compress.extractive import join_units, split_units
+from ..layout import line_layout
 from ..text import Span, find_protected_spans
 
 if TYPE_CHECKING:
@@ -57,7 +58,6 @@ SCORING_CHARS_PER_WINDOW = 3
 # without the head of its paragraph
 _SLACK = 1.25
 _SPACE = re.compile(r"\s+")
-_PARAGRAPH = re.compile(r"\n[^\S\n]*\n")
 # a window at least this full ends at a paragraph break rather than run into the next one
 _MIN_FILL = 0.4
 
@@ -114,10 +114,14 @@ def document_units(text: str, protected: Sequence[Span], limit: int) -> list[Spa
 
 
 def paragraph_heads(text: str, units: Sequence[Span]) -> list[int]:
-    """Each unit's paragraph, as the index of its first unit (a blank line starts one)."""
+    """Each unit's paragraph, as the index of its first unit. Where paragraphs start depends
+    on the text's line layout (``promptslim.layout``): at a blank line; in text of one
+    paragraph a line, at each line break but the one after a heading; in hard-wrapped prose,
+    after a sentence's end where the writer, not the wrapping, broke the line."""
+    layout = line_layout(text)
     heads = [0] * len(units)
     for u in range(1, len(units)):
-        starts = _PARAGRAPH.search(text, units[u - 1].end, units[u].start) is not None
+        starts = layout.starts_paragraph(units[u - 1].end, units[u].start)
         heads[u] = u if starts else heads[u - 1]
     return heads
 
@@ -135,7 +139,7 @@ def _windows_of(
     limit = SCORING_CHARS_PER_WINDOW * size
     if len(text) <= _SLACK * size or len(units) == 1:
         return [Window(doc, 0, len(units), (head + text)[:limit])]
-    # a blank line between units starts a paragraph: a window that is already a fair part of
+    # a paragraph starts a topic (see paragraph_heads): a window that is already a fair part of
     # its size ends there, and the next starts there without overlap (a paragraph is a topic;
     # a window across two scores as neither)
     para = [head == u for u, head in enumerate(paragraph_heads(text, units))]

@@ -14,7 +14,8 @@ Two levels, as in LongLLMLingua's coarse-then-fine scheme, but lexical and in pu
 Sentences are chosen greedily by that priority until the budget is spent, then written back
 in their original order with their original separators. A sentence is the smallest unit:
 a protected span (code, JSON, ids, numbers...) that crosses a sentence boundary merges those
-sentences, so protected spans are never split or altered — kept whole or dropped whole.
+sentences, so protected spans are never split or altered — kept whole or dropped whole. In
+hard-wrapped text a sentence runs across its line breaks (``promptslim.layout``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...errors import ConfigError
+from ...layout import unwrap
 from ...text import Span, analyse, find_protected_spans, split_sentences
 from ...tokens import TokenCounter
 from . import Compressor, Item
@@ -41,8 +43,9 @@ _B = 0.75
 
 def split_units(text: str, protected: Sequence[Span] = ()) -> list[Span]:
     """Sentence spans of ``text``, merged where a protected span crosses a boundary, so no
-    protected span is ever split across units."""
-    units = split_sentences(text)
+    protected span is ever split across units. In hard-wrapped prose a line break inside a
+    sentence does not end it (``promptslim.layout``): a unit is a sentence, not a line."""
+    units = split_sentences(unwrap(text))
     if not protected or len(units) < 2:
         return units
     # A span crosses the boundary before ``unit`` when it starts before the previous unit's

@@ -1,0 +1,170 @@
+"""Line layouts: hard-wrapped prose is read as sentences, not lines; paragraphs are found in
+blank-line, one-per-line and wrapped text; code, logs, records and lists are left alone."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from promptslim.backends.compress.extractive import split_units
+from promptslim.layout import line_layout, unwrap
+from promptslim.stages.windows import paragraph_heads
+
+PARAGRAPHS = [
+    (
+        "How You Remind Me is a song by the Canadian rock band Nickelback. It was released on "
+        "August 21, 2001 as the lead single from their third studio album, Silver Side Up, and it "
+        "topped the charts in the United States and in Canada for several weeks that autumn."
+    ),
+    (
+        "The band was formed in Hanna, Alberta, in 1995 by Chad Kroeger, Ryan Peake, Mike Kroeger "
+        "and Brandon Kroeger. They recorded their first album in Vancouver with money borrowed "
+        "from a relative, and toured small venues in western Canada for the next two years."
+    ),
+    (
+        "Silver Side Up was produced by Rick Parashar and recorded at Green House Studios. The "
+        "album was certified six times platinum, and its singles were played on rock and pop "
+        "stations alike, which made it the band's first record to sell well outside Canada."
+    ),
+]
+
+
+def wrapped(width: int = 72, sep: str = "\n") -> str:
+    return sep.join(textwrap.fill(p, width) for p in PARAGRAPHS)
+
+
+def test_wrapped_prose_is_detected_and_unwrapped_in_place() -> None:
+    text = wrapped()
+    layout = line_layout(text)
+    assert layout.kind == "wrapped"
+    flat = unwrap(text, layout)
+    assert len(flat) == len(text)
+    assert [i for i, (a, b) in enumerate(zip(text, flat)) if a != b] == list(layout.soft)
+    assert all(text[i] == "\n" and flat[i] == " " for i in layout.soft)
+    # the line breaks that end a paragraph stay
+    assert flat.count("\n") == len(PARAGRAPHS) - 1
+
+
+def test_a_sentence_across_wrapped_lines_is_one_unit() -> None:
+    """Whatever the width, each unit of wrapped prose is a whole sentence: the answer (a date
+    a line break may split) is never cut in two units."""
+    sentences = [s for p in PARAGRAPHS for s in p.replace(". ", ".\n").split("\n")]
+    for width in range(20, 120):
+        text = wrapped(width)
+        assert [" ".join(u.of(text).split()) for u in split_units(text)] == sentences, width
+    # the same sentences on one line each split the same way, as before
+    assert len(split_units("\n".join(sentences))) == len(sentences)
+
+
+def test_paragraphs_of_wrapped_text_start_where_the_next_word_would_have_fitted() -> None:
+    """A line that ends a sentence ends its paragraph when the next line's first word would
+    have fitted on it (the writer broke the line, not the wrapping). A paragraph whose last
+    line is full cannot be told from a sentence ending at a wrap: it runs on into the next
+    (no false start, whatever the width), and most widths find every paragraph."""
+    found_all = 0
+    widths = range(40, 100)
+    for width in widths:
+        text = wrapped(width)
+        units = split_units(text)
+        heads = paragraph_heads(text, units)
+        starts = [units[u].of(text)[:20] for u, h in enumerate(heads) if u == h]
+        assert set(starts) <= {p[:20] for p in PARAGRAPHS}, width
+        found_all += starts == [p[:20] for p in PARAGRAPHS]
+    assert found_all >= 0.75 * len(widths)
+
+
+def test_blank_lines_mark_paragraphs_also_in_wrapped_text() -> None:
+    text = wrapped(sep="\n\n")
+    layout = line_layout(text)
+    assert layout.kind == "wrapped"
+    assert len(layout.breaks) == len(PARAGRAPHS) - 1
+    assert all(text[i : i + 2] == "\n\n" for i in layout.breaks)
+
+
+def test_one_paragraph_a_line_with_titles() -> None:
+    """``Title\\nparagraph\\nTitle\\nparagraph``: a paragraph starts after each paragraph line,
+    and a title belongs to the paragraph below it."""
+    titles = ["How You Remind Me", "Nickelback", "Silver Side Up"]
+    text = "\n".join(f"{t}\n{p}" for t, p in zip(titles, PARAGRAPHS))
+    layout = line_layout(text)
+    assert layout.kind == "lines"
+    units = split_units(text)
+    heads = paragraph_heads(text, units)
+    starts = [units[u].of(text) for u, h in enumerate(heads) if u == h]
+    assert starts == titles
+
+
+def test_blank_line_layout_is_unchanged() -> None:
+    text = "Title\nFirst sentence. Second one.\n\nOther title\nThird sentence here."
+    layout = line_layout(text)
+    assert layout.kind == "blank_lines"
+    assert layout.soft == ()
+    units = split_units(text)
+    heads = paragraph_heads(text, units)
+    assert [units[u].of(text) for u, h in enumerate(heads) if u == h] == ["Title", "Other title"]
+
+
+def test_no_line_break_no_structure() -> None:
+    text = " ".join(PARAGRAPHS)
+    assert line_layout(text).kind == "none"
+    assert unwrap(text) == text
+
+
+NOT_PROSE = {
+    "python": "\n".join(
+        f"def handler_{i}(request, response):\n    return respond(request, {i})" for i in range(8)
+    ),
+    "c": "\n".join(f"    total = total + values[{i}] * weights[{i}] + offset;" for i in range(12)),
+    "log": "\n".join(
+        f"2024-05-0{i % 9 + 1} 12:00:0{i % 10} INFO worker {i} finished the batch "
+        "without errors and went back to waiting"
+        for i in range(12)
+    ),
+    "records": "\n".join(
+        f'"key-{i:04d}-aaaa-bbbb": "value-{i:04d}-cccc-dddd-eeee-ffff",' for i in range(12)
+    ),
+    "csv": "\n".join(
+        f"{i},alpha beta gamma,{i * 3},delta epsilon zeta eta theta" for i in range(12)
+    ),
+    "list": "\n".join(
+        f"- item {i} is one of the things on the list for this week" for i in range(12)
+    ),
+    "json": json.dumps(
+        {f"field_{i}": f"some value number {i} for the field" for i in range(10)}, indent=2
+    ),
+    "sentences": "\n".join(
+        f"Sentence number {i} says one thing and then it stops here." for i in range(12)
+    ),
+}
+
+
+def test_code_logs_records_and_lists_keep_their_lines() -> None:
+    """Nothing here is wrapped prose: no line break is read as a space, and the lines of
+    single sentences or rows are not taken for paragraphs."""
+    for name, text in NOT_PROSE.items():
+        layout = line_layout(text)
+        assert layout.soft == (), name
+        assert layout.kind in ("none", "blank_lines"), (name, layout.kind)
+        assert unwrap(text) == text, name
+
+
+LINE = st.text(alphabet=st.sampled_from("abcXY .,;:!?-\"'()1"), max_size=90)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(LINE, min_size=1, max_size=12))
+def test_layout_offsets_point_at_line_breaks(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    layout = line_layout(text)
+    flat = unwrap(text, layout)
+    assert len(flat) == len(text)
+    assert all(a == b or (a == "\n" and b == " ") for a, b in zip(text, flat))
+    assert all(text[i] == "\n" for i in (*layout.soft, *layout.breaks))
+    assert not set(layout.soft) & set(layout.breaks)
+    assert list(layout.breaks) == sorted(layout.breaks)
+    units = split_units(text)
+    assert all(u.of(text).strip() == u.of(text) and u.of(text) for u in units)
+    assert len(paragraph_heads(text, units)) == len(units)
