@@ -34,7 +34,7 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .memo import BoundedCache
 
@@ -64,6 +64,13 @@ _SENTENCE_END = re.compile(f"[.!?:;…。！？；][{_CLOSERS}]*$")
 _SENTENCE_INSIDE = re.compile(f"[.!?][{_CLOSERS}]* +\\S")
 _LIST_ITEM = re.compile(r"(?:[-*•+>|#]|\d{1,3}[.)])\s")
 _BLANK_RUN = re.compile(r"\n[^\S\n]*\n")
+#: a line break between two non-blank lines (trailing spaces aside: an estimate from below)
+_PAIR_BREAK = re.compile(r"\n(?<=\S\n)(?=[^\S\n]*\S)")
+#: a break that may continue a sentence: after a character that ends none, before one that is
+#: not a capital, a digit or a mark (``_continues`` holds for no other break, but one after
+#: trailing spaces, which sends a text to the exact count)
+_MAY_CONTINUE = re.compile(r"\n(?<=[^\s.!?:;…。！？；]\n)(?=[^\S\n]*[^\s\dA-Z\"'(\[{<#*\-+•|>])")
+_TRAILING_SPACE = re.compile(r"\n(?<=[^\S\n]\n)")
 
 
 @dataclass(frozen=True)
@@ -82,38 +89,35 @@ class LineLayout:
         return i < len(self.breaks) and self.breaks[i] < end
 
 
-@dataclass(frozen=True)
-class _Line:
+class _Line(NamedTuple):
     start: int  # offset of the line's first character
     end: int  # offset of the line break after it (the text's length for the last line)
     text: str  # without its line break, trailing whitespace removed
-
-    @property
-    def indent(self) -> int:
-        return len(self.text) - len(self.text.lstrip())
-
-    def ends_sentence(self) -> bool:
-        return _SENTENCE_END.search(self.text) is not None
+    indent: int
+    ends_sentence: bool
 
     def is_heading(self) -> bool:
         """One phrase without a sentence end: a title or a label, not a paragraph (a passage
         cut off mid-sentence still holds sentence ends)."""
-        return not self.ends_sentence() and _SENTENCE_INSIDE.search(self.text) is None
+        return not self.ends_sentence and _SENTENCE_INSIDE.search(self.text) is None
 
 
-def _lines(text: str) -> list[_Line]:
-    out: list[_Line] = []
+def _pairs(text: str) -> list[tuple[_Line, _Line]]:
+    """Each two neighbouring lines that are both non-blank."""
+    lines: list[_Line] = []
     start = 0
     for raw in text.split("\n"):
-        out.append(_Line(start, start + len(raw), raw.rstrip()))
+        line = raw.rstrip()
+        ends = _SENTENCE_END.search(line) is not None
+        lines.append(_Line(start, start + len(raw), line, len(line) - len(line.lstrip()), ends))
         start += len(raw) + 1
-    return out
+    return [(a, b) for a, b in pairwise(lines) if a.text and b.text]
 
 
 def _continues(a: _Line, b: _Line, width: int) -> bool:
     """Whether the break between non-blank lines ``a`` and ``b`` falls inside a sentence of
     wrapped prose."""
-    if len(a.text) < WRAP_FILL * width or a.ends_sentence():
+    if len(a.text) < WRAP_FILL * width or a.ends_sentence:
         return False
     # lower case: a record per line ending in a comma (JSON, CSV) goes on with a quote or a digit
     return b.indent == a.indent and b.text[b.indent : b.indent + 1].islower()
@@ -131,24 +135,37 @@ def line_layout(text: str) -> LineLayout:
 
 
 def _layout(text: str) -> LineLayout:
-    lines = _lines(text)
-    pairs = [(a, b) for a, b in pairwise(lines) if a.text.strip() and b.text.strip()]
-    width = max(len(line.text) for line in lines)
     blank = tuple(m.start() for m in _BLANK_RUN.finditer(text))
-    continuing = [_continues(a, b, width) for a, b in pairs]
-    if len(pairs) >= 3 and sum(continuing) >= WRAPPED_SHARE * len(pairs):
-        soft = tuple(_soft_breaks(pairs, width))
-        if blank:
-            return LineLayout("wrapped", soft, blank)
-        ends = tuple(a.end for a, b in pairs if a.ends_sentence() and _fits(a, b, width))
-        return LineLayout("wrapped", soft, ends)
+    # counts over the whole text (scans at C speed) rule out most texts with line breaks
+    # (code, logs, records, lists) before any line is looked at one by one
+    pairs = len(_PAIR_BREAK.findall(text))
+    may_continue = len(_MAY_CONTINUE.findall(text))
+    if _TRAILING_SPACE.search(text) or (pairs >= 3 and may_continue >= WRAPPED_SHARE * pairs):
+        wrapped = _wrapped(text, blank)
+        if wrapped is not None:
+            return wrapped
     if blank:
         return LineLayout("blank_lines", (), blank)
-    sentences = sum(1 + len(_SENTENCE_INSIDE.findall(line.text)) for line in lines if line.text)
-    if sentences < LINES_SENTENCES * sum(1 for line in lines if line.text.strip()):
+    lines = sum(1 for line in text.split("\n") if line.strip())
+    inside = text.count(". ") + text.count("! ") + text.count("? ")  # sentence ends in a line
+    if lines + inside < LINES_SENTENCES * lines:
         return _NONE
-    ends = tuple(a.end for a, _ in pairs if not a.is_heading())
-    return LineLayout("lines", (), ends)
+    return LineLayout("lines", (), tuple(a.end for a, _ in _pairs(text) if not a.is_heading()))
+
+
+def _wrapped(text: str, blank: tuple[int, ...]) -> LineLayout | None:
+    """The layout of ``text`` when it is hard-wrapped prose, else None."""
+    pairs = _pairs(text)
+    if len(pairs) < 3:
+        return None
+    width = max(len(line.text) for pair in pairs for line in pair)
+    if sum(_continues(a, b, width) for a, b in pairs) < WRAPPED_SHARE * len(pairs):
+        return None
+    soft = tuple(_soft_breaks(pairs, width))
+    if blank:
+        return LineLayout("wrapped", soft, blank)
+    ends = tuple(a.end for a, b in pairs if a.ends_sentence and _fits(a, b, width))
+    return LineLayout("wrapped", soft, ends)
 
 
 # each entry keeps its text alive: charged its characters (about 2,000 chunks of 1,000 tokens)
@@ -169,7 +186,7 @@ def _soft_breaks(pairs: list[tuple[_Line, _Line]], width: int) -> list[int]:
     the next line starts a list item or sits at another indent."""
     out: list[int] = []
     for a, b in pairs:
-        if len(a.text) < WRAP_FILL * width or a.ends_sentence():
+        if len(a.text) < WRAP_FILL * width or a.ends_sentence:
             continue
         if b.indent != a.indent or _LIST_ITEM.match(b.text[b.indent :]):
             continue
