@@ -10,20 +10,24 @@ Documents reach promptslim in a few layouts, and what a line break means differs
 - ``wrapped``: prose hard-wrapped at a fixed width (PDF extraction, e-mail, plain-text files).
   Most line breaks fall inside a sentence: they are *soft*, and sentence splitting must read
   them as spaces, or a sentence (and the answer in it) is cut at every line end. A paragraph
-  starts after a line that ends a sentence when the next line's first word would have fitted
-  on it (wrapping did not break the line there: a paragraph's last line), unless blank lines
-  mark the paragraphs.
+  starts at a heading (one phrase without a sentence end, with room left for the next word),
+  and after a line that ends a sentence when the next line's first word would have fitted on
+  it (wrapping did not break the line there: a paragraph's last line), unless blank lines mark
+  the paragraphs.
 - ``none``: no line break at all (text whose whitespace a loader collapsed): no structure to
   read.
 
 A text is ``wrapped`` when at least ``WRAPPED_SHARE`` of the breaks between two non-blank lines
 continue a sentence: the line before is at least ``WRAP_FILL`` of the widest line and does not
-end a sentence, and the line after goes on in lower case at the same indent. Prose wrapped at
-80 columns scores about 0.6; one paragraph per line, code (indented, or ending in ``;`` or
-``:``), logs (lines that start with a timestamp), records, lists and tables score near 0. A
-text is ``lines`` when it has no blank line, is not wrapped, and its lines hold paragraphs
-rather than single sentences or rows: at least ``LINES_SENTENCES`` sentences a line on average
-(each sentence end inside a line counts one more).
+end a sentence, and the line after goes on at the same indent in lower case, or with a word
+that would not have fitted on the line before (greedy wrapping broke there), and at least
+``LOWER_SHARE`` of those go on in lower case. Prose wrapped at 80 columns scores about 0.5;
+one paragraph per line, code (indented, or ending in ``;`` or ``:``), logs, records, lists,
+imports and tables score near 0 (their rows start with a digit, a mark, the same word as the
+row before, or a capital, never in lower case). A text is ``lines`` when it has no blank
+line, is not wrapped, and its lines hold paragraphs rather than single sentences or rows: at
+least ``LINES_SENTENCES`` sentences a line on average (each sentence end inside a line counts
+one more).
 
 Pure Python: a scan of the lines, no model, no tokenizer.
 """
@@ -40,6 +44,7 @@ from .memo import BoundedCache
 
 __all__ = [
     "LINES_SENTENCES",
+    "LOWER_SHARE",
     "WRAPPED_SHARE",
     "WRAP_FILL",
     "LayoutKind",
@@ -55,6 +60,10 @@ LayoutKind = Literal["none", "blank_lines", "lines", "wrapped"]
 WRAP_FILL = 0.6
 #: the share of breaks between non-blank lines that continue a sentence in wrapped prose
 WRAPPED_SHARE = 0.4
+#: the share of those breaks that go on in lower case in prose (most words are): rows that all
+#: start with a capital (logs by level, tables) have none; a text in a script without case
+#: has none either, and is not read as wrapped
+LOWER_SHARE = 0.25
 #: the mean sentences a line holds when lines are paragraphs (a title line and its paragraph
 #: on the next line make two lines of several sentences; a list or a table, one each)
 LINES_SENTENCES = 1.5
@@ -67,9 +76,9 @@ _BLANK_RUN = re.compile(r"\n[^\S\n]*\n")
 #: a line break between two non-blank lines (trailing spaces aside: an estimate from below)
 _PAIR_BREAK = re.compile(r"\n(?<=\S\n)(?=[^\S\n]*\S)")
 #: a break that may continue a sentence: after a character that ends none, before one that is
-#: not a capital, a digit or a mark (``_continues`` holds for no other break, but one after
-#: trailing spaces, which sends a text to the exact count)
-_MAY_CONTINUE = re.compile(r"\n(?<=[^\s.!?:;…。！？；]\n)(?=[^\S\n]*[^\s\dA-Z\"'(\[{<#*\-+•|>])")
+#: not a digit or a mark (``_continues`` holds for no other break, but one after trailing
+#: spaces, which sends a text to the exact count)
+_MAY_CONTINUE = re.compile(r"\n(?<=[^\s.!?:;…。！？；]\n)(?=[^\S\n]*[^\s\d\"'(\[{<#*\-+•|>])")
 _TRAILING_SPACE = re.compile(r"\n(?<=[^\S\n]\n)")
 
 
@@ -116,11 +125,21 @@ def _pairs(text: str) -> list[tuple[_Line, _Line]]:
 
 def _continues(a: _Line, b: _Line, width: int) -> bool:
     """Whether the break between non-blank lines ``a`` and ``b`` falls inside a sentence of
-    wrapped prose."""
-    if len(a.text) < WRAP_FILL * width or a.ends_sentence:
+    wrapped prose: ``a`` is full and ends no sentence, and ``b`` goes on at the same indent in
+    lower case, or with a word that would not have fitted on ``a`` (greedy wrapping broke
+    there). A letter either way: a record a line (JSON, CSV, logs) goes on with a quote, a
+    bracket or a digit; and rows that start with the same word as the row before (imports,
+    tables, logs by level) are rows."""
+    if len(a.text) < WRAP_FILL * width or a.ends_sentence or b.indent != a.indent:
         return False
-    # lower case: a record per line ending in a comma (JSON, CSV) goes on with a quote or a digit
-    return b.indent == a.indent and b.text[b.indent : b.indent + 1].islower()
+    if _first_word(a) == _first_word(b):  # rows alike (imports, tables, logs), not prose
+        return False
+    first = b.text[b.indent : b.indent + 1]
+    return first.islower() or (first.isalpha() and not _fits(a, b, width))
+
+
+def _first_word(line: _Line) -> str:
+    return line.text[line.indent :].split(" ", 1)[0]
 
 
 _NONE = LineLayout("none")
@@ -159,13 +178,27 @@ def _wrapped(text: str, blank: tuple[int, ...]) -> LineLayout | None:
     if len(pairs) < 3:
         return None
     width = max(len(line.text) for pair in pairs for line in pair)
-    if sum(_continues(a, b, width) for a, b in pairs) < WRAPPED_SHARE * len(pairs):
+    continuing = [b for a, b in pairs if _continues(a, b, width)]
+    lower = sum(1 for b in continuing if b.text[b.indent : b.indent + 1].islower())
+    if len(continuing) < WRAPPED_SHARE * len(pairs) or lower < LOWER_SHARE * len(continuing):
         return None
-    soft = tuple(_soft_breaks(pairs, width))
+    headings = {a.start for a, b in pairs if _heading(a, b, width)}
+    soft = tuple(_soft_breaks(pairs, width, headings))
     if blank:
         return LineLayout("wrapped", soft, blank)
-    ends = tuple(a.end for a, b in pairs if a.ends_sentence and _fits(a, b, width))
+    ends = tuple(
+        a.end for a, b in pairs if b.start in headings or (a.ends_sentence and _fits(a, b, width))
+    )
     return LineLayout("wrapped", soft, ends)
+
+
+def _heading(line: _Line, after: _Line, width: int) -> bool:
+    """Whether ``line`` of wrapped prose is a heading: one phrase without a sentence end, not
+    in lower case, with room left for the next line's first word (no wrapped line has that).
+    A paragraph starts at it whatever the line before: a passage cut off mid-sentence does
+    not run into the next one's title."""
+    first = line.text[line.indent : line.indent + 1]
+    return line.is_heading() and not first.islower() and _fits(line, after, width)
 
 
 # each entry keeps its text alive: charged its characters (about 2,000 chunks of 1,000 tokens)
@@ -177,16 +210,15 @@ _layouts: BoundedCache[str, LineLayout] = BoundedCache(
 def _fits(a: _Line, b: _Line, width: int) -> bool:
     """Whether the first word of ``b`` would have fitted at the end of ``a``: then wrapping did
     not break the line there, its writer did (a paragraph's end, a title's)."""
-    body = b.text[b.indent :]
-    return len(a.text) + 1 + len(body.split(" ", 1)[0]) <= width
+    return len(a.text) + 1 + len(_first_word(b)) <= width
 
 
-def _soft_breaks(pairs: list[tuple[_Line, _Line]], width: int) -> list[int]:
+def _soft_breaks(pairs: list[tuple[_Line, _Line]], width: int, headings: set[int]) -> list[int]:
     """In wrapped prose, every break after a full line that does not end a sentence, unless
-    the next line starts a list item or sits at another indent."""
+    the next line is a heading, starts a list item or sits at another indent."""
     out: list[int] = []
     for a, b in pairs:
-        if len(a.text) < WRAP_FILL * width or a.ends_sentence:
+        if len(a.text) < WRAP_FILL * width or a.ends_sentence or b.start in headings:
             continue
         if b.indent != a.indent or _LIST_ITEM.match(b.text[b.indent :]):
             continue

@@ -76,6 +76,26 @@ def test_paragraphs_of_wrapped_text_start_where_the_next_word_would_have_fitted(
     assert found_all >= 0.75 * len(widths)
 
 
+def test_a_heading_in_wrapped_text_starts_a_paragraph() -> None:
+    """A title on a line of its own starts its passage's paragraph even when the passage
+    before was cut off mid-sentence (its last line full, no sentence end)."""
+    # no sentence end, and its last line goes on in lower case (a tail that starts with a
+    # capital and ends no sentence cannot be told from a heading)
+    cut = PARAGRAPHS[1].rsplit(". ", 1)[0] + " in western Canada for the next two"
+    text = "\n".join(
+        f"{title}\n{textwrap.fill(body, 70)}"
+        for title, body in [("Nickelback", PARAGRAPHS[0]), ("Early years", cut),
+                            ("Silver Side Up", PARAGRAPHS[2])]
+    )  # fmt: skip
+    layout = line_layout(text)
+    assert layout.kind == "wrapped"
+    units = split_units(text)
+    heads = paragraph_heads(text, units)
+    starts = [units[u].of(text) for u, h in enumerate(heads) if u == h]
+    assert starts == ["Nickelback", "Early years", "Silver Side Up"]
+    assert "two\nSilver" in text and "two Silver" not in unwrap(text, layout)
+
+
 def test_blank_lines_mark_paragraphs_also_in_wrapped_text() -> None:
     text = wrapped(sep="\n\n")
     layout = line_layout(text)
@@ -134,6 +154,25 @@ NOT_PROSE = {
     ),
     "json": json.dumps(
         {f"field_{i}": f"some value number {i} for the field" for i in range(10)}, indent=2
+    ),
+    "imports": "\n".join(
+        f"from promptslim.{module} import {name}"
+        for module, name in [
+            ("stages.windows", "paragraph_heads"),
+            ("layout", "line_layout"),
+            ("backends.compress.extractive", "split_units"),
+            ("memo", "BoundedCache"),
+            ("tokens", "count_document"),
+            ("errors", "ConfigError"),
+        ]
+    ),
+    "table": "\n".join(
+        f"Name {i}  Value {i * 3}  Description of the row number {i} in the table"
+        for i in range(20)
+    ),
+    "levels": "\n".join(
+        f"{level} worker {i} finished the batch and went back to waiting for the queue"
+        for i, level in enumerate(["INFO", "INFO", "WARN", "INFO", "ERROR", "INFO"] * 3)
     ),
     "sentences": "\n".join(
         f"Sentence number {i} says one thing and then it stops here." for i in range(12)
