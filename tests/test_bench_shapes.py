@@ -1,4 +1,4 @@
-"""The shape suite's shapes (benchmarks/bench_shapes.py) are what they claim to be."""
+"""The shape suite's shapes (benchmarks/shapes_data.py) are what they claim to be."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from pathlib import Path
 
 import bench_shapes
 import pytest
+import shapes_data
 
 from promptslim.bench.datasets import load_dataset
 
@@ -13,16 +14,16 @@ SAMPLE = Path(__file__).parent / "data"
 
 
 @pytest.fixture(scope="module")
-def items() -> list[bench_shapes.BenchItem]:
+def items() -> list[shapes_data.BenchItem]:
     return load_dataset(f"nq:{SAMPLE / 'nq20-dev.jsonl.gz'}", limit=4).items
 
 
-@pytest.mark.parametrize("k", bench_shapes.CHUNK_SIZES)
+@pytest.mark.parametrize("k", shapes_data.CHUNK_SIZES)
 def test_chunks_put_the_gold_passage_at_each_position(items: list, k: int) -> None:
     for item in items:
         gold = next(d for d in item.request.documents if d.metadata.get("isgold"))
         for position in range(k):
-            shaped = bench_shapes.chunked(item, k, position)
+            shaped = shapes_data.chunked(item, k, position)
             docs = shaped.request.documents
             assert len(docs) == -(-len(item.request.documents) // k)
             (chunk,) = [d for d in docs if d.metadata["isgold"]]
@@ -33,11 +34,11 @@ def test_chunks_put_the_gold_passage_at_each_position(items: list, k: int) -> No
             assert sum(len(d.text.split("\n\n")) for d in docs) == len(item.request.documents)
 
 
-@pytest.mark.parametrize("layout", list(bench_shapes.LAYOUTS))
+@pytest.mark.parametrize("layout", list(shapes_data.LAYOUTS))
 def test_layouts_keep_the_words_their_order_and_the_gold_position(items: list, layout: str) -> None:
     for n, item in enumerate(items):
-        chunks = bench_shapes.chunked(item, 4, n % 4)
-        shaped = bench_shapes.relaid(chunks, layout)
+        chunks = shapes_data.chunked(item, 4, n % 4)
+        shaped = shapes_data.relaid(chunks, layout)
         assert shaped.metadata == chunks.metadata
         for before, after in zip(chunks.request.documents, shaped.request.documents):
             assert after.text.split() == before.text.split()
@@ -48,20 +49,20 @@ def test_layouts_keep_the_words_their_order_and_the_gold_position(items: list, l
             elif layout == "wrapped":
                 assert "\n\n" not in after.text
                 lines = after.text.split("\n")
-                assert all(len(x) <= bench_shapes.WRAP_COLUMNS or " " not in x for x in lines)
+                assert all(len(x) <= shapes_data.WRAP_COLUMNS or " " not in x for x in lines)
             else:
                 assert "\n" not in after.text
 
 
 def test_splitter_shapes_come_from_the_real_splitters(items: list) -> None:
-    split = bench_shapes.splitters()
+    split = shapes_data.splitters()
     for name in ("langchain1000", "llamaindex512", "llamaindex1024"):
-        shaped = bench_shapes.resplit(items[0], split[name])
+        shaped = shapes_data.resplit(items[0], split[name])
         assert len(shaped.request.documents) > 1
-        joined = bench_shapes._joined(items[0])
+        joined = shapes_data._joined(items[0])
         for d in shaped.request.documents:
             assert d.text.split()[0] in joined
-    lc = bench_shapes.resplit(items[0], split["langchain1000"]).request.documents
+    lc = shapes_data.resplit(items[0], split["langchain1000"]).request.documents
     assert max(len(d.text) for d in lc) <= 1000
 
 
