@@ -37,6 +37,8 @@ _ZH_PERIOD = "凌晨|清晨|早上|早晨|上午|中午|午后|下午|傍晚|晚
 _ZH_HOUR = rf"(?:\d{{1,2}}|[{_ZH_NUM}]{{1,3}})"
 # 2026/11/30, 2026.11.30: the one form of ``zh_date`` without a Chinese character
 _SLASH_DATE = r"\b\d{4}[/.]\d{1,2}[/.]\d{1,2}\b"
+# 11/30/2026, 30/11/26: the one form of ``date`` without a month or weekday name
+_NUMERIC_DATE = r"\d{1,2}/\d{1,2}/\d{2,4}"
 
 #: Named patterns shared by the stages. Order matters where kinds overlap: earlier wins.
 PATTERNS: dict[str, re.Pattern[str]] = {
@@ -67,7 +69,7 @@ PATTERNS: dict[str, re.Pattern[str]] = {
     "date": re.compile(
         rf"\b(?:{_WEEKDAYS},?\s+)?(?:\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTHS}\.?,?\s+\d{{4}}"
         rf"|{_MONTHS}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}"
-        r"|\d{1,2}/\d{1,2}/\d{2,4})\b"
+        rf"|{_NUMERIC_DATE})\b"
         rf"|\b{_WEEKDAYS}\b",
         _A,
     ),
@@ -105,7 +107,8 @@ PATTERNS: dict[str, re.Pattern[str]] = {
         r"本月|上个?月|下个?月|今年|去年|明年"
     ),
     "number_unit": re.compile(
-        r"(?<![\w.\-])[$€£¥]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+        # the lookahead first: the lookbehind alone was tried at every position of the text
+        r"(?=[$€£¥\d])(?<![\w.\-])[$€£¥]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
         r"(?:\s?(?:%|[KMGTPE]i?B|[kMGT]?(?:Hz|W|V)|[kmµn]?(?:g|m|s|l)|°[CF]|USD|EUR|GBP|"
         r"tokens?|ms|x)(?!\w)"
         # Chinese units follow the number without a space
@@ -125,6 +128,10 @@ _JSON_MAX_DEPTH = 128
 # commas, colons and the letters of true, false, null, NaN and Infinity are skipped over
 _JSON_TOKEN = re.compile(r'"(?:[^"\\\x00-\x1f]|\\.)*"|[\[\]{}]|[^ \t\n\r,:0-9.eE+\-trufalsnNIiy]')
 
+#: what ``date``'s named forms cannot match without: a weekday or a month name (case-sensitive)
+_DATE_NAMES = ("day", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+               "Nov", "Dec")  # fmt: skip
+
 # What each pattern cannot match without: one of these substrings of the text it runs on, or
 # (flag True) an ASCII digit (the patterns' \d is ASCII). ``find_protected_spans`` skips a
 # kind whose needs are all absent: most sentences carry no URL, uuid, quote or number.
@@ -139,9 +146,8 @@ _NEEDS: dict[str, tuple[tuple[str, ...], bool]] = {
     "code_id": ((), True),
     "hex_id": ((), True),
     "iso_datetime": ((), True),
-    # a weekday name, a month name (case-sensitive) or d/m/y
-    "date": (("day", "/", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
-              "Nov", "Dec"), False),
+    # a weekday name, a month name or d/m/y
+    "date": (("/", *_DATE_NAMES), False),
     "time": ((), True),
     "unix_timestamp": ((), True),
     "time_ampm": ((), True),
@@ -152,12 +158,6 @@ _NEEDS: dict[str, tuple[tuple[str, ...], bool]] = {
     "quoted": (('"', "“", "「", "『"), False),
 }
 _ASCII_DIGIT = re.compile("[0-9]")
-# A pattern whose other alternatives all need this substring, and what is left of it without
-# them: ``zh_date``'s Chinese forms all hold 月, and its leading character classes made it the
-# slowest scan of an English sentence with a number in it
-_REDUCED: dict[str, tuple[str, re.Pattern[str]]] = {
-    "zh_date": ("月", re.compile(_SLASH_DATE, _A)),
-}
 
 
 def _any_of(needles: Sequence[str]) -> re.Pattern[str]:
@@ -167,6 +167,16 @@ def _any_of(needles: Sequence[str]) -> re.Pattern[str]:
 
 
 _NEEDS_ANY = {kind: _any_of(needles) for kind, (needles, _) in _NEEDS.items() if needles}
+
+# A pattern whose other alternatives each need one of these substrings, and what is left of it
+# for text that has none of them: ``zh_date``'s Chinese forms all hold 月, and its leading
+# character classes made it the slowest scan of an English sentence with a number in it;
+# ``date``'s named forms need a month or weekday name, and paths and URLs ("/") sent text
+# without one through all of its alternatives at every word
+_REDUCED: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
+    "zh_date": (re.compile("月"), re.compile(_SLASH_DATE, _A)),
+    "date": (_any_of(_DATE_NAMES), re.compile(rf"\b{_NUMERIC_DATE}\b", _A)),
+}
 
 
 def may_match(kind: str, text: str) -> bool:
@@ -287,7 +297,7 @@ def find_protected_spans(
                 continue
         pattern = PATTERNS[kind]
         reduced = _REDUCED.get(kind)
-        if reduced is not None and reduced[0] not in source:
+        if reduced is not None and reduced[0].search(source) is None:
             pattern = reduced[1]
         spans.extend(Span(m.start(), m.end(), kind) for m in pattern.finditer(source))
     for literal in extra:
