@@ -3,7 +3,9 @@ asked for kept, bad JSON handled as text."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from hypothesis import strategies as st
 
 from promptslim.backends.tools import TOOL_COMPRESSORS, Compressed, ToolContext
 from promptslim.backends.tools.json_crusher import JsonCompressor, load_json
-from promptslim.backends.tools.router import route
+from promptslim.backends.tools.router import candidates, route
 from promptslim.errors import ConfigError
 
 MARKER = re.compile(r"\[… \d+ \w+ elided(?: \(.*?\))? id=(ps[0-9a-f]{12})\]")
@@ -270,3 +272,95 @@ def test_compressors_are_deterministic() -> None:
         a = route(text, ctx, ALL)
         b = route(text, ctx, {n: TOOL_COMPRESSORS.get(n)() for n in ALL})
         assert a is not None and b is not None and a.text == b.text
+
+
+# ---------------------------------------------------------------- long-line logs
+
+
+def _service_log() -> str:
+    """Python's logging output in a service's usual format, with long request lines."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-8s %(name)s: %(message)s"))
+    logger = logging.getLogger("acme.api.requests")
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    try:
+        for i in range(100):
+            if i == 63:
+                logger.error(
+                    "charge for order ORD-55120 rejected by the payment gateway: HTTP 502 after "
+                    "3 retries (request_id=req-8812734, latency_ms=30012)"
+                )
+                continue
+            logger.info(
+                "completed GET /api/v2/customers/%d/orders?page=%d&size=50 status=200 "
+                'duration_ms=%d user_agent="Mozilla/5.0 (X11; Linux x86_64) Firefox/133.0"',
+                1000 + 37 * i,
+                i % 9 + 1,
+                5 + (i * 53) % 290,
+            )
+    finally:
+        logger.removeHandler(handler)
+    return stream.getvalue()
+
+
+def _json_lines_log() -> str:
+    records = [
+        {
+            "ts": f"2026-11-30T10:{i // 60:02d}:{i % 60:02d}.{(i * 37) % 1000:03d}Z",
+            "level": "error" if i == 51 else "info",
+            "logger": "acme.api.requests",
+            "msg": "charge rejected by the payment gateway: HTTP 502 after 3 retries"
+            if i == 51
+            else f"completed GET /api/v2/customers/{1000 + 37 * i}/orders",
+            "duration_ms": 5 + (i * 53) % 290,
+            "trace_id": f"{(i * 2654435761) % 2**64:016x}",
+        }
+        for i in range(90)
+    ]
+    return "\n".join(json.dumps(r) for r in records)
+
+
+def _access_log() -> str:
+    """Common Log Format with the referrer and user agent (nginx's ``combined``)."""
+    return "\n".join(
+        f"10.0.{i % 7}.{(i * 31) % 250} - - [30/Nov/2026:10:{i // 60:02d}:{i % 60:02d} +0000] "
+        f'"GET /api/v2/customers/{1000 + 37 * i}/orders?page={i % 9 + 1} HTTP/1.1" '
+        f'{502 if i == 40 else 200} {200 + (i * 97) % 9000} "-" '
+        '"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 Chrome/131.0"'
+        for i in range(90)
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "error"),
+    [
+        (_service_log, "rejected by the payment gateway"),
+        (_json_lines_log, "rejected by the payment gateway"),
+        (_access_log, '" 502 '),
+    ],
+)
+def test_logs_of_long_lines_go_to_the_log_compressor_and_keep_their_error(
+    make: Any, error: str
+) -> None:
+    # service, JSON-lines and access logs run to 200 characters a line: their records start
+    # alike (a timestamp, a JSON object, an address), and the one failure is kept though the
+    # question names none of its words
+    text = make()
+    assert len(text) / text.count("\n") > 160
+    out = route(text, ToolContext(query="why is checkout broken?"), ALL)
+    assert out is not None and out.kind == "log"
+    assert error in out.text
+    assert len(out.text) < 0.3 * len(text)
+    assert restore_lines(out.text, originals(out)) == text
+
+
+def test_paragraphs_and_lists_of_long_lines_stay_text() -> None:
+    sentence = "The committee met again and discussed the schedule for the coming season. "
+    paragraphs = "\n".join(f"Paragraph {i} opens the topic. " + sentence * 4 for i in range(20))
+    items = "\n".join(f"- Item {i}: " + sentence * 3 for i in range(20))
+    for text in (paragraphs, items):
+        assert len(text) / text.count("\n") > 160
+        assert candidates(text, ToolContext(query="x")) == ("text",)

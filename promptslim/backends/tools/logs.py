@@ -37,6 +37,8 @@ _IMPORTANT = (
     "error", "fatal", "fail", "exception", "panic", "critical", "warn", "denied", "refused",
     "timeout", "timed out", "abort", "traceback", "assert", "segmentation fault", "killed",
     "cannot", "can't", "could not", "unable to", "not found",
+    # an access log's server errors (Common Log Format: the status follows the quoted request)
+    '" 500 ', '" 502 ', '" 503 ', '" 504 ',
 )  # fmt: skip
 _FRAME = re.compile(r"^\s+(?:File \"|at [\w$.<>]+\(|from [\w/.]+:\d+|\^+\s*$|[\w.]+Error\b)")
 _TRACE_START = re.compile(r"^(?:Traceback \(most recent call last\)|\S*(?:Exception|Error)\b.*:\s)")

@@ -2,14 +2,16 @@
 
 JSON when it parses as JSON (tried by the JSON compressor itself: bad or truncated JSON comes
 back as None and goes on as text); code when the call named a source file or most lines look
-like code; a log when it has many short lines, or lines that repeat once numbers are masked;
-plain text otherwise. A compressor that declines (None) hands the result to the next
+like code; a log when it has many short lines, or when most of its lines start as log records
+do (a timestamp, a level, a syslog date, a client address, a JSON object: service logs, access
+logs and JSON-lines logs run to 200 characters a line and more); plain text otherwise. A compressor that declines (None) hands the result to the next
 candidate, ending with ``text``. The content tests run only when the candidates before them
 declined: a JSON result never pays for the code test.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 
 from . import Compressed, ToolCompressor, ToolContext
@@ -19,12 +21,29 @@ from .json_crusher import JsonCompressor, NotJson
 __all__ = ["candidates", "route"]
 
 
+#: how a log record's line starts: a date or a time of day (ISO, syslog's "Nov 30 10:01:05",
+#: glog's "I1130 10:01"), an upper-case level, a client's IPv4 address (access logs), or a JSON
+#: object (JSON-lines logs); a bracket may come first
+_RECORD_START = re.compile(
+    r"^[ \t]*\[?(?:\d{4}[-/]\d{2}[-/]\d{2}|\d{2}:\d{2}:\d{2}|[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}"
+    r"|[IWEF]\d{4} \d{2}:\d{2}|(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\b"
+    r"|\d{1,3}(?:\.\d{1,3}){3}\b|\{\")",
+    re.MULTILINE | re.ASCII,
+)
+#: the share of a text's non-blank lines that must start as records for it to be a log
+_RECORD_SHARE = 0.5
+
+
 def _looks_like_log(text: str) -> bool:
     lines = text.count("\n") + 1
     if lines < 12:
         return False
     # sentences run long and end with punctuation; log lines are short and rarely do
-    return len(text) / lines < 160 and text.count(". ") < lines / 2
+    if len(text) / lines < 160 and text.count(". ") < lines / 2:
+        return True
+    # long lines: records still start alike, where paragraphs of prose do not
+    filled = lines - text.count("\n\n")  # blank lines aside (an estimate from above)
+    return len(_RECORD_START.findall(text)) >= _RECORD_SHARE * filled
 
 
 def _candidates(text: str, context: ToolContext) -> Iterator[str]:
