@@ -10,7 +10,8 @@ import pytest
 from promptslim.errors import ConfigError
 from promptslim.pipeline import Pipeline
 from promptslim.stages.retrieval import DEFAULT_MAX_WINDOWS, RetrievalStage
-from promptslim.stages.windows import select_units, selected_text, split_windows
+from promptslim.stages.window_select import select_units, selected_text
+from promptslim.stages.windows import split_windows
 from promptslim.types import Document, Message, Request
 
 QUESTION = "When did the Marlow Harbour Bridge open to traffic?"

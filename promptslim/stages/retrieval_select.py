@@ -23,7 +23,7 @@ from .retrieval_options import (
     RetrievalOptions,
 )
 from .retrieval_targets import Documents, document_target, drop
-from .windows import Selection, select_parts
+from .window_select import Selection, select_parts
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,6 +45,11 @@ __all__ = [
 ]
 
 _SHINGLE = 5
+# an embedding near-duplicate must also share this much of its word shingles with the one kept:
+# embeddings read what a text is about, not its values, so JSON records, log chunks or tables
+# of one layout embed alike though every id and number differs, while a copy (a second crawl,
+# a syndicated page) keeps its words
+_COPY_JACCARD = 0.5
 # a CJK character is a shingle token of its own: Chinese text has no spaces between words
 _CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _WORDS = re.compile(f"[{_CJK_CHARS}]|[^\\W{_CJK_CHARS}]+")
@@ -160,7 +165,7 @@ def select_parts_of(
     tokens: list[int],
     log: StageLog,
 ) -> dict[int, str]:
-    """Coarse to fine (``windows.select_parts``): the matching parts of each selected
+    """Coarse to fine (``window_select.select_parts``): the matching parts of each selected
     long document. ``tokens`` is updated; the report says which sentences stayed."""
     row = {i: j for j, i in enumerate(valid)}
     fraction = (
@@ -200,12 +205,12 @@ def walk(
     """Walk the ranking best first: keep up to ``cap`` documents that pass the cut-off (or
     are needed for ``min_k``) and are not near-duplicates of one already kept. Documents
     past the cap or the cut-off are not compared at all."""
-    similar = _similarity(options, ranked, documents, vectors, valid)
     threshold = options.dedup_threshold or (
         DEFAULT_COSINE_THRESHOLD
         if _dedup_method(options, vectors) == "embedding"
         else DEFAULT_SHINGLE_THRESHOLD
     )
+    similar = _similarity(options, documents, vectors, valid, threshold)
     kept: list[int] = []
     for rank, i in enumerate(ranked):
         if len(kept) >= cap or (rank >= k_rel and len(kept) >= options.min_k):
@@ -241,12 +246,14 @@ def _dedup_method(options: RetrievalOptions, vectors: np.ndarray | None) -> str:
 
 def _similarity(
     options: RetrievalOptions,
-    ranked: list[int],
     documents: Sequence[Document],
     vectors: np.ndarray | None,
     valid: list[int],
+    threshold: float,
 ) -> Any:
-    """``similar(i, kept) -> (best similarity, most similar kept document)``, or None."""
+    """``similar(i, kept) -> (best similarity, most similar kept document)``, or None. By
+    embedding, a kept document at ``threshold`` or above counts only if it is also a copy in
+    words (``_COPY_JACCARD``); when none is, the answer is ``(0.0, -1)``."""
     method = _dedup_method(options, vectors)
     if method == "none":
         return None
@@ -264,8 +271,14 @@ def _similarity(
 
     def by_cosine(i: int, kept: list[int]) -> tuple[float, int]:
         values = (vectors[[row[j] for j in kept]] @ vectors[row[i]]).tolist()
-        at = max(range(len(values)), key=values.__getitem__)
-        return float(values[at]), kept[at]
+        close = sorted(((v, j) for v, j in zip(values, kept) if v >= threshold), reverse=True)
+        for value, j in close:
+            if (
+                _jaccard(_shingles(documents[i].text), _shingles(documents[j].text))
+                >= _COPY_JACCARD
+            ):
+                return float(value), j
+        return 0.0, -1
 
     return by_cosine
 

@@ -11,8 +11,12 @@ text, scored exactly as before; so is a paragraph no longer than about one windo
 in a chunk of several is not cut into a window and a stub).
 
 The windows of a request are bounded (``max_windows``): past it, the window size grows for
-that request, so a request of any length costs at most that many model inputs; each window's
-scoring text is cut to ``SCORING_CHARS_PER_WINDOW`` times the window size as well.
+that request, so a request of any length costs at most that many model inputs.
+
+A unit that cannot be cut (a protected span: a JSON document, a code block) may run far past a
+window. Its text is then scored in parts of about a window each (``Window.part``), all over the
+same units, so a record deep inside a JSON document is read like any sentence, and selection
+still keeps or drops the unit whole.
 
 Units are sentences (``split_units``: a protected span crossing a sentence boundary merges the
 sentences), and a sentence longer than a window is cut at spaces outside protected spans, so
@@ -27,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..backends.compress.extractive import join_units, split_units
+from ..backends.compress.extractive import split_units
 from ..layout import line_layout
 from ..text import Span, find_protected_spans
 
@@ -35,7 +39,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "Selection",
     "Window",
     "Windowed",
     "document_scores",
@@ -43,33 +46,41 @@ __all__ = [
     "later_windows",
     "lexical_windows",
     "paragraph_heads",
-    "select_parts",
-    "select_units",
-    "selected_text",
     "split_windows",
     "whole_documents",
     "window_embeddings",
 ]
 
-#: a window's scoring text is cut to this many times the window size (a huge protected unit)
+#: a window whose text runs past this many times the window size (a unit that cannot be cut)
+#: is scored in parts of about one window each
 SCORING_CHARS_PER_WINDOW = 3
 # a document (or a paragraph of one) up to this much longer than one window stays
 # one window: a 10 % longer passage is not worth two model inputs, nor a stub scored
 # without the head of its paragraph
 _SLACK = 1.25
 _SPACE = re.compile(r"\s+")
+# where a part of a huge unit's scoring text may end: white space, or after a separator
+# (minified JSON has no space)
+_PART_END = re.compile(r"\s+|[,;]")
 # a window at least this full ends at a paragraph break rather than run into the next one
 _MIN_FILL = 0.4
 
 
 @dataclass(frozen=True)
 class Window:
-    """Units ``first`` to ``last`` (exclusive) of document ``doc``, and what the scorers read."""
+    """Units ``first`` to ``last`` (exclusive) of document ``doc``, and what the scorers read:
+    the units' text, or its ``part``-th piece when that runs past a window many times over."""
 
     doc: int
     first: int
     last: int
     text: str
+    part: int = 0
+
+    @property
+    def later(self) -> bool:
+        """Past the document's head (what a store's vector of the document reads)."""
+        return self.first > 0 or self.part > 0
 
 
 @dataclass(frozen=True)
@@ -136,9 +147,8 @@ def _windows_of(
     whole_paragraphs: bool = True,
 ) -> list[Window]:
     head = f"{title}\n" if title else ""
-    limit = SCORING_CHARS_PER_WINDOW * size
     if len(text) <= _SLACK * size or len(units) == 1:
-        return [Window(doc, 0, len(units), (head + text)[:limit])]
+        return _scored(doc, 0, len(units), head, text, size)
     # a paragraph starts a topic (see paragraph_heads): a window that is already a fair part of
     # its size ends there, and the next starts there without overlap (a paragraph is a topic;
     # a window across two scores as neither)
@@ -155,12 +165,27 @@ def _windows_of(
             if para[last] and units[last - 1].end - units[first].start >= _MIN_FILL * size:
                 break
             last += 1
-        body = text[units[first].start : units[last - 1].end]
-        out.append(Window(doc, first, last, (head + body)[:limit]))
+        out += _scored(doc, first, last, head, text[units[first].start : units[last - 1].end], size)
         if last >= len(units):
             break
         first = last if para[last] else max(first + 1, last - overlap)
     return out
+
+
+def _scored(doc: int, first: int, last: int, head: str, body: str, size: int) -> list[Window]:
+    """The window over units ``first:last``; or, when its text runs past what one window
+    reads, one window per piece of about ``size`` characters over the same units."""
+    if len(head) + len(body) <= SCORING_CHARS_PER_WINDOW * size:
+        return [Window(doc, first, last, head + body)]
+    pieces, start = [], 0
+    for m in _PART_END.finditer(body):
+        if m.end() - start >= size:
+            pieces.append(body[start : m.end()])
+            start = m.end()
+    pieces.append(body[start:])
+    # a stretch with no place to end a part (one long token) is cut where it runs out
+    pieces = [p[i : i + 2 * size] for p in pieces for i in range(0, len(p), 2 * size)]
+    return [Window(doc, first, last, head + p, k) for k, p in enumerate(pieces) if p.strip()]
 
 
 def _paragraph_ends(para: Sequence[bool]) -> list[int]:
@@ -236,53 +261,6 @@ def document_vectors(
     return np.ascontiguousarray(out / norms, dtype=np.float32)
 
 
-def select_units(
-    windowed: Windowed,
-    doc: int,
-    scores: Sequence[float],
-    threshold: float,
-    *,
-    context: int,
-    first: bool,
-    after: int = 0,
-    neighbour_threshold: float | None = None,
-    text: str | None = None,
-) -> list[bool] | None:
-    """Which units of document ``doc`` to keep: those of its windows scoring at least
-    ``threshold`` (its best window always), the ``context`` units before each, and the first
-    unit of each one's paragraph when ``first`` (what the part is about, when the document has
-    no title). Given the document's ``text``, that context stays inside the kept window's
-    paragraph: in a chunk of several passages (a splitter's, or passages joined) the sentence
-    before a paragraph, or the chunk's first line, belongs to another passage and tells the
-    reader nothing. None: the document is one window, kept whole."""
-    ids = windowed.of_document(doc)
-    if len(ids) <= 1:
-        return None
-    best = max(ids, key=lambda w: (scores[w], -w))
-    keep = [False] * len(windowed.units[doc])
-    chosen = {w for w in ids if w == best or scores[w] >= threshold}
-    if neighbour_threshold is not None:
-        # the answer often sits just after (or before) the part that names the question's
-        # subject: a neighbour of a kept window needs a lower score to stay
-        chosen |= {w for w in ids if scores[w] >= neighbour_threshold and ({w - 1, w + 1} & chosen)}
-    units = windowed.units[doc]
-    heads = paragraph_heads(text, units) if text is not None else [0] * len(units)
-    for w in sorted(chosen):
-        window = windowed.windows[w]
-        head = heads[window.first]
-        for u in range(max(head, window.first - context), min(len(keep), window.last + after)):
-            keep[u] = True
-        if first:
-            keep[head] = True
-    return keep
-
-
-def selected_text(text: str, units: Sequence[Span], keep: Sequence[bool]) -> str:
-    """The kept units of ``text`` in their order, joined as the extractive compressor joins
-    them (separators kept between neighbours, squeezed across a dropped stretch)."""
-    return join_units(text, units, keep)
-
-
 # ---------------------------------------------------------------- the stage's side
 
 
@@ -300,7 +278,7 @@ def window_embeddings(given: Sequence[Any], windowed: Windowed) -> list[Any] | N
     (the head a store's embedder reads); its later windows have none."""
     if not any(given):
         return None
-    return [given[w.doc] if w.first == 0 else None for w in windowed.windows]
+    return [None if w.later else given[w.doc] for w in windowed.windows]
 
 
 def lexical_windows(given: Sequence[Any], windowed: Windowed) -> list[bool] | None:
@@ -309,7 +287,7 @@ def lexical_windows(given: Sequence[Any], windowed: Windowed) -> list[bool] | No
     store's vector saved (a chunk of four passages is several model calls); leaving them
     unscored would blind the stage to the document's later parts (the store's vector reads the
     head). Scored by their terms, they compete where their BM25 puts them. None: none."""
-    flags = [given[w.doc] is not None and w.first > 0 for w in windowed.windows]
+    flags = [given[w.doc] is not None and w.later for w in windowed.windows]
     return flags if any(flags) else None
 
 
@@ -318,66 +296,5 @@ def later_windows(windowed: Windowed) -> list[int | None] | None:
     ``dense_windows`` shortlists (a document's first window is always embedded, or takes a
     store's vector, so every document has a dense score of its own). None: every document is
     one window."""
-    owners = [w.doc if w.first > 0 else None for w in windowed.windows]
+    owners = [w.doc if w.later else None for w in windowed.windows]
     return owners if any(o is not None for o in owners) else None
-
-
-@dataclass(frozen=True)
-class Selection:
-    """How much of a kept long document stays: windows at least ``fraction`` of the way from
-    the request's worst window to its best, neighbours of those at ``neighbour_fraction``
-    (None: no neighbour rule), ``before`` sentences before each and ``after`` after."""
-
-    fraction: float
-    neighbour_fraction: float | None
-    before: int
-    after: int
-
-
-def select_parts(
-    windowed: Windowed,
-    scores: np.ndarray,
-    doc: int,
-    text: str,
-    rule: Selection,
-    *,
-    first: bool,
-) -> tuple[str, list[list[int]], str] | None:
-    """Document ``doc``'s kept text, the character spans kept, and a summary (``kept
-    sentences 1, 4-6 of 12``); None when it stays whole."""
-    top, low = float(scores.max()), float(scores.min())
-    threshold = low + rule.fraction * (top - low) - 1e-12
-    neighbour = None
-    if rule.neighbour_fraction is not None:
-        neighbour = low + rule.neighbour_fraction * (top - low) - 1e-12
-    keep = select_units(
-        windowed,
-        doc,
-        scores.tolist(),
-        threshold,
-        context=rule.before,
-        after=rule.after,
-        first=first,
-        neighbour_threshold=neighbour,
-        text=text,
-    )
-    if keep is None or all(keep):
-        return None
-    units = windowed.units[doc]
-    spans = [[units[u].start, units[u].end] for u in range(len(keep)) if keep[u]]
-    return selected_text(text, units, keep), spans, f"{_ranges(keep)} of {len(units)}"
-
-
-def _ranges(keep: Sequence[bool]) -> str:
-    """``1, 4-6``: the kept positions (from 1) as ranges."""
-    out: list[str] = []
-    i = 0
-    while i < len(keep):
-        if keep[i]:
-            j = i
-            while j + 1 < len(keep) and keep[j + 1]:
-                j += 1
-            out.append(f"{i + 1}" if i == j else f"{i + 1}-{j + 1}")
-            i = j
-        i += 1
-    return ", ".join(out)

@@ -1,0 +1,125 @@
+"""Selection inside a kept long document (coarse to fine): the windows (``windows``) that
+carry the query, with the context a reader needs, kept as whole units, byte-exact."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..backends.compress.extractive import join_units
+from ..text import Span
+from .windows import Windowed, paragraph_heads
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["Selection", "select_parts", "select_units", "selected_text"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """How much of a kept long document stays: windows at least ``fraction`` of the way from
+    the request's worst window to its best, neighbours of those at ``neighbour_fraction``
+    (None: no neighbour rule), ``before`` sentences before each and ``after`` after."""
+
+    fraction: float
+    neighbour_fraction: float | None
+    before: int
+    after: int
+
+
+def select_parts(
+    windowed: Windowed,
+    scores: np.ndarray,
+    doc: int,
+    text: str,
+    rule: Selection,
+    *,
+    first: bool,
+) -> tuple[str, list[list[int]], str] | None:
+    """Document ``doc``'s kept text, the character spans kept, and a summary (``kept
+    sentences 1, 4-6 of 12``); None when it stays whole."""
+    top, low = float(scores.max()), float(scores.min())
+    threshold = low + rule.fraction * (top - low) - 1e-12
+    neighbour = None
+    if rule.neighbour_fraction is not None:
+        neighbour = low + rule.neighbour_fraction * (top - low) - 1e-12
+    keep = select_units(
+        windowed,
+        doc,
+        scores.tolist(),
+        threshold,
+        context=rule.before,
+        after=rule.after,
+        first=first,
+        neighbour_threshold=neighbour,
+        text=text,
+    )
+    if keep is None or all(keep):
+        return None
+    units = windowed.units[doc]
+    spans = [[units[u].start, units[u].end] for u in range(len(keep)) if keep[u]]
+    return selected_text(text, units, keep), spans, f"{_ranges(keep)} of {len(units)}"
+
+
+def _ranges(keep: Sequence[bool]) -> str:
+    """``1, 4-6``: the kept positions (from 1) as ranges."""
+    out: list[str] = []
+    i = 0
+    while i < len(keep):
+        if keep[i]:
+            j = i
+            while j + 1 < len(keep) and keep[j + 1]:
+                j += 1
+            out.append(f"{i + 1}" if i == j else f"{i + 1}-{j + 1}")
+            i = j
+        i += 1
+    return ", ".join(out)
+
+
+def select_units(
+    windowed: Windowed,
+    doc: int,
+    scores: Sequence[float],
+    threshold: float,
+    *,
+    context: int,
+    first: bool,
+    after: int = 0,
+    neighbour_threshold: float | None = None,
+    text: str | None = None,
+) -> list[bool] | None:
+    """Which units of document ``doc`` to keep: those of its windows scoring at least
+    ``threshold`` (its best window always), the ``context`` units before each, and the first
+    unit of each one's paragraph when ``first`` (what the part is about, when the document has
+    no title). Given the document's ``text``, that context stays inside the kept window's
+    paragraph: in a chunk of several passages (a splitter's, or passages joined) the sentence
+    before a paragraph, or the chunk's first line, belongs to another passage and tells the
+    reader nothing. None: the document is one window, kept whole."""
+    ids = windowed.of_document(doc)
+    if len(ids) <= 1:
+        return None
+    best = max(ids, key=lambda w: (scores[w], -w))
+    keep = [False] * len(windowed.units[doc])
+    chosen = {w for w in ids if w == best or scores[w] >= threshold}
+    if neighbour_threshold is not None:
+        # the answer often sits just after (or before) the part that names the question's
+        # subject: a neighbour of a kept window needs a lower score to stay
+        chosen |= {w for w in ids if scores[w] >= neighbour_threshold and ({w - 1, w + 1} & chosen)}
+    units = windowed.units[doc]
+    heads = paragraph_heads(text, units) if text is not None else [0] * len(units)
+    for w in sorted(chosen):
+        window = windowed.windows[w]
+        head = heads[window.first]
+        for u in range(max(head, window.first - context), min(len(keep), window.last + after)):
+            keep[u] = True
+        if first:
+            keep[head] = True
+    return keep
+
+
+def selected_text(text: str, units: Sequence[Span], keep: Sequence[bool]) -> str:
+    """The kept units of ``text`` in their order, joined as the extractive compressor joins
+    them (separators kept between neighbours, squeezed across a dropped stretch)."""
+    return join_units(text, units, keep)
