@@ -101,3 +101,61 @@ def test_a_copy_of_an_export_is_still_a_near_duplicate_by_embedding() -> None:
         "near-duplicate" in c.reason and "embedding" in c.reason
         for c in out.report.stages[0].changes
     )
+
+
+# ---------------------------------------------------------------- near-equal dense scores
+
+
+def modules(*, with_retry: int) -> list[Document]:
+    """Six code files of look-alike helpers; one also defines ``retry_delay``."""
+    docs = []
+    for i in range(6):
+        body = "\n\n".join(
+            f'def helper_{i}_{k}(x):\n    """Helper {k} of module {i}."""\n    return x * {k} + {i}\n'
+            for k in range(40)
+        )
+        if i == with_retry:
+            body += (
+                '\n\ndef retry_delay(attempt):\n    """Seconds to wait before retry number '
+                '``attempt``: exponential backoff capped at 30."""\n'
+                "    return min(30, 0.5 * 2 ** attempt)\n"
+            )
+        docs.append(Document(id=f"c{i}", text=f"```python\n{body}```"))
+    return docs
+
+
+def test_near_equal_similarities_do_not_outvote_the_one_lexical_match() -> None:
+    # every window of these files is 0.02-0.10 from the question by cosine: noise, which
+    # min-max scaling alone stretched to BM25's full range, so all six files passed the
+    # cut-off; scaled as if spread DENSE_MIN_SPREAD, the one file that names it stays alone
+    question = "How is the retry delay computed, and what is its cap?"
+    req = Request(
+        messages=[Message(role="user", content=question)], documents=modules(with_retry=2)
+    )
+    assert [d.id for d in RetrievalStage().run(req).documents] == ["c2"]
+    off = RetrievalStage(dense_min_spread=0.0).run(req)
+    assert len(off.documents) > 1  # the floor is what tells them apart
+
+
+def test_minmax_floor_scales_a_narrow_spread_down_and_leaves_a_wide_one() -> None:
+    import numpy as np
+
+    from promptslim.backends.scorers import minmax, weighted_fusion
+
+    narrow = np.array([0.02, 0.05, 0.08])
+    assert np.allclose(minmax(narrow, 0.15), [0.0, 0.2, 0.4])
+    wide = np.array([0.1, 0.4, 0.7])
+    assert np.allclose(minmax(wide, 0.15), minmax(wide))
+    assert np.allclose(weighted_fusion([wide, narrow], [0.5, 0.5], (0.0, 0.15)), [0.0, 0.35, 0.7])
+
+
+@pytest.mark.parametrize("value", [-0.1, 2.5])
+def test_dense_min_spread_is_validated(value: float) -> None:
+    from promptslim.backends.scorers import HybridScorer
+    from promptslim.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        RetrievalStage(dense_min_spread=value)
+    assert err.value.field == "dense_min_spread"
+    with pytest.raises(ConfigError):
+        HybridScorer(dense_min_spread=value)

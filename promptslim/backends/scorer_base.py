@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "DENSE_MIN_SPREAD",
     "Scored",
     "Scorer",
     "left_out",
@@ -64,8 +65,18 @@ class Scorer(ABC):
 # ---------------------------------------------------------------- fusion
 
 
-def minmax(scores: Sequence[float] | np.ndarray) -> np.ndarray:
-    """Scores mapped onto [0, 1] by the request's best and worst (all equal: all 0)."""
+#: cosine similarities (the default MiniLM's) that all lie within this of each other say
+#: nothing about which text is relevant: a question against JSON exports, code or tables of one
+#: layout scores 0.02-0.10 everywhere. Min-max scaling would stretch that noise to the full
+#: range of the lexical side; scaled as if spread this far, it moves the fusion in proportion.
+#: Sentence passages spread 0.2-0.9 for the same model; a model whose similarities bunch more
+#: (e5, bge) wants a lower value
+DENSE_MIN_SPREAD = 0.15
+
+
+def minmax(scores: Sequence[float] | np.ndarray, floor: float = 0.0) -> np.ndarray:
+    """Scores mapped onto [0, 1] by the request's best and worst (all equal: all 0); scores
+    spread less than ``floor`` are scaled as if spread ``floor`` (onto [0, spread / floor])."""
     import numpy as np
 
     scores = np.asarray(scores, dtype=np.float64)
@@ -74,18 +85,21 @@ def minmax(scores: Sequence[float] | np.ndarray) -> np.ndarray:
     low, high = float(scores.min()), float(scores.max())
     if high - low <= 1e-12:
         return np.zeros_like(scores)
-    return (scores - low) / (high - low)
+    return (scores - low) / max(high - low, floor)
 
 
-def weighted_fusion(runs: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
-    """Weighted sum of min-max normalised scores: keeps how far apart documents score, which
-    the score-gap cut-off relies on (rank fusion throws that away)."""
+def weighted_fusion(
+    runs: Sequence[np.ndarray], weights: Sequence[float], floors: Sequence[float] | None = None
+) -> np.ndarray:
+    """Weighted sum of min-max normalised scores (each run's ``floors``: ``minmax``): keeps how
+    far apart documents score, which the score-gap cut-off relies on (rank fusion throws that
+    away)."""
     import numpy as np
 
     total = float(sum(weights)) or 1.0
     out = np.zeros(len(runs[0]), dtype=np.float64)
-    for run, w in zip(runs, weights):
-        out += (w / total) * minmax(run)
+    for run, w, floor in zip(runs, weights, floors or [0.0] * len(runs)):
+        out += (w / total) * minmax(run, floor)
     return out
 
 

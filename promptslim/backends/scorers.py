@@ -19,15 +19,16 @@ scorer never imports torch.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from ..errors import BackendError, ConfigError
+from ..errors import ConfigError
 from ..registry import Registry
+from .cross_encoder import CrossEncoderScorer
 from .lexical import BM25Scorer
 from .models import check_quantize
 from .scorer_base import (
+    DENSE_MIN_SPREAD,
     Scored,
     Scorer,
     left_out,
@@ -177,53 +178,6 @@ class DenseScorer(Scorer):
         return Scored(scores=scores, vectors=vectors, details=details)
 
 
-# ---------------------------------------------------------------- cross-encoder
-
-
-class CrossEncoderScorer(Scorer):
-    """A sentence-transformers ``CrossEncoder`` (local path or cached name) scoring each
-    (query, text) pair: slower than dense, usually more accurate. None ships with promptslim."""
-
-    name: ClassVar[str] = "cross_encoder"
-    _lock = threading.Lock()  # fast tokenizers are not re-entrant
-
-    def __init__(
-        self, *, model: str | None = None, batch_size: int = 32, device: str | None = None
-    ) -> None:
-        if not model:
-            raise ConfigError("the cross-encoder scorer needs a model path or name", field="model")
-        if batch_size < 1:
-            raise ConfigError("must be at least 1", field="batch_size")
-        self.model = model
-        self.batch_size = batch_size
-        self.device = device
-
-    def score(
-        self,
-        query: str,
-        texts: Sequence[str],
-        *,
-        embeddings: Sequence[Any] | None = None,
-        query_embedding: Sequence[float] | None = None,
-    ) -> Scored:
-        import numpy as np
-
-        from .embedding_parts import model_text
-        from .models import load_cross_encoder
-
-        encoder = load_cross_encoder(str(self.model), device=self.device)
-        if not texts:
-            return Scored(scores=np.zeros(0, dtype=np.float64))
-        with self._lock:
-            try:
-                pairs = [(model_text(query), model_text(t)) for t in texts]
-                out = encoder.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
-            except (RuntimeError, ValueError) as exc:
-                raise BackendError(f"scoring failed: {exc}", backend="cross_encoder") from exc
-        scores = np.asarray(out, dtype=np.float64)
-        return Scored(scores=scores.reshape(len(texts), -1)[:, -1])
-
-
 # ---------------------------------------------------------------- hybrid
 
 
@@ -233,7 +187,8 @@ class HybridScorer(Scorer):
 
     Lexical matching catches names and rare terms that embeddings blur; embeddings catch
     paraphrase that term overlap misses. Equal weights are the default: neither is assumed
-    better in general.
+    better in general. ``dense_min_spread``: dense scores spread less than this are scaled as
+    if spread this far (``DENSE_MIN_SPREAD``: near-equal similarities are noise, not signal).
 
     ``dense_candidates`` (a cascade; None: off): embed only BM25's best this many texts (and
     any with a precomputed embedding, which cost nothing); the others take the lowest dense
@@ -257,7 +212,10 @@ class HybridScorer(Scorer):
         rrf_k: int = 60,
         dense_candidates: int | None = None,
         store_float: bool = False,
+        dense_min_spread: float = DENSE_MIN_SPREAD,
     ) -> None:
+        if not 0.0 <= dense_min_spread <= 2.0:
+            raise ConfigError("must be a cosine spread, 0 to 2", field="dense_min_spread")
         if fusion not in ("weighted", "rrf"):
             raise ConfigError(f"expected 'weighted' or 'rrf', got {fusion!r}", field="fusion")
         if not 0.0 <= dense_weight <= 1.0:
@@ -276,6 +234,7 @@ class HybridScorer(Scorer):
         self.rrf_k = rrf_k
         self.dense_candidates = dense_candidates
         self.store_float = store_float
+        self.dense_min_spread = dense_min_spread
         self._bm25 = BM25Scorer()
         self._dense = DenseScorer(
             model=model,
@@ -330,7 +289,7 @@ class HybridScorer(Scorer):
         if self.fusion == "rrf":
             fused = reciprocal_rank_fusion(runs, weights, k=self.rrf_k)
         else:
-            fused = weighted_fusion(runs, weights)
+            fused = weighted_fusion(runs, weights, (0.0, self.dense_min_spread))
         return Scored(scores=fused, vectors=dense.vectors, details=dict(dense.details))
 
     def _dense_scores(
@@ -394,7 +353,7 @@ SCORERS: Registry[type[Scorer]] = Registry(
     {
         "bm25": "promptslim.backends.lexical:BM25Scorer",
         "dense": "promptslim.backends.scorers:DenseScorer",
-        "cross_encoder": "promptslim.backends.scorers:CrossEncoderScorer",
+        "cross_encoder": "promptslim.backends.cross_encoder:CrossEncoderScorer",
         "hybrid": "promptslim.backends.scorers:HybridScorer",
     },
 )

@@ -74,6 +74,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..backends.scorer_base import DENSE_MIN_SPREAD
 from ..backends.scorers import DEFAULT_MAX_SEQ_LENGTH
 from ..tokens import count_document
 from ..types import Budget, Request
@@ -136,7 +137,11 @@ class RetrievalStage(BaseStage):
     two cores from 400-500 ms to about 80 ms at the median, at unchanged recall of the default
     policy; see :class:`~promptslim.backends.scorers.DenseScorer`. ``dense_candidates``: for ``hybrid``,
     embed only BM25's best this many documents (a cascade; None embeds all).
-    ``dedup_threshold``: None takes the method's default (cosine 0.95, shingle Jaccard 0.8).
+    ``dense_min_spread``: for ``hybrid``'s weighted fusion, dense similarities spread less than
+    this are scaled as if spread this far, so near-equal ones (look-alike code, records,
+    tables) count in proportion rather than as much as BM25's whole range (``DENSE_MIN_SPREAD``).
+    ``dedup_threshold``: None takes the method's default (cosine 0.95, shingle Jaccard 0.8); a
+    near-duplicate by embedding must also share half its 5-word shingles with the one kept.
     ``mmr_lambda``: None turns MMR off; 1.0 is pure relevance, 0.0 pure diversity.
     ``window_chars`` (None: whole documents), ``window_overlap`` (sentences),
     ``max_windows``: how long documents are cut for scoring (see the module docstring).
@@ -176,6 +181,7 @@ class RetrievalStage(BaseStage):
         quantize: bool | None = None,
         fusion: Literal["weighted", "rrf"] = "weighted",
         dense_weight: float = 0.5,
+        dense_min_spread: float = DENSE_MIN_SPREAD,
         dense_candidates: int | None = None,
         max_k: int | None = 10,
         min_k: int = 1,
@@ -230,6 +236,7 @@ class RetrievalStage(BaseStage):
                 options.update(
                     fusion=opts.fusion,
                     dense_weight=opts.dense_weight,
+                    dense_min_spread=opts.dense_min_spread,
                     dense_candidates=opts.dense_candidates,
                 )
             if opts.scorer == "cross_encoder":

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..backends.scorer_base import DENSE_MIN_SPREAD
 from ..backends.scorers import DEFAULT_MAX_SEQ_LENGTH, Scorer
 from ..errors import ConfigError
 from .options import parse_options
@@ -62,6 +63,7 @@ class RetrievalOptions(BaseModel):
     quantize: bool | None = Field(default=None, strict=True)
     fusion: Literal["weighted", "rrf"] = "weighted"
     dense_weight: float = _unit(0.5)
+    dense_min_spread: float = Field(default=DENSE_MIN_SPREAD, ge=0.0, le=2.0, strict=True)
     dense_candidates: int | None = Field(default=None, ge=1, strict=True)
     max_k: int | None = Field(default=10, ge=1, strict=True)
     min_k: int = Field(default=1, ge=0, strict=True)
