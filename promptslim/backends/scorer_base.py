@@ -66,11 +66,11 @@ class Scorer(ABC):
 
 
 #: cosine similarities (the default MiniLM's) that all lie within this of each other say
-#: nothing about which text is relevant: a question against JSON exports, code or tables of one
-#: layout scores 0.02-0.10 everywhere. Min-max scaling would stretch that noise to the full
-#: range of the lexical side; scaled as if spread this far, it moves the fusion in proportion.
-#: Sentence passages spread 0.2-0.9 for the same model; a model whose similarities bunch more
-#: (e5, bge) wants a lower value
+#: little about which text is relevant: against JSON exports, code or tables of one layout a
+#: question scores a few hundredths apart everywhere. Min-max scaling would stretch that noise
+#: to the full range of the lexical side; scaled as if spread this far, it moves the fusion in
+#: proportion. Prose spreads several times wider for the same model; a model whose similarities
+#: bunch more (e5, bge) wants a lower value
 DENSE_MIN_SPREAD = 0.15
 
 

@@ -4,9 +4,10 @@ JSON when it parses as JSON (tried by the JSON compressor itself: bad or truncat
 back as None and goes on as text); code when the call named a source file or most lines look
 like code; a log when it has many short lines, or when most of its lines start as log records
 do (a timestamp, a level, a syslog date, a client address, a JSON object: service logs, access
-logs and JSON-lines logs run to 200 characters a line and more); plain text otherwise. A compressor that declines (None) hands the result to the next
-candidate, ending with ``text``. The content tests run only when the candidates before them
-declined: a JSON result never pays for the code test.
+logs and JSON-lines logs run to 200 characters a line and more); plain text otherwise. A
+compressor that declines (None) hands the result to the next candidate, ending with ``text``.
+The content tests run only when the candidates before them declined: a JSON result never pays
+for the code test.
 """
 
 from __future__ import annotations
