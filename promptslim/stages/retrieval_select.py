@@ -272,11 +272,9 @@ def _similarity(
     def by_cosine(i: int, kept: list[int]) -> tuple[float, int]:
         values = (vectors[[row[j] for j in kept]] @ vectors[row[i]]).tolist()
         close = sorted(((v, j) for v, j in zip(values, kept) if v >= threshold), reverse=True)
+        mine = _shingles(documents[i].text) if close else frozenset()
         for value, j in close:
-            if (
-                _jaccard(_shingles(documents[i].text), _shingles(documents[j].text))
-                >= _COPY_JACCARD
-            ):
+            if _jaccard(mine, _shingles(documents[j].text)) >= _COPY_JACCARD:
                 return float(value), j
         return 0.0, -1
 

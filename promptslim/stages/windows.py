@@ -96,15 +96,21 @@ class Windowed:
         return [w for w, window in enumerate(self.windows) if window.doc == doc]
 
 
-def _cut_long(text: str, unit: Span, limit: int, protected: Sequence[Span]) -> list[Span]:
-    """``unit`` cut at spaces into pieces of about ``limit`` characters, never inside a
-    protected span (a unit without a usable space stays whole)."""
+def _cut_long(
+    text: str,
+    unit: Span,
+    limit: int,
+    protected: Sequence[Span],
+    boundary: re.Pattern[str] = _SPACE,
+) -> list[Span]:
+    """``unit`` cut where ``boundary`` matches (spaces) into pieces of about ``limit``
+    characters, never inside a protected span (a unit without a usable cut stays whole)."""
     if unit.end - unit.start <= limit:
         return [unit]
     inside = [(p.start, p.end) for p in protected if p.start < unit.end and p.end > unit.start]
     pieces: list[Span] = []
     start = unit.start
-    for match in _SPACE.finditer(text, unit.start, unit.end):
+    for match in boundary.finditer(text, unit.start, unit.end):
         cut = match.end()
         if cut - start < limit or cut >= unit.end:
             continue
@@ -177,14 +183,12 @@ def _scored(doc: int, first: int, last: int, head: str, body: str, size: int) ->
     reads, one window per piece of about ``size`` characters over the same units."""
     if len(head) + len(body) <= SCORING_CHARS_PER_WINDOW * size:
         return [Window(doc, first, last, head + body)]
-    pieces, start = [], 0
-    for m in _PART_END.finditer(body):
-        if m.end() - start >= size:
-            pieces.append(body[start : m.end()])
-            start = m.end()
-    pieces.append(body[start:])
+    # scoring only: the parts may cut inside a protected span, the units stay whole
+    cuts = _cut_long(body, Span(0, len(body), "sentence"), size, (), _PART_END)
     # a stretch with no place to end a part (one long token) is cut where it runs out
-    pieces = [p[i : i + 2 * size] for p in pieces for i in range(0, len(p), 2 * size)]
+    pieces = [
+        c.of(body)[i : i + 2 * size] for c in cuts for i in range(0, c.end - c.start, 2 * size)
+    ]
     return [Window(doc, first, last, head + p, k) for k, p in enumerate(pieces) if p.strip()]
 
 
