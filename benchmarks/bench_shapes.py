@@ -17,6 +17,11 @@ the committed sample when that is not set), every item is re-cut into the shapes
   hard-wrapped at 80 columns with no blank lines (PDF and plain-text extraction: a line break
   mostly falls inside a sentence), and every run of whitespace collapsed to one space
   (loaders that normalise whitespace: no structure left to read);
+- ``template4`` / ``follow_up4``: ``chunks4`` with the question put as a conversation puts it
+  and no ``Request.query`` given (the proxy's case): inside one of three prompt templates
+  (instructions before, after or around it), or in the user turn before a follow-up that names
+  nothing ("Can you check again?"); the ``vectors`` config's query vector is the question's,
+  as a retriever searches with the question;
 - ``kv75``: the key-value file (``--kv PATH``, default ``kv75-dev.jsonl.gz`` beside it), one
   pair per document.
 
@@ -99,7 +104,7 @@ def dense_topk() -> Callable[[Any], Any]:
 @dataclass(frozen=True)
 class Prepared:
     """A config whose requests first get, outside the timed call, what the caller's side adds
-    (``prepare``): the vector store's embeddings for ``vectors``."""
+    (``prepare``, given the item): the vector store's embeddings for ``vectors``."""
 
     run: Callable[[Any], Any]
     prepare: Callable[[Any], Any]
@@ -110,13 +115,14 @@ class Prepared:
 
 def store_vectors() -> Callable[[Any], Any]:
     """Each document's embedding as a vector store indexes it (MiniLM, float, at the model's
-    full length: 256 word pieces of the whole chunk) and the query's, which searched it."""
+    full length: 256 word pieces of the whole chunk) and the query's, which searched it (the
+    item's question where the conversation wraps it: a retriever searches with the question)."""
     from common import with_vectors
 
     from promptslim.backends.embeddings import EmbeddingService
 
     store = EmbeddingService(backend="auto", max_seq_length=None, cache_size=0)
-    return lambda request: with_vectors(request, store)
+    return lambda item: with_vectors(item.request, store, item.metadata.get("question"))
 
 
 def configs(extra: list[str]) -> dict[str, Callable[[Any], Any]]:
@@ -135,7 +141,7 @@ def configs(extra: list[str]) -> dict[str, Callable[[Any], Any]]:
     return out
 
 
-def warm_up(runs: dict[str, Callable[[Any], Any]], request: Any) -> None:
+def warm_up(runs: dict[str, Callable[[Any], Any]], item: BenchItem) -> None:
     """What a server does before its first request (``promptslim serve`` warms up unless told
     not to): each pipeline's ``warm_up`` (the models, the token counter, jieba's dictionary),
     then one request. What loads once per process is not what "cold" measures: jieba's
@@ -145,7 +151,7 @@ def warm_up(runs: dict[str, Callable[[Any], Any]], request: Any) -> None:
         pipeline = getattr(bound, "__self__", None)  # a Pipeline's bound ``run``
         if isinstance(pipeline, Pipeline):
             pipeline.warm_up()
-        run(run.prepare(request) if isinstance(run, Prepared) else request)
+        run(run.prepare(item) if isinstance(run, Prepared) else item.request)
 
 
 def cold() -> None:
@@ -169,7 +175,7 @@ def measure(
     if isinstance(run, Prepared):
         prepared = {} if prepared is None else prepared
         if id(run.prepare) not in prepared:
-            prepared[id(run.prepare)] = run.prepare(item.request)
+            prepared[id(run.prepare)] = run.prepare(item)
         request = prepared[id(run.prepare)]
     cold()
     start = time.perf_counter()
@@ -292,7 +298,7 @@ def main() -> None:
     runs = configs(args.config)
     if args.only:
         runs = {k: v for k, v in runs.items() if k in args.only.split(",")}
-    warm_up(runs, shapes[next(iter(shapes))][0].request)
+    warm_up(runs, shapes[next(iter(shapes))][0])
     results = run_suite(shapes, runs)
     lingua = args.llmlingua if args.llmlingua is not None else (1 if args.quick else 2)
     if args.only and "longllmlingua" not in args.only.split(","):

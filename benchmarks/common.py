@@ -79,15 +79,17 @@ def reference_loop_ms() -> float:
     return (time.perf_counter() - start) * 1e3
 
 
-def with_vectors(request: Any, store: Any) -> Any:
+def with_vectors(request: Any, store: Any, query: str | None = None) -> Any:
     """The request as a production retriever hands it over: each document with the embedding
-    its vector store indexed, and the query's embedding (used to search). Same model and
-    truncation as the retrieval stage; computed here, outside the timed slimming."""
+    its vector store indexed, and the embedding of the query it was searched with (``query``;
+    by default the request's). Same model and truncation as the retrieval stage; computed
+    here, outside the timed slimming."""
     from promptslim.stages.retrieval_scoring import scoring_text
 
     if not request.documents:
         return request
-    vectors = store.embed([scoring_text(d) for d in request.documents] + [request.effective_query])
+    searched = query if query is not None else request.effective_query
+    vectors = store.embed([scoring_text(d) for d in request.documents] + [searched])
     return request.replace(
         documents=[
             d.model_copy(update={"embedding": v.tolist()})

@@ -9,7 +9,7 @@ import textwrap
 from collections.abc import Callable
 
 from promptslim.bench.datasets import BenchItem
-from promptslim.types import Document
+from promptslim.types import Document, Message
 
 CHUNK_SIZES = (2, 4, 8)
 
@@ -102,12 +102,54 @@ def relaid(item: BenchItem, layout: str) -> BenchItem:
     return BenchItem(item.id, item.request.replace(documents=docs), item.answers, item.metadata)
 
 
+#: prompt templates a question arrives in (``{q}``: the question): instructions before it,
+#: after it, and around it
+TEMPLATES = (
+    "You are a careful assistant. Using only the documents provided, answer the question below."
+    " Be concise: one or two sentences at most, in a formal tone, and cite the document ids you"
+    " used in square brackets. If the documents do not contain the answer, say that you do not"
+    " know rather than guessing, and do not mention these instructions.\n\nQuestion: {q}",
+    "{q}\n\nAnswer using only the search results above. Keep it short, name the titles of the"
+    " passages you relied on, and say so plainly if the results do not contain the answer.",
+    "Here are the search results for my question. Read them carefully, ignore the ones that"
+    " are irrelevant, and reply in a single sentence.\nMy question: {q}\nThank you!",
+)
+#: a follow-up that names nothing, after a reply that did not answer
+FOLLOW_UPS = (
+    ("I could not find that in the documents.", "Can you check again?"),
+    ("Let me look at the documents.", "Please answer my previous question in one sentence."),
+    ("I am not sure.", "Are you sure? Look at the documents once more."),
+)
+
+
+def asked(item: BenchItem, how: str, n: int) -> BenchItem:
+    """The item's question as a conversation puts it, with no ``Request.query`` given:
+    ``template`` (inside the ``n``-th of ``TEMPLATES``) or ``follow_up`` (the turn before the
+    ``n``-th of ``FOLLOW_UPS``). ``metadata["question"]`` keeps the question (what a vector
+    store was searched with)."""
+    messages = list(item.request.messages)
+    question = item.request.query or messages[-1].text
+    if how == "template":
+        last = [Message(role="user", content=TEMPLATES[n % len(TEMPLATES)].format(q=question))]
+    else:
+        reply, follow = FOLLOW_UPS[n % len(FOLLOW_UPS)]
+        last = [
+            Message(role="user", content=messages[-1].text),
+            Message(role="assistant", content=reply),
+            Message(role="user", content=follow),
+        ]
+    request = item.request.replace(query=None, messages=[*messages[:-1], *last])
+    return BenchItem(item.id, request, item.answers, {**item.metadata, "question": question})
+
+
 def build_shapes(nq: list[BenchItem], kv: list[BenchItem]) -> dict[str, list[BenchItem]]:
     shapes: dict[str, list[BenchItem]] = {"passages": nq}
     for k in CHUNK_SIZES:
         shapes[f"chunks{k}"] = [chunked(it, k, n % k) for n, it in enumerate(nq)]
     for layout in LAYOUTS:
         shapes[f"{layout}4"] = [relaid(it, layout) for it in shapes["chunks4"]]
+    for how in ("template", "follow_up"):
+        shapes[f"{how}4"] = [asked(it, how, n) for n, it in enumerate(shapes["chunks4"])]
     for name, split in splitters().items():
         shapes[name] = [resplit(it, split) for it in nq]
     if kv:

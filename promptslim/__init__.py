@@ -41,6 +41,8 @@ from .errors import UnknownName as UnknownName
 from .limits import RequestLimits as RequestLimits
 from .limits import check_body as check_body
 from .pipeline import Pipeline as Pipeline
+from .query import Ask as Ask
+from .query import ask_of as ask_of
 from .registry import STAGES as STAGES
 from .registry import Registry as Registry
 from .render import render_documents as render_documents
@@ -87,6 +89,7 @@ __all__ = [
     "SUMMARISERS",
     "TOOL_COMPRESSORS",
     "Allocation",
+    "Ask",
     "BackendError",
     "BackendUnavailable",
     "BaseStage",
@@ -140,6 +143,7 @@ __all__ = [
     "UnknownName",
     "allocate",
     "answer_expand_call",
+    "ask_of",
     "check_body",
     "count_messages",
     "count_request",

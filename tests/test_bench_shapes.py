@@ -54,6 +54,26 @@ def test_layouts_keep_the_words_their_order_and_the_gold_position(items: list, l
                 assert "\n" not in after.text
 
 
+@pytest.mark.parametrize("how", ["template", "follow_up"])
+def test_asked_shapes_put_the_question_in_the_conversation_only(items: list, how: str) -> None:
+    for n, item in enumerate(items):
+        chunks = shapes_data.chunked(item, 4, n % 4)
+        shaped = shapes_data.asked(chunks, how, n)
+        request = shaped.request
+        assert request.query is None and item.request.query
+        assert shaped.metadata == {**chunks.metadata, "question": item.request.query}
+        assert request.documents == chunks.request.documents
+        assert request.messages[0] == chunks.request.messages[0]  # the system prompt
+        users = [m.text for m in request.messages if m.role == "user"]
+        if how == "template":
+            assert len(users) == 1 and item.request.query in users[0]
+            assert users[0] != item.request.query  # instructions around it
+        else:
+            assert users[0] == chunks.request.messages[-1].text
+            assert item.request.query not in users[-1]  # the last turn names nothing
+            assert [m.role for m in request.messages[-3:]] == ["user", "assistant", "user"]
+
+
 def test_splitter_shapes_come_from_the_real_splitters(items: list) -> None:
     split = shapes_data.splitters()
     for name in ("langchain1000", "llamaindex512", "llamaindex1024"):
@@ -84,7 +104,7 @@ def test_warm_up_loads_what_a_process_loads_once(items: list) -> None:
     from promptslim import text
 
     runs = {"default": bench_shapes.build_config("full").pipeline.run}
-    bench_shapes.warm_up(runs, items[0].request)
+    bench_shapes.warm_up(runs, items[0])
     assert "tokenizer" in text._jieba_state or "missing" in text._jieba_state
 
 

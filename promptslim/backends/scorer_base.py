@@ -14,12 +14,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DENSE_MIN_SPREAD",
+    "VIEW_TEMPERATURE",
     "Scored",
     "Scorer",
     "left_out",
     "minmax",
     "reciprocal_rank_fusion",
     "similarities",
+    "view_weights",
     "weighted_fusion",
 ]
 
@@ -28,11 +30,14 @@ __all__ = [
 class Scored:
     """One score per text (``scores``), and the unit embeddings of the texts when the scorer
     computed them (``vectors``; near-duplicate removal and MMR reuse them). ``details`` holds
-    numbers worth reporting (precomputed embeddings reused, per-scorer scores...)."""
+    numbers worth reporting (precomputed embeddings reused, per-scorer scores...).
+    ``view_weights``: how much the query and each of its views counted, when views were
+    weighed (``view_weights``)."""
 
     scores: np.ndarray
     vectors: np.ndarray | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    view_weights: np.ndarray | None = None
 
 
 class Scorer(ABC):
@@ -43,6 +48,8 @@ class Scorer(ABC):
     vector search that found the texts embedded the query already). Scorers that do not use
     embeddings ignore both; a scorer written before ``query_embedding`` existed, without that
     keyword, still works: the retrieval stage passes it only to scorers that accept it.
+    The same holds for ``views`` (other ways the conversation may be asking the query,
+    :mod:`promptslim.query`), which the dense and hybrid scorers take.
     """
 
     name: ClassVar[str]
@@ -117,6 +124,29 @@ def reciprocal_rank_fusion(
         ranks[order] = np.arange(1, len(order) + 1)
         out += w / (k + ranks)
     return out
+
+
+#: how fast trust falls off, in cosine similarity, for a view of the query that matches its
+#: best text less well than the best view does (``view_weights``): a tenth lower weighs
+#: exp(-2), about an eighth; an instruction or a "can you check again?" matches the best text
+#: several tenths less than the question beside it does, and weighs nothing. Models whose
+#: similarities bunch (e5, bge) give flatter weights: more views count, never fewer
+VIEW_TEMPERATURE = 0.05
+
+
+def view_weights(
+    best: Sequence[float] | np.ndarray, temperature: float = VIEW_TEMPERATURE
+) -> np.ndarray:
+    """Weights summing to 1 for views of one query, from each view's similarity to the text it
+    matches best (``best``): ``exp((best - max(best)) / temperature)``, normalised. A view
+    the documents answer well is trusted; one they answer no better than noise is not."""
+    import numpy as np
+
+    best = np.asarray(best, dtype=np.float64)
+    if best.size == 0:
+        return best
+    weights: np.ndarray = np.exp((best - best.max()) / temperature)
+    return weights / float(weights.sum())
 
 
 # ---------------------------------------------------------------- dense scores and shortlists

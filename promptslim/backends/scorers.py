@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from ..errors import ConfigError
 from ..registry import Registry
 from .cross_encoder import CrossEncoderScorer
+from .dense import DEFAULT_MAX_SEQ_LENGTH, DenseScorer
 from .lexical import BM25Scorer
-from .models import check_quantize
 from .scorer_base import (
     DENSE_MIN_SPREAD,
     Scored,
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "DEFAULT_MAX_SEQ_LENGTH",
     "SCORERS",
     "CrossEncoderScorer",
     "DenseScorer",
@@ -57,125 +58,6 @@ __all__ = [
 ]
 
 Fusion = Literal["weighted", "rrf"]
-#: word pieces of each passage the embedder reads, by default (MiniLM's own limit is 256)
-DEFAULT_MAX_SEQ_LENGTH = 64
-
-
-# ---------------------------------------------------------------- dense
-
-
-class DenseScorer(Scorer):
-    """Cosine similarity of sentence embeddings (default: the packaged all-MiniLM-L6-v2).
-
-    Precomputed embeddings of the model's dimension are used as they are, and so is the
-    query's (``query_embedding``); texts are embedded through the shared, cached
-    :class:`EmbeddingService`, truncated to ``max_seq_length`` word pieces for scoring, with
-    the query in the same model call. For large candidate sets the search goes through faiss.
-
-    The defaults buy cold speed on a CPU, where embedding fresh passages is the whole cost:
-    64 word pieces (a passage's topic is in its head), the ONNX backend where onnxruntime is
-    installed (``auto``), and the int8 model on the CPU (``quantize=None``; float on a GPU).
-    On nq20-dev (1,000 questions, the 2-core development VM) that took the default retrieval
-    policy's cold request from 399 to 114 ms at the median, at the same 0.992 gold recall
-    (``benchmarks/bench_retrieval.py --cold-options``), and running each text alone in the
-    ONNX encoder (see ``onnx_encoder``) to about 80 ms. The int8 vectors are not a vector
-    store's float ones, so the two never meet: given the store's query vector too
-    (``store_float=False``, the default), the texts without a vector and the query are embedded
-    by the int8 model, each text scored against the query of its own model; otherwise
-    (``store_float=True``, or no query vector) the request is embedded with the float model
-    (the same backend and truncation), which loads on the first such request (0.25 s here once
-    the ONNX export exists). On the shape suite (60 nq20-dev items a shape, store vectors)
-    int8 kept evidence and token ratio at 1.8-2.6x less time a cold request.
-    """
-
-    name: ClassVar[str] = "dense"
-
-    def __init__(
-        self,
-        *,
-        model: str | None = None,
-        max_seq_length: int | None = DEFAULT_MAX_SEQ_LENGTH,
-        backend: Literal["torch", "onnx", "auto"] = "auto",
-        device: str | None = None,
-        quantize: bool | None = None,
-        store_float: bool = False,
-    ) -> None:
-        if max_seq_length is not None and max_seq_length < 1:
-            raise ConfigError("must be a positive number of word pieces", field="max_seq_length")
-        check_quantize(quantize)
-        self.model = model
-        self.max_seq_length = max_seq_length
-        self.backend = backend
-        self.device = device
-        self.quantize = quantize
-        self.store_float = store_float
-
-    def service(self, *, float32: bool = False) -> Any:
-        """The shared embedding service; ``float32``: the float model's, whatever ``quantize``
-        says (for requests that bring a vector store's vectors)."""
-        from .embeddings import EmbeddingService
-
-        return EmbeddingService.get(
-            self.model,
-            backend=self.backend,
-            device=self.device,
-            max_seq_length=self.max_seq_length,
-            quantize=False if float32 else self.quantize,
-        )
-
-    def score(
-        self,
-        query: str,
-        texts: Sequence[str],
-        *,
-        embeddings: Sequence[Any] | None = None,
-        query_embedding: Sequence[float] | None = None,
-    ) -> Scored:
-        import numpy as np
-
-        from .embeddings import normalise
-
-        service = self.service()
-        dim = service.dim
-        vectors = np.zeros((len(texts), dim), dtype=np.float32)
-        given_at = [
-            i for i, given in enumerate(embeddings or ()) if given is not None and len(given) == dim
-        ]
-        reused = len(given_at)
-        # another model's vector (wrong length) is not used: the text is embedded instead
-        mismatched = sum(1 for g in embeddings or () if g is not None) - reused
-        if given_at:
-            vectors[given_at] = normalise([embeddings[i] for i in given_at])  # type: ignore[index]
-        query_given = query_embedding is not None and len(query_embedding) == dim
-        todo = sorted(set(range(len(texts))) - set(given_at))
-        # beside a store's float vectors, int8 only with the store's query given and the query
-        # embedded by int8 too: each vector meets its own model's query (else: the float model)
-        mixed = bool(reused or query_given) and service.int8
-        own = mixed and not self.store_float and query_given and bool(todo)
-        if mixed and not own:
-            service = self.service(float32=True)  # compared with a store's float vectors
-        embed_query = not query_given or own
-        # whatever must be embedded goes to the model in one call: each call has a fixed cost
-        fresh = service.embed(([query] if embed_query else []) + [texts[i] for i in todo])
-        if embed_query:
-            fresh_query, fresh = fresh[0], fresh[1:]
-        query_vector = normalise(query_embedding) if query_given else fresh_query
-        if todo:
-            vectors[todo] = fresh
-        scores = similarities(vectors, query_vector, exact=own)
-        if own:
-            scores[todo] = (fresh @ fresh_query).astype(np.float64)
-        details = {
-            "embeddings_reused": reused,
-            "embeddings_mismatched": mismatched,
-            "query_embedding_reused": query_given,
-            "query_embedding_mismatched": query_embedding is not None and not query_given,
-            "int8": service.int8,
-            # the dense work of this call: distinct texts handed to the model (the service
-            # embeds a text once per call; cache hits included)
-            "texts_embedded": len({texts[i] for i in todo} | ({query} if embed_query else set())),
-        }
-        return Scored(scores=scores, vectors=vectors, details=details)
 
 
 # ---------------------------------------------------------------- hybrid
@@ -260,6 +142,7 @@ class HybridScorer(Scorer):
         shortlist: Sequence[int | None] | None = None,
         shortlist_size: int = 0,
         shortlist_each: int = 0,
+        views: Sequence[str] = (),
     ) -> Scored:
         """``lexical_only``: texts scored by BM25 alone, never embedded (their dense score is
         imputed from their BM25 standing, so their fused score is their normalised BM25
@@ -267,7 +150,9 @@ class HybridScorer(Scorer):
         document of each text embedded only when among BM25's best (None: not listed):
         ``shortlist_each`` of each document and ``shortlist_size`` of the rest; those left out
         take the lowest dense score of the texts embedded (the later windows of long
-        documents: the dense work of a request is bounded by construction)."""
+        documents: the dense work of a request is bounded by construction). ``views``: the
+        dense side's (``DenseScorer.score``); BM25 reads ``query``, where a word no text holds
+        adds nothing."""
         lexical = self._bm25.score(query, texts)
         skip = {i for i, flag in enumerate(lexical_only or ()) if flag}
         unlisted: set[int] = set()
@@ -282,15 +167,46 @@ class HybridScorer(Scorer):
                 embeddings=embeddings,
             )
         dense = self._dense_scores(
-            lexical.scores, query, texts, embeddings, query_embedding, skip, unlisted
+            lexical.scores, query, texts, embeddings, query_embedding, skip, unlisted, views
         )
-        runs = [lexical.scores, dense.scores]
+        lexical_scores = lexical.scores
+        if dense.view_weights is not None:  # BM25 trusts each view as far as embeddings do
+            lexical_scores = self._asked_lexical(
+                lexical.scores, [query, *views], dense.view_weights, texts
+            )
+        runs = [lexical_scores, dense.scores]
         weights = [1.0 - self.dense_weight, self.dense_weight]
         if self.fusion == "rrf":
             fused = reciprocal_rank_fusion(runs, weights, k=self.rrf_k)
         else:
             fused = weighted_fusion(runs, weights, (0.0, self.dense_min_spread))
-        return Scored(scores=fused, vectors=dense.vectors, details=dict(dense.details))
+        return Scored(
+            scores=fused,
+            vectors=dense.vectors,
+            details=dict(dense.details),
+            view_weights=dense.view_weights,
+        )
+
+    def _asked_lexical(
+        self,
+        first: np.ndarray,
+        asked: Sequence[str],
+        weights: np.ndarray,
+        texts: Sequence[str],
+    ) -> np.ndarray:
+        """BM25 of each way of asking (``first``: the query's, already computed), each on
+        its own best text's scale, mixed by ``weights``."""
+        import numpy as np
+
+        out = np.zeros(len(texts), dtype=np.float64)
+        for i, (text, weight) in enumerate(zip(asked, weights)):
+            if weight < 1e-3:
+                continue  # the documents do not answer it: its words would be noise
+            scores = first if i == 0 else self._bm25.score(text, texts).scores
+            top = float(scores.max()) if len(scores) else 0.0
+            if top > 0:
+                out += weight * scores / top
+        return out
 
     def _dense_scores(
         self,
@@ -301,6 +217,7 @@ class HybridScorer(Scorer):
         query_embedding: Sequence[float] | None,
         skip: set[int] | None = None,
         unlisted: set[int] | None = None,
+        views: Sequence[str] = (),
     ) -> Scored:
         """Dense scores of every text, or with ``dense_candidates`` of BM25's best only, never
         of ``skip`` (lexical-only) or ``unlisted`` texts (left out of the shortlist)."""
@@ -311,7 +228,7 @@ class HybridScorer(Scorer):
         unlisted = set(unlisted or ())
         if (n is None or len(texts) <= n) and not skip and not unlisted:
             return self._dense.score(
-                query, texts, embeddings=embeddings, query_embedding=query_embedding
+                query, texts, embeddings=embeddings, query_embedding=query_embedding, views=views
             )
         given = embeddings or [None] * len(texts)
         best = range(len(texts)) if n is None else np.argsort(-lexical, kind="stable")[:n].tolist()
@@ -323,6 +240,7 @@ class HybridScorer(Scorer):
             [texts[i] for i in chosen],
             embeddings=[given[i] for i in chosen],
             query_embedding=query_embedding,
+            views=views,
         )
         low = float(part.scores.min()) if chosen else 0.0
         scores = np.full(len(texts), low, dtype=np.float64)
@@ -344,7 +262,9 @@ class HybridScorer(Scorer):
             details["lexical_only"] = len(skip)
         if unlisted:
             details["shortlist_left_out"] = len(unlisted)
-        return Scored(scores=scores, vectors=vectors, details=details)
+        return Scored(
+            scores=scores, vectors=vectors, details=details, view_weights=part.view_weights
+        )
 
 
 #: Scorer classes by name; ``RetrievalStage(scorer=...)`` looks names up here.
@@ -352,7 +272,7 @@ SCORERS: Registry[type[Scorer]] = Registry(
     "scorer",
     {
         "bm25": "promptslim.backends.lexical:BM25Scorer",
-        "dense": "promptslim.backends.scorers:DenseScorer",
+        "dense": "promptslim.backends.dense:DenseScorer",
         "cross_encoder": "promptslim.backends.cross_encoder:CrossEncoderScorer",
         "hybrid": "promptslim.backends.scorers:HybridScorer",
     },

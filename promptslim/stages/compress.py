@@ -21,6 +21,7 @@ from ..backends.compress import COMPRESSORS, Compressor, Item
 from ..backends.compress.extractive import ExtractiveCompressor
 from ..budget import Allocation, allocate, history_span
 from ..errors import ConfigError
+from ..query import ask_of
 from ..text import find_protected_spans
 from ..tokens import TokenCounter, count_document, count_message, count_request, message_counts
 from ..types import Budget, Document, Message, Request
@@ -129,9 +130,8 @@ class CompressStage(BaseStage):
             )
             for d, n in zip(docs, before)
         ]
-        texts = self._fit(
-            items, request.effective_query, target, counter, _docs_cost(docs, counter), log
-        )
+        query = ask_of(request).text  # a follow-up's topic is in the turn before it
+        texts = self._fit(items, query, target, counter, _docs_cost(docs, counter), log)
         kept: list[Document] = []
         for d, n, text in zip(docs, before, texts):
             if not text:
@@ -259,7 +259,7 @@ class CompressStage(BaseStage):
             # a message is never removed (turn structure): it costs its overhead either way
             return sum(o + counter.count(t) for o, t in zip(overhead, texts))
 
-        texts = self._fit(items, request.effective_query, target, counter, cost, log)
+        texts = self._fit(items, ask_of(request).text, target, counter, cost, log)
         for i, text in zip(chosen, texts):
             if i == last and not text.strip():
                 # an empty question is never the answer: the budget check after the stages

@@ -76,6 +76,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..backends.scorer_base import DENSE_MIN_SPREAD
 from ..backends.scorers import DEFAULT_MAX_SEQ_LENGTH
+from ..query import ask_of
 from ..tokens import count_document
 from ..types import Budget, Request
 from .base import BaseStage, StageLog
@@ -258,14 +259,16 @@ class RetrievalStage(BaseStage):
             log.warning(f"{document_target(documents, i)}: empty text, dropped")
 
         start = time.perf_counter()
+        ask = ask_of(request)
         scores, vectors, parts = score_documents(
             options,
             self.get_scorer(),
-            request.effective_query,
+            ask.text,
             [documents[i] for i in valid],
             log,
             request.query_embedding,
             request.protect,
+            ask.views,
         )
         log.details["scoring_ms"] = (time.perf_counter() - start) * 1e3
         score_of = {i: float(scores[j]) for j, i in enumerate(valid)}

@@ -41,9 +41,11 @@ def score_documents(
     log: StageLog,
     query_embedding: Sequence[float] | None = None,
     protect: Sequence[str] = (),
+    views: Sequence[str] = (),
 ) -> tuple[np.ndarray, np.ndarray | None, Parts | None]:
     """Each document's score and unit vector (None without embeddings), and its windows
-    with their scores (None when nothing was scored)."""
+    with their scores (None when nothing was scored). ``views``: other ways the query may be
+    asked (``promptslim.query``), for scorers that take them."""
     import numpy as np
 
     if not docs:
@@ -64,6 +66,8 @@ def score_documents(
     extra: dict[str, Any] = {"embeddings": embeddings}
     if query_embedding is not None and _accepts(type(scorer), "query_embedding"):
         extra["query_embedding"] = query_embedding
+    if views and _accepts(type(scorer), "views"):
+        extra["views"] = views
     lexical = None
     if embeddings is not None and options.store_windows == "lexical":
         lexical = lexical_windows(stored, windowed)
@@ -112,7 +116,7 @@ def _run_scorer(
         log.details["language_fallback"] = "bm25"
         scorer = BM25Scorer()
     if scorer.name == "bm25":
-        for key in ("lexical_only", "shortlist", "shortlist_size", "shortlist_each"):
+        for key in ("lexical_only", "shortlist", "shortlist_size", "shortlist_each", "views"):
             vectors_given.pop(key, None)  # every text is lexical there
         scored = scorer.score(query, texts, **vectors_given)
     else:

@@ -1,0 +1,167 @@
+"""The dense scorer: cosine similarity of sentence embeddings, through the shared, cached
+:class:`~promptslim.backends.embeddings.EmbeddingService`; a query asked more than one way
+(``views``) weighed by how well the texts answer each way. ``SCORERS`` names it ``dense``; the
+hybrid scorer (``scorers``) uses it for its dense side."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from ..errors import ConfigError
+from .models import check_quantize
+from .scorer_base import Scored, Scorer, similarities, view_weights
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["DEFAULT_MAX_SEQ_LENGTH", "DenseScorer"]
+
+#: word pieces of each passage the embedder reads, by default (MiniLM's own limit is 256)
+DEFAULT_MAX_SEQ_LENGTH = 64
+
+
+class DenseScorer(Scorer):
+    """Cosine similarity of sentence embeddings (default: the packaged all-MiniLM-L6-v2).
+
+    Precomputed embeddings of the model's dimension are used as they are, and so is the
+    query's (``query_embedding``); texts are embedded through the shared, cached
+    :class:`EmbeddingService`, truncated to ``max_seq_length`` word pieces for scoring, with
+    the query in the same model call. For large candidate sets the search goes through faiss.
+
+    The defaults buy cold speed on a CPU, where embedding fresh passages is the whole cost:
+    64 word pieces (a passage's topic is in its head), the ONNX backend where onnxruntime is
+    installed (``auto``), and the int8 model on the CPU (``quantize=None``; float on a GPU).
+    On nq20-dev (1,000 questions, the 2-core development VM) that took the default retrieval
+    policy's cold request from 399 to 114 ms at the median, at the same 0.992 gold recall
+    (``benchmarks/bench_retrieval.py --cold-options``), and running each text alone in the
+    ONNX encoder (see ``onnx_encoder``) to about 80 ms. The int8 vectors are not a vector
+    store's float ones, so the two never meet: given the store's query vector too
+    (``store_float=False``, the default), the texts without a vector and the query are embedded
+    by the int8 model, each text scored against the query of its own model; otherwise
+    (``store_float=True``, or no query vector) the request is embedded with the float model
+    (the same backend and truncation), which loads on the first such request (0.25 s here once
+    the ONNX export exists). On the shape suite (60 nq20-dev items a shape, store vectors)
+    int8 kept evidence and token ratio at 1.8-2.6x less time a cold request.
+    """
+
+    name: ClassVar[str] = "dense"
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        max_seq_length: int | None = DEFAULT_MAX_SEQ_LENGTH,
+        backend: Literal["torch", "onnx", "auto"] = "auto",
+        device: str | None = None,
+        quantize: bool | None = None,
+        store_float: bool = False,
+    ) -> None:
+        if max_seq_length is not None and max_seq_length < 1:
+            raise ConfigError("must be a positive number of word pieces", field="max_seq_length")
+        check_quantize(quantize)
+        self.model = model
+        self.max_seq_length = max_seq_length
+        self.backend = backend
+        self.device = device
+        self.quantize = quantize
+        self.store_float = store_float
+
+    def service(self, *, float32: bool = False) -> Any:
+        """The shared embedding service; ``float32``: the float model's, whatever ``quantize``
+        says (for requests that bring a vector store's vectors)."""
+        from .embeddings import EmbeddingService
+
+        return EmbeddingService.get(
+            self.model,
+            backend=self.backend,
+            device=self.device,
+            max_seq_length=self.max_seq_length,
+            quantize=False if float32 else self.quantize,
+        )
+
+    def score(
+        self,
+        query: str,
+        texts: Sequence[str],
+        *,
+        embeddings: Sequence[Any] | None = None,
+        query_embedding: Sequence[float] | None = None,
+        views: Sequence[str] = (),
+    ) -> Scored:
+        """``views``: other ways the query may be put (a sentence of it, an earlier turn). Each
+        text's similarity is then a mean over the query and its views, each weighted by how
+        well the texts answer it (``view_weights``); not used when ``query_embedding`` is
+        given (the store searched with that vector: it is the question)."""
+        import numpy as np
+
+        from .embeddings import normalise
+
+        service = self.service()
+        dim = service.dim
+        vectors, given_at, mismatched = _given_vectors(embeddings, len(texts), dim)
+        reused = len(given_at)
+        query_given = query_embedding is not None and len(query_embedding) == dim
+        todo = sorted(set(range(len(texts))) - set(given_at))
+        # beside a store's float vectors, int8 only with the store's query given and the query
+        # embedded by int8 too: each vector meets its own model's query (else: the float model)
+        mixed = bool(reused or query_given) and service.int8
+        own = mixed and not self.store_float and query_given and bool(todo)
+        if mixed and not own:
+            service = self.service(float32=True)  # compared with a store's float vectors
+        embed_query = not query_given or own
+        asked = [query, *views] if embed_query and not query_given else [query] * embed_query
+        # whatever must be embedded goes to the model in one call: each call has a fixed cost
+        fresh = service.embed(asked + [texts[i] for i in todo])
+        fresh_query, fresh = fresh[: len(asked)], fresh[len(asked) :]
+        if todo:
+            vectors[todo] = fresh
+        weights = None
+        if len(asked) > 1:
+            scores, weights = _asked_views(vectors, fresh_query)
+        else:
+            query_vector = normalise(query_embedding) if query_given else fresh_query[0]
+            scores = similarities(vectors, query_vector, exact=own)
+        if own:
+            scores[todo] = (fresh @ fresh_query[0]).astype(np.float64)
+        details = {
+            "embeddings_reused": reused,
+            "embeddings_mismatched": mismatched,
+            "query_embedding_reused": query_given,
+            "query_embedding_mismatched": query_embedding is not None and not query_given,
+            "int8": service.int8,
+            # the dense work of this call: distinct texts handed to the model (the service
+            # embeds a text once per call; cache hits included)
+            "texts_embedded": len({texts[i] for i in todo} | set(asked)),
+        }
+        if weights is not None:  # how much each way of asking counted: the query's first
+            details["view_weights"] = [round(float(w), 3) for w in weights]
+        return Scored(scores=scores, vectors=vectors, details=details, view_weights=weights)
+
+
+def _given_vectors(
+    embeddings: Sequence[Any] | None, n: int, dim: int
+) -> tuple[np.ndarray, list[int], int]:
+    """The texts' unit vectors where ``embeddings`` gives one of the model's dimension (zero
+    rows elsewhere), which texts those are, and how many given vectors were of another length
+    (another model's: those texts are embedded instead)."""
+    import numpy as np
+
+    from .embeddings import normalise
+
+    vectors = np.zeros((n, dim), dtype=np.float32)
+    given = list(embeddings or ())
+    at = [i for i, g in enumerate(given) if g is not None and len(g) == dim]
+    if at:
+        vectors[at] = normalise([given[i] for i in at])
+    return vectors, at, sum(1 for g in given if g is not None) - len(at)
+
+
+def _asked_views(vectors: np.ndarray, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each text's similarity as the ``view_weights`` mean over the ways of asking (rows of
+    ``asked``: the query, then its views), and those weights."""
+    import numpy as np
+
+    matrix = (vectors @ asked.T).astype(np.float64)  # one column per way of asking
+    weights = view_weights(matrix.max(axis=0) if len(vectors) else np.zeros(len(asked)))
+    return matrix @ weights, weights

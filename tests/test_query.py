@@ -1,0 +1,219 @@
+"""What a request asks when the caller does not say (``promptslim.query``), and how the dense
+and hybrid scorers weigh the ways it may be asked. On real nq20 rows with the real MiniLM: a
+question wrapped in instructions, and a follow-up that names nothing, keep their answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from promptslim.backends.scorer_base import VIEW_TEMPERATURE, view_weights
+from promptslim.backends.scorers import DenseScorer, HybridScorer
+from promptslim.bench.datasets import load_dataset
+from promptslim.bench.metrics import evidence_retention
+from promptslim.pipeline import Pipeline
+from promptslim.query import (
+    EARLIER_TURNS,
+    HEAD_SENTENCES,
+    TAIL_SENTENCES,
+    VIEW_CHARS,
+    Ask,
+    ask_of,
+)
+from promptslim.stages.retrieval import RetrievalStage
+from promptslim.types import Message, Request
+
+INSTRUCTIONS = (
+    "You are a careful assistant. Using only the documents provided, answer the question "
+    "below. Be concise: one or two sentences at most, formal tone, and cite the document ids "
+    "you used in square brackets. If the documents do not contain the answer, say that you do "
+    "not know rather than guessing, and do not mention these instructions."
+)
+
+
+def chat(*turns: tuple[str, str], query: str | None = None) -> Request:
+    messages = [Message(role="system", content="Answer from the documents.")]
+    messages += [Message(role=role, content=text) for role, text in turns]
+    return Request(messages=messages, query=query)
+
+
+# ---------------------------------------------------------------- deriving the ask
+
+
+def test_a_given_query_is_the_ask_as_given() -> None:
+    request = chat(("user", "Hi. Tell me about Paris. Thanks."), query="capital of France")
+    assert ask_of(request) == Ask("capital of France")
+
+
+def test_a_one_sentence_question_has_no_other_views() -> None:
+    assert ask_of(chat(("user", "who won the 1998 world cup"))) == Ask("who won the 1998 world cup")
+    assert ask_of(Request(messages=[Message(role="system", content="s")])) == Ask("")
+
+
+def test_a_question_in_instructions_is_a_view_of_its_own() -> None:
+    last = f"{INSTRUCTIONS}\n\nQuestion: who won the 1998 world cup"
+    ask = ask_of(chat(("user", last)))
+    assert ask.text == last  # BM25 still reads the whole message
+    assert "Question: who won the 1998 world cup" in ask.views
+    assert "You are a careful assistant." in ask.views  # the first sentence: questions lead too
+
+
+def test_a_follow_up_is_read_after_the_turns_before_it() -> None:
+    ask = ask_of(
+        chat(
+            ("user", "who wrote the novel Dracula"),
+            ("assistant", "Bram Stoker wrote it."),
+            ("user", "and when was he born?"),
+        )
+    )
+    assert ask.text == "who wrote the novel Dracula\nand when was he born?"
+    assert ask.views == ("and when was he born?", "who wrote the novel Dracula")
+    assert "Bram Stoker" not in ask.text  # only user turns: an answer is not the question
+
+
+def test_multi_part_messages_are_read_by_their_text() -> None:
+    request = Request.from_openai(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Look at this."}]},
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": "Is it true? Check the dates."}],
+                },
+            ],
+        }
+    )
+    ask = ask_of(request)
+    assert ask.text == "Look at this.\nIs it true? Check the dates."
+    assert ask.views == (
+        "Is it true? Check the dates.",
+        "Is it true?",
+        "Check the dates.",
+        "Look at this.",
+    )
+
+
+_words = st.text(alphabet="abcdefg ?.!\n", min_size=0, max_size=400)
+
+
+@given(st.lists(_words, min_size=1, max_size=6), st.booleans())
+def test_the_ask_is_bounded_and_holds_the_last_message(users: list[str], long: bool) -> None:
+    if long:
+        users[-1] = " ".join(f"Sentence {i} is here." for i in range(60)) + " " + "x" * 3_000
+    turns = [t for u in users for t in (("user", u), ("assistant", "ok"))][:-1]
+    ask = ask_of(chat(*turns))
+    assert ask.text.endswith(users[-1])
+    assert len(ask.text) <= sum(len(u) + 1 for u in users[-1 - EARLIER_TURNS :])
+    assert len(ask.views) <= 1 + HEAD_SENTENCES + TAIL_SENTENCES + EARLIER_TURNS
+    assert all(0 < len(v) <= VIEW_CHARS and v.strip() for v in ask.views)
+    assert len(set(ask.views)) == len(ask.views)
+    assert ask_of(chat(*turns)) == ask  # deterministic
+
+
+# ---------------------------------------------------------------- weighing the views
+
+
+def test_view_weights_trust_the_view_the_texts_answer_best() -> None:
+    weights = view_weights([0.2, 0.75, 0.45, 0.74])
+    assert weights.sum() == pytest.approx(1.0)
+    assert int(np.argmax(weights)) == 1
+    assert weights[0] < 1e-4  # several tenths below the best: nothing
+    assert weights[2] == pytest.approx(weights[1] * np.exp(-0.3 / VIEW_TEMPERATURE))
+    assert weights[3] > 0.4  # a view as good as the best counts as much
+    assert view_weights([]).size == 0
+
+
+TEXTS = [
+    "Bram Stoker was an Irish author, born on 8 November 1847 in Clontarf, Dublin.",
+    "Dracula is an 1897 Gothic horror novel by the Irish author Bram Stoker.",
+    "The Eiffel Tower is a wrought-iron lattice tower in Paris, completed in 1889.",
+    "Photosynthesis converts light energy into chemical energy in plants.",
+]
+
+
+def test_a_view_the_texts_do_not_answer_weighs_nothing() -> None:
+    scored = DenseScorer().score(
+        "Can you check again?", TEXTS, views=["who wrote the novel Dracula"]
+    )
+    assert scored.view_weights is not None
+    assert scored.view_weights[1] > 0.95
+    assert scored.details["view_weights"][1] > 0.95
+    assert set(np.argsort(-scored.scores)[:2]) == {0, 1}  # the Stoker texts, by the view
+    plain = DenseScorer().score("Can you check again?", TEXTS)
+    assert plain.view_weights is None and "view_weights" not in plain.details
+
+
+def test_views_are_not_used_beside_the_stores_query_vector() -> None:
+    scorer = DenseScorer(quantize=False)
+    query_vector = scorer.service().embed_one("Can you check again?").tolist()
+    scored = scorer.score(
+        "Can you check again?",
+        TEXTS,
+        query_embedding=query_vector,
+        views=["who wrote the novel Dracula"],
+    )
+    assert scored.view_weights is None  # the store searched with that vector: it is the ask
+    plain = scorer.score("Can you check again?", TEXTS, query_embedding=query_vector)
+    np.testing.assert_allclose(scored.scores, plain.scores)
+
+
+def test_hybrid_bm25_follows_the_trusted_view() -> None:
+    # the last turn's words ("Eiffel") match only the wrong text: BM25 on them alone would
+    # rank it first; weighed by the embeddings, the earlier question's words count instead
+    query = "who wrote the novel Dracula\nwas it before the Eiffel Tower?"
+    views = ["was it before the Eiffel Tower?", "who wrote the novel Dracula"]
+    scored = HybridScorer().score(query, TEXTS, views=views)
+    assert scored.view_weights is not None
+    assert int(np.argmax(scored.scores)) in (0, 1)
+
+
+# ---------------------------------------------------------------- on real rows
+
+
+def _asked(request: Request, how: str) -> Request:
+    messages = list(request.messages)
+    question = messages[-1].text
+    if how == "instructed":
+        last = [Message(role="user", content=f"{INSTRUCTIONS}\n\n{question}")]
+    else:
+        last = [
+            Message(role="user", content=question),
+            Message(role="assistant", content="Let me look at the documents."),
+            Message(role="user", content="Please answer my previous question in one sentence."),
+        ]
+    return request.replace(query=None, messages=[*messages[:-1], *last])
+
+
+@pytest.mark.parametrize("how", ["instructed", "follow_up"])
+def test_the_answer_is_kept_however_the_question_is_put(eval_data: Path, how: str) -> None:
+    items = load_dataset(f"nq:{eval_data / 'nq20-dev.jsonl.gz'}", limit=40).items
+    run = Pipeline([RetrievalStage()]).run
+    kept = {"given": 0, how: 0}
+    for item in items:
+        for name, request in (("given", item.request), (how, _asked(item.request, how))):
+            result = run(request)
+            text = "\n".join(d.text for d in result.request.documents)
+            kept[name] += evidence_retention(text, item.answers) > 0
+    # the last user message alone as the query kept the answer for about half of these rows
+    assert kept[how] >= kept["given"] - 1, kept
+    assert kept[how] >= 38, kept
+
+
+def test_compression_reads_a_follow_ups_topic_in_the_turn_before(eval_data: Path) -> None:
+    # extractive compression ranks sentences by the question's words: "can you check again?"
+    # has none, so it kept the answer's sentence in under half the rows the question kept it in
+    from promptslim.stages.compress import CompressStage
+
+    items = load_dataset(f"nq:{eval_data / 'nq20-dev.jsonl.gz'}", limit=40).items
+    stage = CompressStage(rate=0.33)
+    kept = {"given": 0, "follow_up": 0}
+    for item in items:
+        for name, request in (("given", item.request), ("follow_up", _asked(item.request, "x"))):
+            text = "\n".join(d.text for d in stage.run(request).documents)
+            kept[name] += evidence_retention(text, item.answers) > 0
+    assert kept["follow_up"] >= kept["given"] - 4, kept
