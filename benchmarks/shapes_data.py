@@ -105,14 +105,22 @@ def relaid(item: BenchItem, layout: str) -> BenchItem:
 #: prompt templates a question arrives in (``{q}``: the question): instructions before it,
 #: after it, and around it
 TEMPLATES = (
-    "You are a careful assistant. Using only the documents provided, answer the question below."
-    " Be concise: one or two sentences at most, in a formal tone, and cite the document ids you"
-    " used in square brackets. If the documents do not contain the answer, say that you do not"
-    " know rather than guessing, and do not mention these instructions.\n\nQuestion: {q}",
-    "{q}\n\nAnswer using only the search results above. Keep it short, name the titles of the"
-    " passages you relied on, and say so plainly if the results do not contain the answer.",
-    "Here are the search results for my question. Read them carefully, ignore the ones that"
-    " are irrelevant, and reply in a single sentence.\nMy question: {q}\nThank you!",
+    (
+        "You are a careful assistant. Using only the documents provided, answer the question"
+        " below. Be concise: one or two sentences at most, in a formal tone, and cite the"
+        " document ids you used in square brackets. If the documents do not contain the answer,"
+        " say that you do not know rather than guessing, and do not mention these"
+        " instructions.\n\nQuestion: {q}"
+    ),
+    (
+        "{q}\n\nAnswer using only the search results above. Keep it short, name the titles of"
+        " the passages you relied on, and say so plainly if the results do not contain the"
+        " answer."
+    ),
+    (
+        "Here are the search results for my question. Read them carefully, ignore the ones that"
+        " are irrelevant, and reply in a single sentence.\nMy question: {q}\nThank you!"
+    ),
 )
 #: a follow-up that names nothing, after a reply that did not answer
 FOLLOW_UPS = (
