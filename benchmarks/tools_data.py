@@ -1,6 +1,7 @@
 """``bench_tools.py``'s data: the cached sources its traces are built from (PyGithub's recorded
-GitHub API responses, logs — ``pytest -v`` of some of the project's tests and llama-server
-serving a few requests on the packaged SmolLM2, made here; the set-up's own verbose pip installs
+GitHub API responses, logs — ``pytest -v`` of some of the project's tests, llama-server
+serving a few requests on the packaged SmolLM2 and ``promptslim serve`` in front of it (JSON
+lines of 400 characters and more), made here; the set-up's own verbose pip installs
 and llama-server build, which ``scripts/setup.sh`` keeps, or else pip's verbose download of one
 package — and source files of installed packages).
 
@@ -15,6 +16,7 @@ import json
 import subprocess
 import sys
 import tarfile
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -89,6 +91,9 @@ def logs() -> list[tuple[str, Path]]:
         ("pip install -v " + p.stem.removeprefix("pip_install_"), p)
         for p in sorted(folder.glob("pip_install_*.log"))
     ]
+    proxy = proxy_log(folder / "promptslim_serve.log")
+    if proxy is not None:
+        found.append(("promptslim serve --upstream llama-server", proxy))
     builds = sorted(folder.glob("llama_server_build_*.log"), key=lambda p: p.stat().st_mtime)
     if builds:
         found.append(("cmake --build build --target llama-server", builds[-1]))
@@ -149,6 +154,75 @@ def llama_server_log(path: Path) -> Path | None:
                 answer.read()
         path.write_text(server.log_tail(10_000_000))
     return path
+
+
+#: requests sent through the proxy for its log, and how often one is malformed (answered 400
+#: before the upstream)
+PROXY_REQUESTS = 150
+PROXY_BAD_EVERY = 10
+
+
+def proxy_log(path: Path) -> Path | None:
+    """``promptslim serve``'s own log in front of llama-server, made once: one JSON line per
+    request (its id, sizes, token counts and timings: 400 characters and more a line), for
+    ``PROXY_REQUESTS`` chat requests of several sizes, with and without documents, every
+    ``PROXY_BAD_EVERY``-th malformed. None where the set-up has not built llama-server."""
+    if path.is_file():
+        return path
+    from proxy_support import free_port, stop, wait_ready
+
+    from promptslim.backends.models import smollm2_gguf_path
+    from promptslim.errors import BackendUnavailable
+    from promptslim.loadsim.llama_server import LlamaServer
+
+    try:
+        server = LlamaServer(smollm2_gguf_path(), parallel=2, ctx=2048)
+    except BackendUnavailable:
+        return None
+    port = free_port()
+    with server, path.with_suffix(".tmp").open("wb") as out:
+        proxy = subprocess.Popen(
+            [sys.executable, "-m", "promptslim", "serve", "--upstream", server.base_url,
+             "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            wait_ready(f"http://127.0.0.1:{port}/healthz", proxy, timeout_s=120)
+            for i in range(PROXY_REQUESTS):
+                _post(f"http://127.0.0.1:{port}/v1/chat/completions", _proxy_body(i))
+        finally:
+            stop(proxy)
+    path.with_suffix(".tmp").replace(path)
+    return path
+
+
+def _proxy_body(i: int) -> bytes:
+    if i % PROXY_BAD_EVERY == PROXY_BAD_EVERY - 1:
+        return b'{"model": "smollm2", "messages": [{"role": "user"}]}'  # no content: a 400
+    facts = [
+        f"Record {i}-{k}: item {k * 7 + i} costs {k * 3 + i % 11} euros." for k in range(i % 6 * 8)
+    ]
+    body: dict[str, object] = {
+        "model": "smollm2",
+        "max_tokens": 2,
+        "messages": [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": f"Request {i}: what does item {i + 7} cost?"},
+        ],
+    }
+    if facts:
+        body["documents"] = [" ".join(facts[k : k + 4]) for k in range(0, len(facts), 4)]
+    return json.dumps(body).encode()
+
+
+def _post(url: str, data: bytes) -> None:
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            answer.read()
+    except urllib.error.HTTPError as exc:  # the malformed ones: their 400 is the point
+        exc.read()
 
 
 def log_summary(logs: list[tuple[str, Path]]) -> dict[str, int]:

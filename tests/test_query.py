@@ -148,18 +148,40 @@ def test_a_view_the_texts_do_not_answer_weighs_nothing() -> None:
     assert plain.view_weights is None and "view_weights" not in plain.details
 
 
-def test_views_are_not_used_beside_the_stores_query_vector() -> None:
-    scorer = DenseScorer(quantize=False)
-    query_vector = scorer.service().embed_one("Can you check again?").tolist()
-    scored = scorer.score(
-        "Can you check again?",
-        TEXTS,
-        query_embedding=query_vector,
-        views=["who wrote the novel Dracula"],
-    )
-    assert scored.view_weights is None  # the store searched with that vector: it is the ask
-    plain = scorer.score("Can you check again?", TEXTS, query_embedding=query_vector)
-    np.testing.assert_allclose(scored.scores, plain.scores)
+@pytest.mark.parametrize("quantize", [False, None])
+def test_beside_the_stores_query_vector_views_are_weighed_by_closeness_to_it(
+    quantize: bool | None,
+) -> None:
+    scorer = DenseScorer(quantize=quantize)
+    # the store searched with the question; the message wraps it in instructions
+    question = "who wrote the novel Dracula"
+    query_vector = scorer.service(float32=True).embed_one(question).tolist()
+    message = f"{INSTRUCTIONS}\n\nQuestion: {question}"
+    views = [*ask_of(chat(("user", message))).views]
+    scored = scorer.score(message, TEXTS, query_embedding=query_vector, views=views)
+    plain = scorer.score(message, TEXTS, query_embedding=query_vector)
+    assert plain.view_weights is None and scored.view_weights is not None
+    best = 1 + views.index(f"Question: {question}")
+    assert scored.view_weights[best] > 0.9
+    if quantize is False:  # the float model: every text meets the store's vector, as it was
+        np.testing.assert_allclose(scored.scores, plain.scores)
+    else:  # int8 embeds the texts: they meet int8's question, not the instructions
+        assert scored.details["int8"] and int(np.argmax(scored.scores)) in (0, 1)
+        assert min(scored.scores[:2]) > 0.3 > 0.2 > max(plain.scores)  # instructions: noise
+
+
+def test_beside_the_stores_query_vector_bm25_reads_the_question_not_the_template() -> None:
+    # a text made of the instructions' words: BM25 over the whole message ranks it first
+    texts = [*TEXTS, "Documents provided must be concise: cite ids in square brackets, formal."]
+    question = "who wrote the novel Dracula"
+    scorer = HybridScorer(quantize=False)
+    query_vector = scorer.service(float32=True).embed_one(question).tolist()
+    message = f"{INSTRUCTIONS}\n\nQuestion: {question}"
+    views = [*ask_of(chat(("user", message))).views]
+    whole = scorer.score(message, texts, query_embedding=query_vector)
+    asked = scorer.score(message, texts, query_embedding=query_vector, views=views)
+    assert asked.scores[4] < whole.scores[4] / 5  # second best on the whole message
+    assert int(np.argmax(asked.scores)) == 1  # "Dracula is an 1897 Gothic horror novel by..."
 
 
 def test_hybrid_bm25_follows_the_trusted_view() -> None:

@@ -91,6 +91,28 @@ def test_traces_have_a_needle_pairs_and_one_request_per_turn(tmp_path: Path) -> 
     assert build_traces(sources, n=8, seed=3, calls=(5, 9))[0].request == items[0].request
 
 
+def test_a_proxy_log_needle_is_one_requests_token_count(tmp_path: Path) -> None:
+    # promptslim serve's JSON line per request, as Exchange.log_line writes it
+    lines = [
+        json.dumps(
+            {"event": "request", "pid": 7, "id": f"{i:032x}", "route": "chat", "status": 200,
+             "tokens_in": 900 + i, "tokens_out": (150 + i) if i % 3 else 42,
+             "total_ms": 12.5 + i}
+        )
+        for i in range(60)
+    ]  # fmt: skip
+    log = tmp_path / "serve.log"
+    log.write_text("\n".join(lines))
+    sources = TraceSources.from_paths(logs=[("promptslim serve", log)])
+    items = build_traces(sources, n=6, seed=1, calls=(3, 4), kinds=("log",))
+    assert len(items) == 6
+    for item in items:
+        (line,) = [x for x in lines if item.answers[0] in x and x.split('"id": "')[1][:32] in
+                   item.request.messages[1].text]  # fmt: skip
+        assert json.loads(line)["tokens_out"] == int(item.answers[0]) >= 100
+        assert item.metadata["kind"] == "log"
+
+
 def test_the_dataset_spec_and_a_missing_folder(tmp_path: Path) -> None:
     loaded = load_dataset(f"tools:{_replay(tmp_path / 'ReplayData')}", limit=3)
     assert len(loaded.items) == 3

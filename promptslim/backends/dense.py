@@ -91,8 +91,9 @@ class DenseScorer(Scorer):
     ) -> Scored:
         """``views``: other ways the query may be put (a sentence of it, an earlier turn). Each
         text's similarity is then a mean over the query and its views, each weighted by how
-        well the texts answer it (``view_weights``); not used when ``query_embedding`` is
-        given (the store searched with that vector: it is the question)."""
+        well the texts answer it (``view_weights``). Beside ``query_embedding`` the scores are
+        that vector's (the store searched with it: it is the question), and the weights say
+        how close each way of asking is to it (for the hybrid scorer's BM25 side)."""
         import numpy as np
 
         from .embeddings import normalise
@@ -109,21 +110,18 @@ class DenseScorer(Scorer):
         own = mixed and not self.store_float and query_given and bool(todo)
         if mixed and not own:
             service = self.service(float32=True)  # compared with a store's float vectors
-        embed_query = not query_given or own
-        asked = [query, *views] if embed_query and not query_given else [query] * embed_query
+        # the request's own ways of asking, unless only the store's query vector is needed
+        asked = [query, *views] if not query_given or own else []
         # whatever must be embedded goes to the model in one call: each call has a fixed cost
         fresh = service.embed(asked + [texts[i] for i in todo])
         fresh_query, fresh = fresh[: len(asked)], fresh[len(asked) :]
         if todo:
             vectors[todo] = fresh
-        weights = None
-        if len(asked) > 1:
-            scores, weights = _asked_views(vectors, fresh_query)
-        else:
-            query_vector = normalise(query_embedding) if query_given else fresh_query[0]
-            scores = similarities(vectors, query_vector, exact=own)
-        if own:
-            scores[todo] = (fresh @ fresh_query[0]).astype(np.float64)
+        store_query = normalise(query_embedding) if query_given else None
+        scores, weights = self._scores(vectors, fresh_query, store_query, [query, *views], own)
+        if own:  # the texts int8 embedded meet int8's query: the ways of asking, as weighed
+            mine = fresh_query[0] if weights is None else weights @ fresh_query
+            scores[todo] = (fresh @ mine).astype(np.float64)
         details = {
             "embeddings_reused": reused,
             "embeddings_mismatched": mismatched,
@@ -132,11 +130,41 @@ class DenseScorer(Scorer):
             "int8": service.int8,
             # the dense work of this call: distinct texts handed to the model (the service
             # embeds a text once per call; cache hits included)
-            "texts_embedded": len({texts[i] for i in todo} | set(asked)),
+            "texts_embedded": len(
+                {texts[i] for i in todo} | set(asked) | set(views if weights is not None else ())
+            ),
         }
         if weights is not None:  # how much each way of asking counted: the query's first
             details["view_weights"] = [round(float(w), 3) for w in weights]
         return Scored(scores=scores, vectors=vectors, details=details, view_weights=weights)
+
+    def _scores(
+        self,
+        vectors: np.ndarray,
+        asked_vectors: np.ndarray,
+        store_query: np.ndarray | None,
+        ways: Sequence[str],
+        own: bool,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Each text's similarity to the query, and the weights of the ways of asking it
+        (``ways``: the query, then its views; None when there is one). ``asked_vectors``: the
+        request's embeddings of them, ``store_query``: the store's query vector."""
+        if store_query is None and len(ways) > 1:
+            return _asked_views(vectors, asked_vectors)
+        scores = similarities(
+            vectors, store_query if store_query is not None else asked_vectors[0], exact=own
+        )
+        if store_query is None or len(ways) == 1:
+            return scores, None
+        return scores, self._near(store_query, ways)
+
+    def _near(self, query_vector: np.ndarray, asked: Sequence[str]) -> np.ndarray:
+        """``view_weights`` of the ways of asking by their closeness to a store's query vector
+        (embedded by the float model, in that vector's space): the one it searched with wins."""
+        import numpy as np
+
+        rows = self.service(float32=True).embed(list(asked))
+        return view_weights(np.asarray(rows @ query_vector, dtype=np.float64))
 
 
 def _given_vectors(

@@ -160,7 +160,29 @@ _DOWNLOAD = re.compile(
 _PYTEST = re.compile(r"^(\S+::(\w+)) (PASSED|FAILED|SKIPPED|ERROR)\s+\[\s*(\d+%)\]", re.MULTILINE)
 
 
+#: a proxy's JSON line per request (``promptslim serve``): its id and the tokens it sent on
+_REQUEST_LINE = re.compile(
+    r'^\{"event": "request".*?"id": "([^"]+)".*?"tokens_out": (\d{3,})', re.MULTILINE
+)
+
+
+def _request_needle(rng: random.Random, command: str, text: str, lines: int) -> _Needle | None:
+    """A request of a proxy's JSON-lines log and the tokens it sent upstream (three digits or
+    more, and no other line of the window with that count: a short number recurs by chance)."""
+    found = [(m.group(1), m.group(2), m.start()) for m in _REQUEST_LINE.finditer(text)]
+    if not found:
+        return None
+    rid, tokens, at = rng.choice(found)
+    window = _window(rng, text, at, lines)
+    if window.count(f'"tokens_out": {tokens},') != 1:
+        return None
+    q = f"In the output of `{command}`, how many prompt tokens did request {rid} send upstream?"
+    return _Needle("log", ("run", {"command": command}), window, q, tokens)
+
+
 def _log_needle(rng: random.Random, command: str, text: str, lines: int = 400) -> _Needle | None:
+    if _REQUEST_LINE.search(text):
+        return _request_needle(rng, command, text, lines)
     found = [(m.group(1), m.group(2), m.start()) for m in _DOWNLOAD.finditer(text)]
     tests = [(m.group(2), m.group(4), m.start()) for m in _PYTEST.finditer(text)]
     if tests and (not found or rng.random() < 0.5):

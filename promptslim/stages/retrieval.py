@@ -1,7 +1,9 @@
 """The retrieval stage: keep the retrieved documents worth their tokens, in a useful order.
 
 Top-k is usually set once and set too high, and retrieved passages are usually the bulk of a
-RAG prompt. This stage re-scores ``Request.documents`` against the query and keeps::
+RAG prompt. This stage re-scores ``Request.documents`` against the query (``Request.query``,
+or what the conversation asks: ``promptslim.query``, whose views of the question the dense
+scorer weighs by how well the documents answer each) and keeps::
 
     k = min(max_k,                      a hard cap
             what fits the documents budget (promptslim.budget.allocate),
