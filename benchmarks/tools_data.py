@@ -156,9 +156,10 @@ def llama_server_log(path: Path) -> Path | None:
     return path
 
 
-#: requests sent through the proxy for its log, and how often one is malformed (answered 400
-#: before the upstream)
-PROXY_REQUESTS = 150
+#: requests sent through the proxy for its log (a log of about 50,000 characters: a trace's
+#: results are at most 60,000), and how often one is malformed (answered 400 before the
+#: upstream)
+PROXY_REQUESTS = 80
 PROXY_BAD_EVERY = 10
 
 
@@ -200,15 +201,18 @@ def proxy_log(path: Path) -> Path | None:
 def _proxy_body(i: int) -> bytes:
     if i % PROXY_BAD_EVERY == PROXY_BAD_EVERY - 1:
         return b'{"model": "smollm2", "messages": [{"role": "user"}]}'  # no content: a 400
+    # sizes that rarely repeat: a request's token count names it in the log
     facts = [
-        f"Record {i}-{k}: item {k * 7 + i} costs {k * 3 + i % 11} euros." for k in range(i % 6 * 8)
+        f"Record {i}-{k}: item {k * 7 + i} costs {k * 3 + i % 11} euros."
+        for k in range(i * 7 % 43)
     ]
+    ask = f"Request {i}: what does item {i + 7} cost? " + "Please be brief. " * (i % 13)
     body: dict[str, object] = {
         "model": "smollm2",
         "max_tokens": 2,
         "messages": [
             {"role": "system", "content": "Answer briefly."},
-            {"role": "user", "content": f"Request {i}: what does item {i + 7} cost?"},
+            {"role": "user", "content": ask},
         ],
     }
     if facts:

@@ -91,12 +91,12 @@ def test_traces_have_a_needle_pairs_and_one_request_per_turn(tmp_path: Path) -> 
     assert build_traces(sources, n=8, seed=3, calls=(5, 9))[0].request == items[0].request
 
 
-def test_a_proxy_log_needle_is_one_requests_token_count(tmp_path: Path) -> None:
+def test_a_proxy_log_needle_is_one_requests_prompt_tokens(tmp_path: Path) -> None:
     # promptslim serve's JSON line per request, as Exchange.log_line writes it
     lines = [
         json.dumps(
             {"event": "request", "pid": 7, "id": f"{i:032x}", "route": "chat", "status": 200,
-             "tokens_in": 900 + i, "tokens_out": (150 + i) if i % 3 else 42,
+             "tokens_in": (150 + i) if i % 3 else 42, "tokens_out": 900,
              "total_ms": 12.5 + i}
         )
         for i in range(60)
@@ -109,7 +109,7 @@ def test_a_proxy_log_needle_is_one_requests_token_count(tmp_path: Path) -> None:
     for item in items:
         (line,) = [x for x in lines if item.answers[0] in x and x.split('"id": "')[1][:32] in
                    item.request.messages[1].text]  # fmt: skip
-        assert json.loads(line)["tokens_out"] == int(item.answers[0]) >= 100
+        assert json.loads(line)["tokens_in"] == int(item.answers[0]) >= 100
         assert item.metadata["kind"] == "log"
 
 

@@ -160,23 +160,24 @@ _DOWNLOAD = re.compile(
 _PYTEST = re.compile(r"^(\S+::(\w+)) (PASSED|FAILED|SKIPPED|ERROR)\s+\[\s*(\d+%)\]", re.MULTILINE)
 
 
-#: a proxy's JSON line per request (``promptslim serve``): its id and the tokens it sent on
+#: a proxy's JSON line per request (``promptslim serve``): its id and the tokens it came with
 _REQUEST_LINE = re.compile(
-    r'^\{"event": "request".*?"id": "([^"]+)".*?"tokens_out": (\d{3,})', re.MULTILINE
+    r'^\{"event": "request".*?"id": "([^"]+)".*?"tokens_in": (\d{3,})', re.MULTILINE
 )
 
 
 def _request_needle(rng: random.Random, command: str, text: str, lines: int) -> _Needle | None:
-    """A request of a proxy's JSON-lines log and the tokens it sent upstream (three digits or
-    more, and no other line of the window with that count: a short number recurs by chance)."""
+    """A request of a proxy's JSON-lines log and the prompt tokens it came with (three digits
+    or more, and no other line of the window with that count: a short number recurs by
+    chance)."""
     found = [(m.group(1), m.group(2), m.start()) for m in _REQUEST_LINE.finditer(text)]
     if not found:
         return None
     rid, tokens, at = rng.choice(found)
     window = _window(rng, text, at, lines)
-    if window.count(f'"tokens_out": {tokens},') != 1:
+    if window.count(f'"tokens_in": {tokens},') != 1:
         return None
-    q = f"In the output of `{command}`, how many prompt tokens did request {rid} send upstream?"
+    q = f"In the output of `{command}`, how many prompt tokens did request {rid} come with?"
     return _Needle("log", ("run", {"command": command}), window, q, tokens)
 
 
@@ -249,17 +250,28 @@ _POOL = {"json": "responses", "log": "logs", "code": "files"}
 def _needle(
     rng: random.Random, sources: TraceSources, kind: str, lines: int = 400
 ) -> _Needle | None:
+    if kind == "log":
+        return _any_log_needle(rng, sources, lines)
     for _ in range(50):
         if kind == "json" and sources.responses:
             found = _json_needle(rng, rng.choice(sources.responses))
-        elif kind == "log" and sources.logs:
-            found = _log_needle(rng, *rng.choice(sources.logs), lines)
         elif kind == "code" and sources.files:
             found = _code_needle(rng, *rng.choice(sources.files))
         else:
             return None
         if found is not None and found.answer in found.result:
             return found
+    return None
+
+
+def _any_log_needle(rng: random.Random, sources: TraceSources, lines: int) -> _Needle | None:
+    """A needle from a log drawn at random, each log as likely as another that has needles
+    (one whose needles are rare is tried again, not passed over for an easier one)."""
+    for command, text in rng.sample(sources.logs, len(sources.logs)):
+        for _ in range(20):
+            found = _log_needle(rng, command, text, lines)
+            if found is not None and found.answer in found.result:
+                return found
     return None
 
 
