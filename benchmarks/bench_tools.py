@@ -1,10 +1,11 @@
 """Tool-result compression on agent traces built from real tool output.
 
 Data (fetched into ``~/.cache/promptslim`` at run time, never committed): PyGithub 2.10.0's
-sdist (LGPL) for its ~1,000 recorded GitHub API responses; pip's verbose install log and
-pytest ``-v`` output made on this machine; source files of installed packages. Traces come
-from ``promptslim.bench.tool_traces`` (one question, 5-30 tool calls, the answer one value in
-one result).
+sdist (LGPL) for its ~1,000 recorded GitHub API responses; pip's verbose install log,
+pytest ``-v`` output and ``promptslim serve``'s JSON-lines log (600-character lines, one per
+request) made on this machine; source files of installed packages. Traces come from
+``promptslim.bench.tool_traces`` (one question, 5-30 tool calls, the answer one value in one
+result; a log needle's log drawn at random among the logs that have needles).
 
 Configs, side by side on the same traces:
 
