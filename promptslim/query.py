@@ -18,9 +18,10 @@ turns alone. A dense scorer compares each with the documents and trusts most the
 documents answer best (:func:`promptslim.backends.scorer_base.view_weights`). The documents
 were retrieved for what the user means now, so they say which view that is.
 
-Bounded by construction: at most :data:`EARLIER_TURNS` earlier turns, the first and last
-sentences of a long message (:data:`HEAD_SENTENCES`, :data:`TAIL_SENTENCES`), each view cut to
-:data:`VIEW_CHARS` characters. Pure Python: no model runs here.
+Bounded by construction: at most :data:`EARLIER_TURNS` earlier turns, each read as its first
+and last :data:`VIEW_CHARS` / 2 characters when longer, the first and last sentences of a long
+message (:data:`HEAD_SENTENCES`, :data:`TAIL_SENTENCES`), each view cut to :data:`VIEW_CHARS`
+characters. Pure Python: no model runs here.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def ask_of(request: Request) -> Ask:
     if not users:
         return Ask("")
     last = users[-1]
-    earlier = [t for t in users[-1 - EARLIER_TURNS : -1] if t.strip()]
+    earlier = [_clip(t) for t in users[-1 - EARLIER_TURNS : -1] if t.strip()]
     text = "\n".join([*earlier, last]) if earlier else last
     views: list[str] = []
     sentences = _sentences(last)
@@ -70,6 +71,15 @@ def ask_of(request: Request) -> Ask:
     views += reversed(earlier)  # the most recent first
     unique = [v for v in dict.fromkeys(v[:VIEW_CHARS] for v in views) if v.strip()]
     return Ask(text, tuple(v for v in unique if v != text[:VIEW_CHARS]))
+
+
+def _clip(turn: str) -> str:
+    """An earlier turn as the ask reads it: its head and tail when it is long (a pasted text
+    with the question before or after it), so that BM25's work stays bounded."""
+    if len(turn) <= VIEW_CHARS:
+        return turn
+    half = VIEW_CHARS // 2
+    return f"{turn[:half]}\n{turn[-half:]}"
 
 
 def _sentences(text: str) -> list[str]:

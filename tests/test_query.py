@@ -75,6 +75,14 @@ def test_a_follow_up_is_read_after_the_turns_before_it() -> None:
     assert "Bram Stoker" not in ask.text  # only user turns: an answer is not the question
 
 
+def test_a_long_earlier_turn_is_read_by_its_head_and_tail() -> None:
+    pasted = "Lorem ipsum dolor. " * 500 + "What year was the treaty signed?"
+    ask = ask_of(chat(("user", pasted), ("assistant", "It says..."), ("user", "Who signed it?")))
+    assert ask.text.startswith("Lorem ipsum dolor.")
+    assert ask.text.endswith("What year was the treaty signed?\nWho signed it?")
+    assert len(ask.text) <= VIEW_CHARS + 1 + len("\nWho signed it?")
+
+
 def test_multi_part_messages_are_read_by_their_text() -> None:
     request = Request.from_openai(
         {
@@ -105,10 +113,11 @@ _words = st.text(alphabet="abcdefg ?.!\n", min_size=0, max_size=400)
 def test_the_ask_is_bounded_and_holds_the_last_message(users: list[str], long: bool) -> None:
     if long:
         users[-1] = " ".join(f"Sentence {i} is here." for i in range(60)) + " " + "x" * 3_000
+        users[0] = "a pasted text " * 2_000 + "what does it say?"
     turns = [t for u in users for t in (("user", u), ("assistant", "ok"))][:-1]
     ask = ask_of(chat(*turns))
     assert ask.text.endswith(users[-1])
-    assert len(ask.text) <= sum(len(u) + 1 for u in users[-1 - EARLIER_TURNS :])
+    assert len(ask.text) <= len(users[-1]) + EARLIER_TURNS * (VIEW_CHARS + 2)
     assert len(ask.views) <= 1 + HEAD_SENTENCES + TAIL_SENTENCES + EARLIER_TURNS
     assert all(0 < len(v) <= VIEW_CHARS and v.strip() for v in ask.views)
     assert len(set(ask.views)) == len(ask.views)
