@@ -19,6 +19,7 @@ import tarfile
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from promptslim.bench.tool_traces import TraceSources
 
@@ -131,13 +132,8 @@ def llama_server_log(path: Path) -> Path | None:
     where the set-up has not built llama-server."""
     if path.is_file():
         return path
-    from promptslim.backends.models import smollm2_gguf_path
-    from promptslim.errors import BackendUnavailable
-    from promptslim.loadsim.llama_server import LlamaServer
-
-    try:
-        server = LlamaServer(smollm2_gguf_path(), parallel=2, ctx=2048)
-    except BackendUnavailable:
+    server = _llama_server()
+    if server is None:
         return None
     with server:
         for i in range(3):
@@ -145,15 +141,22 @@ def llama_server_log(path: Path) -> Path | None:
                 "messages": [{"role": "user", "content": f"Count to {i + 3}."}],
                 "max_tokens": 8,
             }
-            req = urllib.request.Request(
-                f"{server.base_url}/chat/completions",
-                data=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(req, timeout=120) as answer:
-                answer.read()
+            _post(f"{server.base_url}/chat/completions", json.dumps(body).encode())
         path.write_text(server.log_tail(10_000_000))
     return path
+
+
+def _llama_server() -> Any:
+    """A ``LlamaServer`` on the packaged SmolLM2 (not started), or None where the set-up has
+    not built llama-server."""
+    from promptslim.backends.models import smollm2_gguf_path
+    from promptslim.errors import BackendUnavailable
+    from promptslim.loadsim.llama_server import LlamaServer
+
+    try:
+        return LlamaServer(smollm2_gguf_path(), parallel=2, ctx=2048)
+    except BackendUnavailable:
+        return None
 
 
 #: requests sent through the proxy for its log (a log of about 50,000 characters: a trace's
@@ -172,13 +175,8 @@ def proxy_log(path: Path) -> Path | None:
         return path
     from proxy_support import free_port, stop, wait_ready
 
-    from promptslim.backends.models import smollm2_gguf_path
-    from promptslim.errors import BackendUnavailable
-    from promptslim.loadsim.llama_server import LlamaServer
-
-    try:
-        server = LlamaServer(smollm2_gguf_path(), parallel=2, ctx=2048)
-    except BackendUnavailable:
+    server = _llama_server()
+    if server is None:
         return None
     port = free_port()
     with server, path.with_suffix(".tmp").open("wb") as out:
@@ -225,7 +223,9 @@ def _post(url: str, data: bytes) -> None:
     try:
         with urllib.request.urlopen(request, timeout=120) as answer:
             answer.read()
-    except urllib.error.HTTPError as exc:  # the malformed ones: their 400 is the point
+    except urllib.error.HTTPError as exc:
+        if exc.code != 400:  # the malformed requests' 400 is the point; nothing else is
+            raise
         exc.read()
 
 
