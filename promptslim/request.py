@@ -207,6 +207,8 @@ class Request(BaseModel):
 
     @property
     def effective_query(self) -> str:
+        """``query``, or the last user message's text. Retrieval and compression score against
+        :func:`promptslim.ask_of` instead, which also reads the turns before a follow-up."""
         if self.query is not None:
             return self.query
         i = self.last_user_index()
