@@ -22,6 +22,10 @@ the committed sample when that is not set), every item is re-cut into the shapes
   (instructions before, after or around it), or in the user turn before a follow-up that names
   nothing ("Can you check again?"); the ``vectors`` config's query vector is the question's,
   as a retriever searches with the question;
+- ``pooled8``: a request four times that size: the item's passages and the candidates of
+  the next three items (their gold passages left out), shuffled, eight to a chunk (about ten
+  chunks, 8,400 tokens), the gold passage at chunk position ``item index mod 8``: more
+  windows than the model reads in one request (``retrieval:max_windows``);
 - ``kv75``: the key-value file (``--kv PATH``, default ``kv75-dev.jsonl.gz`` beside it), one
   pair per document.
 

@@ -4,9 +4,10 @@ so a test can check that every shape holds the same words and the gold passage w
 
 from __future__ import annotations
 
+import random
 import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from promptslim.bench.datasets import BenchItem
 from promptslim.types import Document, Message
@@ -42,6 +43,26 @@ def chunked(item: BenchItem, k: int, position: int) -> BenchItem:
     ]
     request = item.request.replace(documents=chunks)
     return BenchItem(item.id, request, item.answers, {"position": position})
+
+
+#: the other questions whose candidates a pooled request adds (four times the suite's size)
+POOLED_OTHERS = 3
+
+
+def pooled(items: Sequence[BenchItem], n: int, k: int = 8) -> BenchItem:
+    """A request four times the suite's size: item ``n``'s passages and the candidates of
+    ``POOLED_OTHERS`` other items (their gold passages left out), shuffled (seeded by the
+    item's id), ``k`` to a chunk, the gold passage at chunk position ``n mod k``. What a
+    top-10 of 1,000-token chunks looks like: about 8,400 tokens of documents."""
+    item = items[n]
+    docs = list(item.request.documents)
+    for j in range(1, POOLED_OTHERS + 1):
+        other = items[(n + j) % len(items)]
+        if other is not item:
+            docs += [d for d in other.request.documents if not _is_gold(d)]
+    random.Random(str(item.id)).shuffle(docs)
+    mixed = BenchItem(item.id, item.request.replace(documents=docs), item.answers, item.metadata)
+    return chunked(mixed, k, n % k)
 
 
 def _joined(item: BenchItem) -> str:
@@ -158,6 +179,7 @@ def build_shapes(nq: list[BenchItem], kv: list[BenchItem]) -> dict[str, list[Ben
         shapes[f"{layout}4"] = [relaid(it, layout) for it in shapes["chunks4"]]
     for how in ("template", "follow_up"):
         shapes[f"{how}4"] = [asked(it, how, n) for n, it in enumerate(shapes["chunks4"])]
+    shapes["pooled8"] = [pooled(nq, n) for n in range(len(nq))]
     for name, split in splitters().items():
         shapes[name] = [resplit(it, split) for it in nq]
     if kv:

@@ -34,6 +34,25 @@ def test_chunks_put_the_gold_passage_at_each_position(items: list, k: int) -> No
             assert sum(len(d.text.split("\n\n")) for d in docs) == len(item.request.documents)
 
 
+def test_pooled_requests_hold_one_gold_passage_among_other_questions_candidates(
+    items: list,
+) -> None:
+    for n, item in enumerate(items):
+        shaped = shapes_data.pooled(items, n)
+        docs = shaped.request.documents
+        paragraphs = [p for d in docs for p in d.text.split("\n\n")]
+        others = [items[(n + j) % len(items)] for j in range(1, shapes_data.POOLED_OTHERS + 1)]
+        expected = len(item.request.documents) + sum(
+            sum(not d.metadata.get("isgold") for d in o.request.documents) for o in others
+        )
+        assert len(paragraphs) == expected  # the item's passages and the others' candidates
+        assert len(docs) == -(-expected // 8)
+        gold = next(d for d in item.request.documents if d.metadata.get("isgold"))
+        (chunk,) = [d for d in docs if d.metadata["isgold"]]
+        assert chunk.text.split("\n\n")[n % 8] == f"{gold.title}\n{gold.text}"
+        assert shapes_data.pooled(items, n).request == shaped.request  # seeded: the same
+
+
 @pytest.mark.parametrize("layout", list(shapes_data.LAYOUTS))
 def test_layouts_keep_the_words_their_order_and_the_gold_position(items: list, layout: str) -> None:
     for n, item in enumerate(items):

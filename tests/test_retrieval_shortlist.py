@@ -1,9 +1,11 @@
-"""The dense work of a request bounded by construction (``dense_windows``): every window is
-scored by BM25, each document's first window is embedded, and of the later windows only
-BM25's best ``dense_windows`` are; the rest score by their terms alone, at the low end of the
-dense scale."""
+"""The dense work of a request bounded by construction (``dense_windows``, or ``max_windows``
+when a request holds more windows than that): every window is scored by BM25, each document's
+first window is embedded, and of the later windows only BM25's best are; the rest score by
+their terms alone, at the low end of the dense scale."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,7 @@ from tests.test_retrieval_windows import (
     request_of,
 )
 
+SAMPLE = Path(__file__).parent / "data" / "nq20-dev.jsonl.gz"
 WINDOW_CHARS = 200  # the history cut into many windows, the other documents one each
 
 
@@ -197,3 +200,60 @@ def test_int8_windows_are_compared_with_the_int8_query() -> None:
     # the store's vector against the store's query; each fresh one against the int8 query
     assert scored.scores[0] == pytest.approx(float(first @ query), abs=1e-5)
     assert scored.scores[1:] == pytest.approx((fresh[1:] @ fresh[0]).tolist(), abs=1e-5)
+
+
+# ---------------------------------------------------------------- past max_windows
+
+
+@pytest.mark.slow
+def test_past_max_windows_windows_keep_their_size_and_the_model_reads_max_windows() -> None:
+    windows = _windows()
+    cap = len({w.text for w in windows}) - 3  # fewer texts than the request's windows hold
+    kept, details = _run(RetrievalStage(window_chars=WINDOW_CHARS, max_windows=cap))
+    assert details["windows"] == len(windows)  # cut at window_chars, not grown to fit cap
+    # the query and `cap` windows: each document's first, then BM25's best later ones
+    assert details["texts_embedded"] == 1 + cap == details["computed"]
+    assert details["shortlist_left_out"] >= 3
+    assert ANSWER in kept.get("history", "")
+
+
+@pytest.mark.slow
+def test_a_scorer_that_embeds_every_window_gets_max_windows_windows() -> None:
+    cap = len(_windows()) - 3
+    stage = RetrievalStage(scorer="dense", window_chars=WINDOW_CHARS, max_windows=cap)
+    _, details = _run(stage)
+    assert details["windows"] <= cap  # the windows grew: the model reads each of them
+    assert details["texts_embedded"] <= 1 + cap
+
+
+def test_bm25_reads_windows_past_max_windows() -> None:
+    stage = RetrievalStage(scorer="bm25", window_chars=WINDOW_CHARS, max_windows=4)
+    result = Pipeline([stage]).run(request_of(knowledge_base()))
+    assert result.report.stages[0].details["windows"] == len(_windows())
+    assert ANSWER in {d.id: d.text for d in result.request.documents}.get("history", "")
+
+
+@pytest.mark.slow
+def test_a_request_four_times_the_usual_size_keeps_the_answer_in_windows_read_whole() -> None:
+    # about 8,400 tokens in ten chunks of 8 passages (the shape suite's pooled8): more windows
+    # than the model reads. Grown to fit max_windows, each window was read by its head only
+    # and kept whole: 15 of 16 answers at 0.20 of the tokens; kept at window_chars and
+    # shortlisted by BM25, 16 of 16 at 0.10
+    import shapes_data
+
+    from promptslim.bench.datasets import load_dataset
+    from promptslim.bench.metrics import evidence_retention
+    from promptslim.tokens import count_documents, get_counter
+
+    items = load_dataset(f"nq:{SAMPLE}", limit=16).items
+    counter = get_counter(None)
+    run = Pipeline([RetrievalStage()]).run
+    found, ratios = 0, []
+    for n in range(len(items)):
+        shaped = shapes_data.pooled(items, n)
+        out = run(shaped.request).request.documents
+        found += evidence_retention("\n".join(d.text for d in out), shaped.answers) > 0
+        given = count_documents(shaped.request.documents, counter)
+        ratios.append(count_documents(out, counter) / given)
+    assert found >= 15
+    assert sum(ratios) / len(ratios) <= 0.15

@@ -186,9 +186,9 @@ def test_lexical_store_windows_keep_the_shorter_windows() -> None:
     plain = Document(id="chunk", text=CHUNK)
     lexical = RetrievalOptions.parse(window_chars=300, store_windows="lexical")
     embed = RetrievalOptions.parse(window_chars=300)
-    assert len(_windows(lexical, [stored], ()).windows) > len(paragraphs)
-    assert [w.text for w in _windows(lexical, [plain], ()).windows] == paragraphs
-    assert [w.text for w in _windows(embed, [stored], ()).windows] == paragraphs
+    assert len(_windows(lexical, [stored], (), 32).windows) > len(paragraphs)
+    assert [w.text for w in _windows(lexical, [plain], (), 32).windows] == paragraphs
+    assert [w.text for w in _windows(embed, [stored], (), 32).windows] == paragraphs
 
 
 @pytest.mark.slow

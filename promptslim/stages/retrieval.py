@@ -45,8 +45,10 @@ shared embedding cache.
 Long documents are scored by their parts (``promptslim.stages.windows``): each is cut into
 sentence-aligned windows of about ``window_chars`` characters (paragraph breaks preferred, a
 paragraph of about one window not cut, one sentence shared between neighbours; at most
-``max_windows`` per request), every window is scored by the scorer (BM25 and the dense model
-each see windows, not whole chunks), and a document's score is its best window's; the
+``max_windows`` per request read by the model), every window is scored by the scorer (BM25
+and the dense model each see windows, not whole chunks: in a request with more windows than
+``max_windows``, the model reads each document's first and BM25's best of the others, the rest
+score by their terms alone), and a document's score is its best window's; the
 ``fraction`` cut-off then runs on the scale from the worst window to the best, as if every
 window were a passage of its own. A document of about
 one window is scored exactly as before. Then, coarse to fine (``select_within``), of each kept
@@ -146,8 +148,12 @@ class RetrievalStage(BaseStage):
     ``dedup_threshold``: None takes the method's default (cosine 0.95, shingle Jaccard 0.8); a
     near-duplicate by embedding must also share half its 5-word shingles with the one kept.
     ``mmr_lambda``: None turns MMR off; 1.0 is pure relevance, 0.0 pure diversity.
-    ``window_chars`` (None: whole documents), ``window_overlap`` (sentences),
-    ``max_windows``: how long documents are cut for scoring (see the module docstring).
+    ``window_chars`` (None: whole documents) and ``window_overlap`` (sentences): how long
+    documents are cut for scoring (see the module docstring).
+    ``max_windows`` bounds the windows the model reads in one request: past it, the hybrid
+    scorer keeps the windows at ``window_chars`` (up to ``WINDOWS_PER_MODEL_INPUT`` times as
+    many) and embeds each document's first and BM25's best later windows, up to
+    ``max_windows``; other scorers get windows grown to fit ``max_windows``.
     ``select_within``: keep only the matching parts of kept long documents;
     ``select_fraction`` (None: ``cutoff_fraction``) is their cut-off, ``neighbour_fraction``
     (None: off) a lower one for the neighbours of a kept window, ``context_sentences`` and

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends.scorer_base import Scored, Scorer
 from ..types import Document
 from .base import StageLog, run_with_fallback
-from .retrieval_options import RetrievalOptions
+from .retrieval_options import WINDOWS_PER_MODEL_INPUT, RetrievalOptions
 from .windows import (
     Windowed,
     document_scores,
@@ -57,7 +57,7 @@ def score_documents(
         if all(s is not None for s in given):
             return np.asarray(given, dtype=np.float64), None, None
         return -np.arange(len(docs), dtype=np.float64), None, None
-    windowed = _windows(options, docs, protect)
+    windowed = _windows(options, docs, protect, _window_cap(options, scorer))
     texts = [w.text for w in windowed.windows]
     stored: list[Any] = [d.embedding for d in docs]
     embeddings = window_embeddings(stored, windowed)
@@ -73,12 +73,10 @@ def score_documents(
         lexical = lexical_windows(stored, windowed)
     if lexical is not None and _accepts(type(scorer), "lexical_only"):
         extra["lexical_only"] = lexical  # a scorer that cannot embeds those windows instead
-    later = later_windows(windowed) if options.dense_windows is not None else None
-    if later is not None and _accepts(type(scorer), "shortlist"):
+    read = _model_shortlist(options, windowed, embeddings, lexical)
+    if read is not None and _accepts(type(scorer), "shortlist"):
         # the dense work bounded by construction: BM25 picks which later windows are embedded
-        extra["shortlist"] = later
-        extra["shortlist_size"] = options.dense_windows
-        extra["shortlist_each"] = options.dense_windows_each
+        extra["shortlist"], extra["shortlist_size"], extra["shortlist_each"] = read
     scored = _run_scorer(options, scorer, query, texts, extra, query_embedding, log)
     window_scores = np.asarray(scored.scores, dtype=np.float64)
     if len(texts) == len(docs):
@@ -149,8 +147,45 @@ def _report_scored(scored: Scored, query_embedding: Sequence[float] | None, log:
         )
 
 
+def _window_cap(options: RetrievalOptions, scorer: Scorer) -> int:
+    """The windows a request may be cut into. A scorer that lets BM25 choose what the model
+    reads (``shortlist``), or reads by BM25 alone, gets ``WINDOWS_PER_MODEL_INPUT`` windows per
+    model input: a large request keeps windows of ``window_chars``, whose parts the model reads
+    whole and selection keeps alone, rather than windows grown past what the model reads.
+    Any other scorer embeds every window, so ``max_windows`` is all it gets."""
+    if scorer.name == "bm25" or _accepts(type(scorer), "shortlist"):
+        return options.max_windows * WINDOWS_PER_MODEL_INPUT
+    return options.max_windows
+
+
+def _model_shortlist(
+    options: RetrievalOptions,
+    windowed: Windowed,
+    embeddings: Sequence[Any] | None,
+    lexical: Sequence[bool] | None,
+) -> tuple[list[int | None], int, int] | None:
+    """Which later windows the model may read, as ``(shortlist, size, each)``: those of
+    ``dense_windows`` when it is set; otherwise, when the request holds more texts to embed
+    than ``max_windows``, BM25's best later windows up to that many texts in all (each
+    document's first window is read anyway, so every document has a dense score of its own).
+    None: the model reads every window."""
+    later = later_windows(windowed)
+    if later is None:
+        return None
+    if options.dense_windows is not None:
+        return later, options.dense_windows, options.dense_windows_each
+    n = len(windowed.windows)
+    given = embeddings or [None] * n
+    skip = lexical or [False] * n
+    to_read = {w.text for w, e, s in zip(windowed.windows, given, skip) if e is None and not s}
+    if len(to_read) <= options.max_windows:
+        return None
+    first = {w.text for w, e in zip(windowed.windows, given) if not w.later and e is None}
+    return later, max(0, options.max_windows - len(first)), 0
+
+
 def _windows(
-    options: RetrievalOptions, docs: Sequence[Document], protect: Sequence[str]
+    options: RetrievalOptions, docs: Sequence[Document], protect: Sequence[str], cap: int
 ) -> Windowed:
     if options.window_chars is None:  # whole documents, one input each
         return whole_documents([d.text for d in docs], [scoring_text(d) for d in docs])
@@ -159,7 +194,7 @@ def _windows(
         [d.title for d in docs],
         window_chars=options.window_chars,
         overlap=options.window_overlap,
-        max_windows=options.max_windows,
+        max_windows=cap,
         protect=protect,
         # a store's document under store_windows="lexical" is read past its head by BM25
         # alone, which finds a chunk's matching part more often in the shorter windows
