@@ -11,9 +11,10 @@ text, scored exactly as before; so is a paragraph no longer than about one windo
 in a chunk of several is not cut into a window and a stub).
 
 The windows of a request are bounded (``split_windows``' ``max_windows``): past it, the window
-size grows for that request. The retrieval stage gives a hybrid scorer, which lets BM25 choose
-the windows the model reads, several windows per model input (``WINDOWS_PER_MODEL_INPUT``), and
-any other scorer one: a request of any length costs at most ``max_windows`` model inputs.
+size grows for that request. The retrieval stage gives BM25, and the hybrid scorer, which lets
+BM25 choose the windows the model reads, several windows per model input
+(``WINDOWS_PER_MODEL_INPUT``), and any other scorer one: a request of any length costs at most
+the stage's ``max_windows`` model inputs.
 
 A unit that cannot be cut (a protected span: a JSON document, a code block) may run far past a
 window. Its text is then scored in parts of about a window each (``Window.part``), all over the
