@@ -321,12 +321,16 @@ def main() -> None:
     emit(out, args, table(results))
 
 
+#: shapes larger than the ~2,300 tokens of documents the cost goals are set for
+LARGE_SHAPES = ("pooled8",)
+
+
 def headline(results: dict[str, Any]) -> dict[str, Any]:
     """The default config's figures the goals read: the worst shape's evidence (overall and at
     any gold position), the largest token ratio of the chunk shapes (every layout but flat
     text, reported on its own) and the passages', and the passages' cold p99 (about 2,300
     tokens of documents); and the worst shape's cold p99 when the documents carry a vector
-    store's embeddings."""
+    store's embeddings, over the shapes of that size (not ``LARGE_SHAPES``)."""
     rows = {shape: r["default"] for shape, r in results.items() if "default" in r}
     if not rows:
         return {}
@@ -346,9 +350,14 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     if "passages" in rows:
         out["token_ratio_passages"] = rows["passages"]["token_ratio"]
         out["cold_p99_ms_passages"] = rows["passages"]["cold_p99_ms"]
-    # the cost when the documents come with a vector store's embeddings (goal: 15 ms)
+    # the cost when the documents come with a vector store's embeddings (goal: 15 ms, set
+    # for the suite's ~2,300 tokens of documents: a pooled request is four times that)
     for label in ("vectors", "vectors_lexical"):
-        p99s = [r[label]["cold_p99_ms"] for r in results.values() if label in r]
+        p99s = [
+            r[label]["cold_p99_ms"]
+            for shape, r in results.items()
+            if label in r and shape not in LARGE_SHAPES
+        ]
         out[f"cold_p99_ms_{label}_max"] = max(p99s, default=None)
     return out
 

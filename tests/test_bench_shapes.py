@@ -116,6 +116,23 @@ def test_summary_has_the_keys_per_shape() -> None:
     assert set(out["evidence_by_position"]) == {"0", "1"}
 
 
+def test_headline_reads_the_worst_shape_and_keeps_large_shapes_out_of_the_cost_goal() -> None:
+    def row(evidence: float, ratio: float, p99: float) -> dict:  # type: ignore[type-arg]
+        return {"evidence": {"mean": evidence}, "token_ratio": ratio, "cold_p99_ms": p99}
+
+    results = {
+        "passages": {"default": row(1.0, 0.14, 90.0), "vectors": row(1.0, 0.14, 20.0)},
+        "chunks4": {"default": row(0.98, 0.18, 120.0), "vectors": row(1.0, 0.19, 110.0)},
+        "pooled8": {"default": row(0.99, 0.08, 240.0), "vectors": row(0.99, 0.08, 220.0)},
+    }
+    head = bench_shapes.headline(results)
+    assert head["evidence_min"] == 0.98
+    assert head["token_ratio_chunks_max"] == 0.18  # pooled8 is a chunk shape
+    assert head["cold_p99_ms_passages"] == 90.0
+    assert "pooled8" in bench_shapes.LARGE_SHAPES
+    assert head["cold_p99_ms_vectors_max"] == 110.0  # the goal's size: not pooled8's 220
+
+
 @pytest.mark.slow
 def test_warm_up_loads_what_a_process_loads_once(items: list) -> None:
     # jieba's dictionary (0.6-1.1 s) once counted as the cold time of the first item that
