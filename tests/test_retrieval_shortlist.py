@@ -211,7 +211,7 @@ def test_past_max_windows_windows_keep_their_size_and_the_model_reads_max_window
     cap = len({w.text for w in windows}) - 3  # fewer texts than the request's windows hold
     kept, details = _run(RetrievalStage(window_chars=WINDOW_CHARS, max_windows=cap))
     assert details["windows"] == len(windows)  # cut at window_chars, not grown to fit cap
-    # the query and `cap` windows: each document's first, then BM25's best later ones
+    # the query and `cap` windows: each document's best by BM25, then BM25's best others
     assert details["texts_embedded"] == 1 + cap == details["computed"]
     assert details["shortlist_left_out"] >= 3
     assert ANSWER in kept.get("history", "")

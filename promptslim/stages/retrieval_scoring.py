@@ -164,24 +164,27 @@ def _model_shortlist(
     embeddings: Sequence[Any] | None,
     lexical: Sequence[bool] | None,
 ) -> tuple[list[int | None], int, int] | None:
-    """Which later windows the model may read, as ``(shortlist, size, each)``: those of
+    """Which windows the model may read, as ``(shortlist, size, each)``: the later windows of
     ``dense_windows`` when it is set; otherwise, when the request holds more texts to embed
-    than ``max_windows``, BM25's best later windows up to that many texts in all (each
-    document's first window is read anyway, so every document has a dense score of its own).
-    None: the model reads every window."""
-    later = later_windows(windowed)
-    if later is None:
-        return None
+    than ``max_windows``, each document's best window by BM25 (so every document has a dense
+    score of its own, from the part most likely to hold its answer) and BM25's best others,
+    ``max_windows`` texts in all (one a document when there are more documents than that).
+    A window whose vector a store gave takes no place. None: the model reads every window."""
     if options.dense_windows is not None:
+        later = later_windows(windowed)
+        if later is None:
+            return None
         return later, options.dense_windows, options.dense_windows_each
     n = len(windowed.windows)
     given = embeddings or [None] * n
     skip = lexical or [False] * n
-    to_read = {w.text for w, e, s in zip(windowed.windows, given, skip) if e is None and not s}
-    if len(to_read) <= options.max_windows:
+    unread = [
+        (w.doc, w.text) for w, e, s in zip(windowed.windows, given, skip) if e is None and not s
+    ]
+    if len({text for _, text in unread}) <= options.max_windows:
         return None
-    first = {w.text for w, e in zip(windowed.windows, given) if not w.later and e is None}
-    return later, max(0, options.max_windows - len(first)), 0
+    documents = {doc for doc, _ in unread}
+    return [w.doc for w in windowed.windows], max(0, options.max_windows - len(documents)), 1
 
 
 def _windows(
