@@ -178,12 +178,12 @@ def _model_shortlist(
     n = len(windowed.windows)
     given = embeddings or [None] * n
     skip = lexical or [False] * n
-    unread = [
+    to_embed = [
         (w.doc, w.text) for w, e, s in zip(windowed.windows, given, skip) if e is None and not s
     ]
-    if len({text for _, text in unread}) <= options.max_windows:
+    if len({text for _, text in to_embed}) <= options.max_windows:
         return None
-    documents = {doc for doc, _ in unread}
+    documents = {doc for doc, _ in to_embed}
     return [w.doc for w in windowed.windows], max(0, options.max_windows - len(documents)), 1
 
 
