@@ -40,10 +40,10 @@ StoreWindows = Literal["embed", "lexical"]
 DEFAULT_WINDOW_CHARS = 600
 DEFAULT_MAX_WINDOWS = 32
 #: windows of a request in all, per window the model may read: a larger request keeps its
-#: windows at ``window_chars`` and BM25 picks the ``max_windows`` the model reads (grown to
-#: fit the cap instead, each window was read by its head and kept whole: on chunks of 4
-#: passages four times the suite's size, 0.935 of the answers at 0.25 of the tokens, against
-#: 0.985 at 0.07); past this many times as many, the windows grow, so BM25's work is bounded
+#: windows at ``window_chars`` and BM25 picks the ``max_windows`` the model reads (windows
+#: grown to fit the cap would be read by their heads and kept whole: docs/architecture.md,
+#: "A request larger than the model reads"); past this many times as many, the windows grow,
+#: so BM25's work is bounded
 WINDOWS_PER_MODEL_INPUT = 8
 #: default near-duplicate thresholds: cosine of unit embeddings, Jaccard of word 5-shingles
 DEFAULT_COSINE_THRESHOLD = 0.95
