@@ -40,6 +40,10 @@ Configs, side by side on the same items in one run (interleaved per item):
   MiniLM float at its full 256 word pieces, and the query's; computed outside the timings):
   what a production retriever hands over; ``vectors_lexical``: with
   ``retrieval:store_windows=lexical`` (those documents' later windows by BM25 alone);
+  ``indexed``: ``vectors``, and the store's ingest ran ``RetrievalStage.index`` on the
+  documents beforehand, into a Redis tier (a ``redis-server`` on 127.0.0.1, emptied before each
+  item and on only for this config): the request reads its windows' vectors from Redis and
+  embeds the query alone (without ``redis-server``, ``indexed_skipped`` says so);
 - ``bm25``: ``retrieval:scorer=bm25``;
 - ``dense_topk``: plain dense top-k, what a user has without promptslim: MiniLM at its full
   length (256 word pieces) over each whole document, k = a fifth of the candidates;
@@ -60,89 +64,26 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import data_file, emit, machine, parser
+from shapes_configs import Prepared, configs, redis_tier
 from shapes_data import build_shapes
 from shapes_lingua import longllmlingua
 
 from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.metrics import evidence_retention, mean_ci
-from promptslim.bench.runner import _context_text, build_config
+from promptslim.bench.runner import _context_text
 from promptslim.pipeline import Pipeline
-from promptslim.stages.retrieval import RetrievalStage
 from promptslim.stats import percentile
 from promptslim.tokens import count_documents, get_counter
 from promptslim.types import Document
 
-#: the full pipeline with a store's documents' later windows scored by BM25 alone
-LEXICAL = "prefix+history+retrieval:store_windows=lexical+compress"
-
-
 # ---------------------------------------------------------------- configs
-
-
-def dense_topk() -> Callable[[Any], Any]:
-    """Plain dense top-k (a vector store's answer): whole documents at the model's full length,
-    k = a fifth of the candidates, no cut-off, no windows, no selection inside."""
-    stages: dict[int, Pipeline] = {}
-
-    def run(request: Any) -> Any:
-        k = max(1, round(len(request.documents) / 5))
-        if k not in stages:
-            stage = RetrievalStage(
-                scorer="dense", max_seq_length=None, quantize=False, max_k=k, min_k=k,
-                cutoff="none", dedup="none", order="score", window_chars=None,
-                select_within=False,
-            )  # fmt: skip
-            stages[k] = Pipeline([stage])
-        return stages[k].run(request)
-
-    return run
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A config whose requests first get, outside the timed call, what the caller's side adds
-    (``prepare``, given the item): the vector store's embeddings for ``vectors``."""
-
-    run: Callable[[Any], Any]
-    prepare: Callable[[Any], Any]
-
-    def __call__(self, request: Any) -> Any:
-        return self.run(request)
-
-
-def store_vectors() -> Callable[[Any], Any]:
-    """Each document's embedding as a vector store indexes it (MiniLM, float, at the model's
-    full length: 256 word pieces of the whole chunk) and the query's, which searched it (the
-    item's question where the conversation wraps it: a retriever searches with the question)."""
-    from common import with_vectors
-
-    from promptslim.backends.embeddings import EmbeddingService
-
-    store = EmbeddingService(backend="auto", max_seq_length=None, cache_size=0)
-    return lambda item: with_vectors(item.request, store, item.metadata.get("question"))
-
-
-def configs(extra: list[str]) -> dict[str, Callable[[Any], Any]]:
-    default = build_config("full").pipeline.run
-    store = store_vectors()  # one vector store: each item's vectors are computed once
-    out: dict[str, Callable[[Any], Any]] = {
-        "default": default,
-        "vectors": Prepared(default, store),
-        "vectors_lexical": Prepared(build_config(LEXICAL).pipeline.run, store),
-        "bm25": build_config("retrieval:scorer=bm25").pipeline.run,
-        "dense_topk": dense_topk(),
-    }
-    for spec in extra:
-        label, _, body = spec.partition("=")
-        out[label] = build_config(body).pipeline.run
-    return out
 
 
 def warm_up(runs: dict[str, Callable[[Any], Any]], item: BenchItem) -> None:
@@ -155,7 +96,12 @@ def warm_up(runs: dict[str, Callable[[Any], Any]], item: BenchItem) -> None:
         pipeline = getattr(bound, "__self__", None)  # a Pipeline's bound ``run``
         if isinstance(pipeline, Pipeline):
             pipeline.warm_up()
-        run(run.prepare(item) if isinstance(run, Prepared) else item.request)
+        if isinstance(run, Prepared):  # the Redis tier's connection too, for ``indexed``
+            request = run.prepare(item)
+            with run.ingested(request):
+                run(request)
+        else:
+            run(item.request)
 
 
 def cold() -> None:
@@ -181,10 +127,11 @@ def measure(
         if id(run.prepare) not in prepared:
             prepared[id(run.prepare)] = run.prepare(item)
         request = prepared[id(run.prepare)]
-    cold()
-    start = time.perf_counter()
-    result = run(request)
-    ms = (time.perf_counter() - start) * 1e3
+    with run.ingested(request) if isinstance(run, Prepared) else nullcontext():
+        cold()
+        start = time.perf_counter()
+        result = run(request)
+        ms = (time.perf_counter() - start) * 1e3
     return row(item, result.request.documents, result.to_openai()["messages"], ms)
 
 
@@ -299,11 +246,13 @@ def main() -> None:
     if args.shapes:
         wanted = args.shapes.split(",")
         shapes = {k: v for k, v in shapes.items() if k in wanted}
-    runs = configs(args.config)
-    if args.only:
-        runs = {k: v for k, v in runs.items() if k in args.only.split(",")}
-    warm_up(runs, shapes[next(iter(shapes))][0])
-    results = run_suite(shapes, runs)
+    only = args.only.split(",") if args.only else None
+    with redis_tier(only is None or "indexed" in only) as (redis_url, indexed_skipped):
+        runs = configs(args.config, redis_url)
+        if only is not None:
+            runs = {k: v for k, v in runs.items() if k in only}
+        warm_up(runs, shapes[next(iter(shapes))][0])
+        results = run_suite(shapes, runs)
     lingua = args.llmlingua if args.llmlingua is not None else (1 if args.quick else 2)
     if args.only and "longllmlingua" not in args.only.split(","):
         lingua = 0
@@ -317,6 +266,7 @@ def main() -> None:
         "shapes": results,
         **headline(results),
         "llmlingua_skipped": lingua_skipped,
+        "indexed_skipped": indexed_skipped,
     }
     emit(out, args, table(results))
 
@@ -330,7 +280,8 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
     any gold position), the largest token ratio of the chunk shapes (every layout but flat
     text, reported on its own) and the passages', and the passages' cold p99 (about 2,300
     tokens of documents); and the worst shape's cold p99 when the documents carry a vector
-    store's embeddings, over the shapes of that size (not ``LARGE_SHAPES``)."""
+    store's embeddings, with and without their windows indexed, over the shapes of that size
+    (not ``LARGE_SHAPES``)."""
     rows = {shape: r["default"] for shape, r in results.items() if "default" in r}
     if not rows:
         return {}
@@ -352,7 +303,7 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         out["cold_p99_ms_passages"] = rows["passages"]["cold_p99_ms"]
     # the cost when the documents come with a vector store's embeddings (goal: 15 ms, set
     # for the suite's ~2,300 tokens of documents: a pooled request is four times that)
-    for label in ("vectors", "vectors_lexical"):
+    for label in ("vectors", "vectors_lexical", "indexed"):
         p99s = [
             r[label]["cold_p99_ms"]
             for shape, r in results.items()

@@ -15,6 +15,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .cache.lint import lint_requests
+from .cli_index import cmd_index
 from .cli_io import (
     check_output_file,
     check_output_folder,
@@ -336,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compress": cmd_compress, "lint": cmd_lint, "bench": cmd_bench, "simulate": cmd_simulate,
-    "plan": cmd_plan, "loadtest": cmd_loadtest, "serve": cmd_serve,
+    "plan": cmd_plan, "loadtest": cmd_loadtest, "serve": cmd_serve, "index": cmd_index,
 }  # fmt: skip
 
 

@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plan(sub)
     _add_loadtest(sub)
     _add_serve(sub)
+    _add_index(sub)
     return parser
 
 
@@ -164,3 +165,11 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--keepalive", type=float, default=8.0, metavar="S", help="idle keep-alive connections close after this (default 8)")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="processes serving the port (default 1); each admits its share of --max-concurrency and --max-queue, loads its own models, and /metrics adds them all up")  # fmt: skip
+
+
+def _add_index(sub: Any) -> None:
+    p = sub.add_parser("index", help="embed a corpus's document windows ahead of requests, into the shared cache")
+    p.add_argument("files", nargs="+", metavar="FILE", help="documents as JSON or JSON Lines ({\"id\", \"text\", ...} each; '-' for stdin)")
+    p.add_argument("--config", metavar="FILE", help="the pipeline config the servers run (default: the default pipeline)")
+    p.add_argument("--embedding-cache", dest="embedding_cache", metavar="URL", help="redis:// URL of the shared cache (default: $PROMPTSLIM_EMBEDDING_CACHE)")
+    p.add_argument("--json", action="store_true", help="print one JSON line: documents and texts indexed")

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import bench_shapes
 import pytest
+import shapes_configs
 import shapes_data
 
 from promptslim.bench.datasets import load_dataset
+from promptslim.bench.runner import build_config
 
 SAMPLE = Path(__file__).parent / "data"
 
@@ -122,8 +124,16 @@ def test_headline_reads_the_worst_shape_and_keeps_large_shapes_out_of_the_cost_g
 
     results = {
         "passages": {"default": row(1.0, 0.14, 90.0), "vectors": row(1.0, 0.14, 20.0)},
-        "chunks4": {"default": row(0.98, 0.18, 120.0), "vectors": row(1.0, 0.19, 110.0)},
-        "pooled8": {"default": row(0.99, 0.08, 240.0), "vectors": row(0.99, 0.08, 220.0)},
+        "chunks4": {
+            "default": row(0.98, 0.18, 120.0),
+            "vectors": row(1.0, 0.19, 110.0),
+            "indexed": row(1.0, 0.19, 14.0),
+        },
+        "pooled8": {
+            "default": row(0.99, 0.08, 240.0),
+            "vectors": row(0.99, 0.08, 220.0),
+            "indexed": row(0.99, 0.08, 40.0),
+        },
     }
     head = bench_shapes.headline(results)
     assert head["evidence_min"] == 0.98
@@ -131,6 +141,7 @@ def test_headline_reads_the_worst_shape_and_keeps_large_shapes_out_of_the_cost_g
     assert head["cold_p99_ms_passages"] == 90.0
     assert "pooled8" in bench_shapes.LARGE_SHAPES
     assert head["cold_p99_ms_vectors_max"] == 110.0  # the goal's size: not pooled8's 220
+    assert head["cold_p99_ms_indexed_max"] == 14.0
 
 
 @pytest.mark.slow
@@ -139,7 +150,7 @@ def test_warm_up_loads_what_a_process_loads_once(items: list) -> None:
     # held a Han character; the warm-up takes it, as a server's start-up does
     from promptslim import text
 
-    runs = {"default": bench_shapes.build_config("full").pipeline.run}
+    runs = {"default": build_config("full").pipeline.run}
     bench_shapes.warm_up(runs, items[0])
     assert "tokenizer" in text._jieba_state or "missing" in text._jieba_state
 
@@ -158,3 +169,27 @@ def test_longllmlingua_row_is_skipped_with_its_reason_without_a_lingua_environme
     assert reason is not None and "no lingua environment" in reason
     assert "longllmlingua" not in results["passages"]
     assert bench_shapes.add_longllmlingua(results, shapes, 0, quick=True) is not None
+
+
+@pytest.mark.slow
+def test_the_indexed_config_reads_the_windows_from_redis_and_embeds_the_query_alone(
+    items: list,
+) -> None:
+    from promptslim.backends.shared_stats import STORE_STATS
+    from tests.redis_server import redis_server_available
+
+    if not redis_server_available():
+        pytest.skip("redis-server is not installed (scripts/setup.sh installs it)")
+    shaped = shapes_data.chunked(items[0], 4, 0)
+    with shapes_configs.redis_tier(True) as (url, skipped):
+        assert skipped is None and url is not None
+        runs = shapes_configs.configs([], url)
+        indexed, vectors = runs["indexed"], runs["vectors"]
+        request = indexed.prepare(shaped)  # the store's vectors
+        with indexed.ingested(request):  # the store's ingest indexed the windows into Redis
+            bench_shapes.cold()  # this process's own caches emptied, as measure() does
+            before = STORE_STATS.counts.get("computed_embedding", 0)
+            got = indexed(request)
+            assert STORE_STATS.counts.get("computed_embedding", 0) - before == 1  # the query
+        bench_shapes.cold()
+        assert got.to_openai() == vectors(request).to_openai()  # the index changes no output

@@ -21,6 +21,10 @@ __all__ = ["DEFAULT_MAX_SEQ_LENGTH", "DenseScorer"]
 DEFAULT_MAX_SEQ_LENGTH = 64
 
 
+#: texts embedded per call when indexing (the vectors of one call are held at once)
+_INDEX_BATCH = 512
+
+
 class DenseScorer(Scorer):
     """Cosine similarity of sentence embeddings (default: the packaged all-MiniLM-L6-v2).
 
@@ -137,6 +141,20 @@ class DenseScorer(Scorer):
         if weights is not None:  # how much each way of asking counted: the query's first
             details["view_weights"] = [round(float(w), 3) for w in weights]
         return Scored(scores=scores, vectors=vectors, details=details, view_weights=weights)
+
+    def index(self, texts: Sequence[str]) -> int:
+        """Embed ``texts`` into the cache a request's scoring reads (the service's own, and the
+        Redis tier ``PROMPTSLIM_EMBEDDING_CACHE`` names): the model this scorer embeds with
+        for requests with no vectors of their own, and with a store's vectors and the query's
+        (the float model's too under ``store_float``, which such requests use)."""
+        distinct = list(dict.fromkeys(texts))
+        services = [self.service()]
+        if self.store_float and services[0].int8:
+            services.append(self.service(float32=True))
+        for service in services:
+            for start in range(0, len(distinct), _INDEX_BATCH):  # bounded memory per call
+                service.index(distinct[start : start + _INDEX_BATCH])
+        return len(distinct)
 
     def _scores(
         self,

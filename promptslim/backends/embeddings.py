@@ -260,6 +260,16 @@ class EmbeddingService:
             found = [v if v is not None else computed[k] for k, v in zip(keys, found)]
         return np.stack(found)  # type: ignore[arg-type]
 
+    def index(self, texts: Sequence[str]) -> None:
+        """Embed ``texts`` (cached ones taken from the cache) and write every vector to the
+        shared tier, when there is one, even those this process held already: what an ingest
+        does so that requests on any host find them (a write also renews an entry's TTL)."""
+        vectors = self.embed(texts)
+        shared = shared_cache()
+        if shared is not None and len(texts):
+            rows = {text_key(t): v.tobytes() for t, v in zip(texts, vectors)}
+            shared.put_many(self._space(), list(rows.items()))
+
     def _from_shared(self, shared: Any, missing: dict[bytes, int]) -> dict[bytes, np.ndarray]:
         """The vectors of ``missing`` that the shared store holds (also put in this LRU)."""
         import numpy as np

@@ -64,6 +64,14 @@ class Scorer(ABC):
         query_embedding: Sequence[float] | None = None,
     ) -> Scored: ...
 
+    def index(self, texts: Sequence[str]) -> int:
+        """Compute now, before any request, what scoring ``texts`` will need that no query
+        changes, and keep it where requests look (the dense scorers: the texts' embeddings,
+        into the shared cache); the number of texts that took. The default computes nothing:
+        BM25's term counts cost little per request, and a cross-encoder reads each text with
+        the query."""
+        return 0
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({args})"

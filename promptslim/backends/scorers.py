@@ -131,6 +131,10 @@ class HybridScorer(Scorer):
         """The embedding service of the dense side (``float32``: its float model's)."""
         return self._dense.service(float32=float32)
 
+    def index(self, texts: Sequence[str]) -> int:
+        """The dense side's (``DenseScorer.index``): BM25 has nothing to compute ahead."""
+        return self._dense.index(texts)
+
     def score(
         self,
         query: str,

@@ -76,13 +76,14 @@ Near-duplicate shingles count each CJK character as a token.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..backends.scorer_base import DENSE_MIN_SPREAD
 from ..backends.scorers import DEFAULT_MAX_SEQ_LENGTH
 from ..query import ask_of
 from ..tokens import count_document
-from ..types import Budget, Request
+from ..types import Budget, Document, Request
 from .base import BaseStage, StageLog
 from .retrieval_options import (  # noqa: F401  (re-exported: the old import path)
     DEFAULT_COSINE_THRESHOLD,
@@ -96,7 +97,7 @@ from .retrieval_options import (  # noqa: F401  (re-exported: the old import pat
     RetrievalOptions,
     StoreWindows,
 )
-from .retrieval_scoring import score_documents, scoring_text
+from .retrieval_scoring import index_texts, score_documents, scoring_text
 from .retrieval_select import (  # noqa: F401  (_edges, _shingles re-exported for old imports)
     Documents,
     _edges,
@@ -252,6 +253,34 @@ class RetrievalStage(BaseStage):
                 options = {"model": opts.model}
             self._scorer = cls(**options)
         return self._scorer
+
+    # ---- ahead of requests
+
+    def index(self, documents: Iterable[Document | dict[str, Any]]) -> int:
+        """What a vector store's ingest can do once per document, so that requests carrying
+        it cost less: cut each document into the windows a request cuts it into and have the
+        scorer compute what it can without a query (the dense and hybrid scorers: the
+        windows' embeddings, into the shared cache, and into the Redis tier that
+        ``PROMPTSLIM_EMBEDDING_CACHE`` names, where every host's requests find them). Returns
+        the number of texts indexed (0 for BM25 and cross-encoders: nothing to compute ahead).
+
+        A request then embeds the query alone, unless it cuts a document elsewhere (its own
+        ``protect`` literals inside it, or more windows than the cap) or the cache no longer
+        holds a vector (the process's own cache keeps the most recent ``cache_size``; Redis
+        keeps them for its TTL): what is missing is embedded then, as without an index. Bad
+        input raises ``InvalidRequest`` naming ``documents[i]`` and its field."""
+        from pydantic import ValidationError
+
+        from ..validation import invalid_from_validation
+
+        docs: list[Document] = []
+        for i, doc in enumerate(documents):
+            try:
+                docs.append(doc if isinstance(doc, Document) else Document.model_validate(doc))
+            except ValidationError as exc:
+                raise invalid_from_validation(exc, root=f"documents[{i}]") from exc
+        scorer = self.get_scorer()
+        return scorer.index(index_texts(self._options, scorer, docs))
 
     # ---- the stage
 

@@ -27,7 +27,13 @@ from .windows import (
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Parts", "english_model_on_foreign_text", "score_documents", "scoring_text"]
+__all__ = [
+    "Parts",
+    "english_model_on_foreign_text",
+    "index_texts",
+    "score_documents",
+    "scoring_text",
+]
 
 #: the windows of a request's documents and each window's score
 Parts = tuple[Windowed, "np.ndarray"]
@@ -145,6 +151,27 @@ def _report_scored(scored: Scored, query_embedding: Sequence[float] | None, log:
             f"the request's query_embedding has {len(query_embedding or ())} values, not the "
             "model's dimension; the query was embedded again"
         )
+
+
+def index_texts(options: RetrievalOptions, scorer: Scorer, docs: Sequence[Document]) -> list[str]:
+    """The texts a request would have the model read of ``docs``: their windows, each
+    document cut as a request cuts it when its windows are within the cap (alone, at
+    ``window_chars``), less a first window whose vector a store gave, the windows
+    ``store_windows="lexical"`` leaves to BM25, and documents the English default model
+    would not read (``english_model_on_foreign_text``)."""
+    cap = _window_cap(options, scorer)
+    texts: list[str] = []
+    for doc in docs:
+        if english_model_on_foreign_text(options, "", [doc.text]):
+            continue
+        windowed = _windows(options, [doc], (), cap)
+        stored = window_embeddings([doc.embedding], windowed) or [None] * len(windowed.windows)
+        lexical = None
+        if options.store_windows == "lexical" and _accepts(type(scorer), "lexical_only"):
+            lexical = lexical_windows([doc.embedding], windowed)
+        skip = lexical or [False] * len(windowed.windows)
+        texts += [w.text for w, e, s in zip(windowed.windows, stored, skip) if e is None and not s]
+    return texts
 
 
 def _window_cap(options: RetrievalOptions, scorer: Scorer) -> int:
