@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +25,8 @@ from .tokens import count_request, get_counter
 from .tracing import run_stage as _run_traced
 from .tracing import traced as _traced
 from .tracing import tracer as _tracer
-from .types import Budget, Report, Request, Result, StageReport, invalid_from_validation, trusted
+from .types import Budget, Document, Report, Request, Result, StageReport, trusted
+from .validation import invalid_from_validation
 
 __all__ = ["DEFAULT_STAGES", "Pipeline", "PipelineConfig", "StageSpec"]
 
@@ -212,6 +213,16 @@ class Pipeline:
             except Exception:  # noqa: BLE001, S112  (loading is the point; requests report errors)
                 continue
         return time.perf_counter() - start
+
+    def index(self, documents: Iterable[Document | dict[str, Any]]) -> int:
+        """What the stages can compute from documents before a request carries them, done now
+        (a vector store's ingest): each stage with an ``index`` method gets the documents (the
+        retrieval stage embeds their windows into the shared cache: ``RetrievalStage.index``;
+        a nested Pipeline passes them on). Returns the texts indexed; 0 when no stage has
+        anything to compute ahead."""
+        docs = list(documents)
+        indexers = [getattr(stage, "index", None) for stage in self.stages]
+        return sum(int(index(docs)) for index in indexers if callable(index))
 
     def __repr__(self) -> str:
         return f"Pipeline({self.stages!r}, budget={self.budget!r})"

@@ -185,3 +185,72 @@ def test_the_index_command_names_a_bad_line_and_a_missing_cache(
     monkeypatch.delenv(EMBEDDING_CACHE_ENV, raising=False)
     assert main(["index", str(path)]) == 2
     assert "--embedding-cache" in capsys.readouterr().err
+
+
+def test_the_index_command_says_when_the_pipeline_has_nothing_to_index(
+    redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from promptslim.cli import main
+
+    _write_documents(tmp_path / "docs.jsonl", knowledge_base())
+    config = tmp_path / "bm25.json"
+    config.write_text('{"stages": [{"name": "retrieval", "scorer": "bm25"}]}', encoding="utf-8")
+    args = ["index", str(tmp_path / "docs.jsonl"), "--config", str(config), "--json"]
+    assert main([*args, "--embedding-cache", redis_url]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out.strip())["texts"] == 0 and "nothing to index" in err
+
+
+# ---------------------------------------------------------------- pipelines and adapters
+
+
+def test_a_pipeline_indexes_through_its_stages_nested_ones_too() -> None:
+    from promptslim import HistoryStage, PrefixStage
+
+    docs = knowledge_base()
+    alone = RetrievalStage(window_chars=WINDOW_CHARS).index(docs)
+    nested = Pipeline([PrefixStage(), Pipeline([RetrievalStage(window_chars=WINDOW_CHARS)])])
+    assert alone > 0
+    assert nested.index(iter(docs)) == alone  # any iterable, read once
+    assert Pipeline([HistoryStage()]).index(docs) == 0  # nothing to compute ahead
+
+
+def _titled() -> list[Document]:
+    """The knowledge base with a title on each document: the windows read it, so an adapter
+    must index the documents exactly as it hands them to the stage."""
+    return [
+        d.model_copy(update={"metadata": {"title": f"Marlow {d.id}"}}) for d in knowledge_base()
+    ]
+
+
+def test_the_langchain_compressor_indexes_documents_as_it_reads_them() -> None:
+    documents = pytest.importorskip("langchain_core.documents")
+    from promptslim.integrations.langchain import PromptSlimCompressor
+
+    docs = [
+        documents.Document(page_content=d.text, metadata=d.metadata, id=d.id) for d in _titled()
+    ]
+    compressor = PromptSlimCompressor(stage=RetrievalStage(window_chars=WINDOW_CHARS))
+    EmbeddingService.clear_all_caches()
+    assert compressor.index(docs) > len(docs)  # the history's windows, the titles read
+    before = _computed()
+    kept = compressor.compress_documents(docs, QUESTION)
+    assert _computed() - before == 1  # the query
+    assert any("1932" in d.page_content for d in kept)
+
+
+def test_the_llamaindex_postprocessor_indexes_nodes_as_it_reads_them() -> None:
+    schema = pytest.importorskip("llama_index.core.schema")
+    from promptslim.integrations.llamaindex import PromptSlimPostprocessor
+
+    nodes = [schema.TextNode(id_=d.id, text=d.text, metadata=d.metadata) for d in _titled()]
+    post = PromptSlimPostprocessor(stage=RetrievalStage(window_chars=WINDOW_CHARS))
+    EmbeddingService.clear_all_caches()
+    assert post.index(nodes) > len(nodes)
+    before = _computed()
+    kept = post.postprocess_nodes(
+        [schema.NodeWithScore(node=n, score=0.5) for n in nodes],
+        query_bundle=schema.QueryBundle(QUESTION),
+    )
+    assert _computed() - before == 1
+    assert any("1932" in n.node.get_content() for n in kept)

@@ -25,7 +25,15 @@ from ..errors import BackendUnavailable
 from ..stages.base import Stage
 from ..tracing import report_figures
 from ..types import Budget, Document, Report, Request
-from ._common import REPORT_EVENT, arun_stage, default_stage, query_messages, top_k, unique_ids
+from ._common import (
+    REPORT_EVENT,
+    arun_stage,
+    default_stage,
+    index_with,
+    query_messages,
+    top_k,
+    unique_ids,
+)
 
 try:
     from langchain_core.callbacks import (
@@ -132,6 +140,14 @@ class PromptSlimCompressor(BaseDocumentCompressor):
     ) -> Sequence[LCDocument]:
         return await self._acompress(documents, query, None, callbacks)
 
+    def index(self, documents: Sequence[LCDocument]) -> int:
+        """A vector store's ingest: ``documents``, as this compressor hands them to its stage,
+        indexed before a query retrieves them (``Pipeline.index``: the retrieval stage embeds
+        their windows into the shared cache, and into the Redis tier that
+        ``PROMPTSLIM_EMBEDDING_CACHE`` names). Returns the texts indexed."""
+        docs, _ = self._converted(documents)
+        return index_with(self._stage, docs)
+
     def _compress(
         self, documents: Sequence[LCDocument], query: str, k: int | None, callbacks: Callbacks
     ) -> list[LCDocument]:
@@ -163,13 +179,18 @@ class PromptSlimCompressor(BaseDocumentCompressor):
         self, documents: Sequence[LCDocument], query: str
     ) -> tuple[Request, dict[str, LCDocument]]:
         """The promptslim request, and the LangChain documents by the ids given to the stage."""
+        docs, ids = self._converted(documents)
+        request = Request(messages=query_messages(query), documents=docs, query=query)
+        return request, dict(zip(ids, documents))
+
+    def _converted(self, documents: Sequence[LCDocument]) -> tuple[list[Document], list[str]]:
+        """The documents as the stage reads them, and the ids they were given."""
         ids = unique_ids(_document_id(d, self.id_key) for d in documents)
         docs = [
             Document(id=doc_id, text=d.page_content, metadata=d.metadata)
             for doc_id, d in zip(ids, documents)
         ]
-        request = Request(messages=query_messages(query), documents=docs, query=query)
-        return request, dict(zip(ids, documents))
+        return docs, ids
 
     def _documents(
         self, documents: Sequence[Document], by_id: dict[str, LCDocument]

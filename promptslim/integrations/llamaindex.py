@@ -35,6 +35,7 @@ from ._common import (
     arun_stage,
     check_budget,
     default_stage,
+    index_with,
     origin,
     query_messages,
     tag,
@@ -53,7 +54,7 @@ try:
     from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
     from llama_index.core.instrumentation.events import BaseEvent
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
-    from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+    from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise BackendUnavailable("llama-index-core", extra="llamaindex") from exc
 
@@ -151,6 +152,14 @@ class PromptSlimPostprocessor(BaseNodePostprocessor):
         request, by_id = _request(nodes, query_bundle)
         return self._nodes(await arun_stage(self.stage, request, self.budget), by_id)
 
+    def index(self, nodes: Sequence[BaseNode | NodeWithScore]) -> int:
+        """A vector store's ingest: ``nodes``, as this postprocessor hands them to its stage,
+        indexed before a query retrieves them (``Pipeline.index``: the retrieval stage embeds
+        their windows into the shared cache, and into the Redis tier that
+        ``PROMPTSLIM_EMBEDDING_CACHE`` names). Returns the texts indexed."""
+        scored = [n if isinstance(n, NodeWithScore) else NodeWithScore(node=n) for n in nodes]
+        return index_with(self.stage, _documents(scored)[0])
+
     def _nodes(self, result: Result, by_id: _Originals) -> list[NodeWithScore]:
         report_event(result.report, "postprocessor")
         kept = top_k(result.request.documents, self.top_n, list(by_id))
@@ -164,6 +173,18 @@ def _request(
     nodes: Sequence[NodeWithScore], query_bundle: QueryBundle | None
 ) -> tuple[Request, _Originals]:
     """The promptslim request, and each node (with the text sent) by the id given to the stage."""
+    docs, ids, texts = _documents(nodes)
+    query = query_bundle.query_str if query_bundle is not None else None
+    # the query's embedding from the vector search, when the retriever kept it on the bundle
+    embedding = query_bundle.embedding if query_bundle is not None else None
+    request = Request(
+        messages=query_messages(query), documents=docs, query=query, query_embedding=embedding
+    )
+    return request, {doc_id: (n, text) for doc_id, n, text in zip(ids, nodes, texts)}
+
+
+def _documents(nodes: Sequence[NodeWithScore]) -> tuple[list[Document], list[str], list[str]]:
+    """The nodes as the stage reads them, the ids they were given, and their texts."""
     ids = unique_ids(n.node.node_id for n in nodes)
     # the node's own text: metadata is passed as metadata, not pasted into the text
     texts = [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
@@ -177,13 +198,7 @@ def _request(
         )
         for doc_id, text, n in zip(ids, texts, nodes)
     ]
-    query = query_bundle.query_str if query_bundle is not None else None
-    # the query's embedding from the vector search, when the retriever kept it on the bundle
-    embedding = query_bundle.embedding if query_bundle is not None else None
-    request = Request(
-        messages=query_messages(query), documents=docs, query=query, query_embedding=embedding
-    )
-    return request, {doc_id: (n, text) for doc_id, n, text in zip(ids, nodes, texts)}
+    return docs, ids, texts
 
 
 def _nodes(

@@ -61,7 +61,10 @@ passages from 0.20 to 0.18 with evidence unchanged or better. A document that br
 vector store's ``embedding`` is not embedded again for its first window (the head a store's
 embedder reads); its later windows are embedded (``store_windows="embed"``), or, with
 ``store_windows="lexical"`` under the hybrid scorer, scored by BM25 alone (their fused score
-is their normalised BM25 score: no model cost, but paraphrase there goes unseen). The report lists the sentences kept of each
+is their normalised BM25 score: no model cost, but paraphrase there goes unseen). A store's
+ingest can embed every window ahead of the requests instead (``RetrievalStage.index``, into
+the shared cache and its Redis tier): a request then embeds its query alone, and its output is
+the same as without the index. The report lists the sentences kept of each
 document (a ``compressed`` change, and ``details["kept_parts"]``: character spans of the
 original). This lives here rather than in the compress stage because the window scores
 (dense and lexical) are already computed here; the compress stage's extractive compressor
