@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from .scripts import _ALNUM_WIDTH_FOLD, normalise_width
+from .scripts import fold_alnum_width, normalise_width
 from .spans import Span
 
 __all__ = ["PATTERNS", "Span", "find_protected_spans", "may_match", "merge_spans"]
@@ -281,9 +281,7 @@ def find_protected_spans(
     folded = normalise_width(text)  # same length: "１２３" is a number, spans index ``text``
     # a URL or email ends at full-width punctuation (！，：) as at any CJK punctuation; folded,
     # "https://x.cn/a！b" read as one URL, and a sentence join could fuse a URL with what follows
-    alnum_folded = folded
-    if not text.isascii() and ("url" in kinds or "email" in kinds):
-        alnum_folded = text.translate(_ALNUM_WIDTH_FOLD)
+    alnum_folded = fold_alnum_width(text) if "url" in kinds or "email" in kinds else folded
     has_digit: bool | None = None
     for kind in kinds:
         source = alnum_folded if kind in ("url", "email") else folded

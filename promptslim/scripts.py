@@ -8,7 +8,7 @@ import re
 
 from .spans import Span
 
-__all__ = ["dominant_script", "normalise_width", "script_spans"]
+__all__ = ["dominant_script", "fold_alnum_width", "normalise_width", "script_spans"]
 
 
 # full-width ASCII (U+FF01-U+FF5E) and the ideographic space fold to their half-width forms:
@@ -16,6 +16,9 @@ __all__ = ["dominant_script", "normalise_width", "script_spans"]
 _WIDTH_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 # letters and digits only: full-width punctuation stays, and stops a URL or email
 _ALNUM_WIDTH_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F) if chr(cp - 0xFEE0).isalnum()}
+# any character either fold changes: most non-ASCII text has none, and one search in C is far
+# cheaper than translating it character by character through a dict
+_FULL_WIDTH = re.compile("[\uff01-\uff5e\u3000]")
 _CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _SCRIPT_RUN = re.compile(rf"[{_CJK_RANGES}]+|[A-Za-z\u00c0-\u024f]+|[^\W\d_]+")
@@ -25,7 +28,17 @@ def normalise_width(text: str) -> str:
     """``text`` with full-width ASCII letters, digits and punctuation and the ideographic space
     folded to half-width (``ＡＢＣ１２３！`` → ``ABC123!``). Same length as ``text``. For analysis
     only: stages never write it back (CJK punctuation such as 。 and “ is left alone)."""
-    return text if text.isascii() else text.translate(_WIDTH_FOLD)
+    if text.isascii() or _FULL_WIDTH.search(text) is None:
+        return text
+    return text.translate(_WIDTH_FOLD)
+
+
+def fold_alnum_width(text: str) -> str:
+    """``text`` with full-width ASCII letters and digits folded to half-width, punctuation left
+    full-width (``ｘ．ｃｎ！`` → ``x．cn！``): where a URL or an email must stop. Same length."""
+    if text.isascii() or _FULL_WIDTH.search(text) is None:
+        return text
+    return text.translate(_ALNUM_WIDTH_FOLD)
 
 
 def _script_of(run: str) -> str:

@@ -20,6 +20,7 @@ from promptslim.backends.compress.extractive import bm25
 from promptslim.backends.summarisers import ExtractiveSummariser
 from promptslim.errors import BackendUnavailable, BudgetInfeasible
 from promptslim.pipeline import Pipeline
+from promptslim.scripts import fold_alnum_width
 from promptslim.stages.compress import CompressStage
 from promptslim.stages.history import HistoryStage
 from promptslim.stages.prefix import PrefixStage
@@ -90,6 +91,22 @@ def test_spans_index_the_original_text() -> None:
 def test_width_folding_keeps_length_and_cjk_punctuation() -> None:
     assert normalise_width("ＧＰＴ－４，１２３！　好。") == "GPT-4,123! 好。"
     assert len(normalise_width("ＡＢＣ")) == 3
+
+
+def _folded(text: str, *, punctuation: bool) -> str:
+    """Full-width ASCII and the ideographic space folded one character at a time."""
+    out = []
+    for ch in text:
+        wide = "\uff01" <= ch <= "\uff5e"
+        half = chr(ord(ch) - 0xFEE0) if wide else " " if ch == "\u3000" else ch
+        out.append(half if punctuation or half.isalnum() else ch)
+    return "".join(out)
+
+
+@given(st.text(alphabet="aZ9 .!é–好。\u3000\uff01\uff0e\uff11\uff21\uff41\uff5e\uff5f"))
+def test_width_folds_change_exactly_the_full_width_characters(text: str) -> None:
+    assert normalise_width(text) == _folded(text, punctuation=True)
+    assert fold_alnum_width(text) == _folded(text, punctuation=False)
 
 
 def test_full_width_letters_and_digits_analyse_like_half_width() -> None:

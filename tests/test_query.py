@@ -179,6 +179,19 @@ def test_beside_the_stores_query_vector_views_are_weighed_by_closeness_to_it(
         assert min(scored.scores[:2]) > 0.3 and max(plain.scores) < 0.2  # instructions: noise
 
 
+def test_int8_weighs_the_ways_of_asking_by_the_vectors_it_scored_with() -> None:
+    # paraphrases, each about as close to the store's query: the weights are not all-or-nothing
+    scorer = DenseScorer()
+    query_vector = np.asarray(scorer.service(float32=True).embed_one("who wrote Dracula"))
+    ways = ["who wrote the novel Dracula", "who is the author of Dracula", "Dracula's writer"]
+    scored = scorer.score(ways[0], TEXTS, query_embedding=query_vector.tolist(), views=ways[1:])
+    int8 = view_weights(scorer.service().embed(ways) @ query_vector)
+    float32 = view_weights(scorer.service(float32=True).embed(ways) @ query_vector)
+    assert scored.details["int8"] and min(int8) > 0.05  # no second pass through the float model
+    np.testing.assert_allclose(scored.view_weights, int8, rtol=1e-5)
+    assert not np.allclose(int8, float32, rtol=1e-3)
+
+
 def test_beside_the_stores_query_vector_bm25_reads_the_question_not_the_template() -> None:
     # a text made of the instructions' words: BM25 over the whole message ranks it first
     texts = [*TEXTS, "Documents provided must be concise: cite ids in square brackets, formal."]

@@ -174,14 +174,20 @@ class DenseScorer(Scorer):
         )
         if store_query is None or len(ways) == 1:
             return scores, None
-        return scores, self._near(store_query, ways)
+        return scores, self._near(store_query, ways, asked_vectors if own else None)
 
-    def _near(self, query_vector: np.ndarray, asked: Sequence[str]) -> np.ndarray:
-        """``view_weights`` of the ways of asking by their closeness to a store's query vector
-        (embedded by the float model, in that vector's space): the one it searched with wins."""
+    def _near(
+        self, query_vector: np.ndarray, asked: Sequence[str], rows: np.ndarray | None
+    ) -> np.ndarray:
+        """``view_weights`` of the ways of asking by their closeness to a store's query vector:
+        the one it searched with wins. ``rows``: the ways already embedded by the int8 model
+        (the same weights quantised: close enough to tell the way searched with from the
+        others, where a second pass through the float model would cost more than the rest of
+        the request); else the float model embeds them, in that vector's own space."""
         import numpy as np
 
-        rows = self.service(float32=True).embed(list(asked))
+        if rows is None:
+            rows = self.service(float32=True).embed(list(asked))
         return view_weights(np.asarray(rows @ query_vector, dtype=np.float64))
 
 
