@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import BudgetInfeasible, ConfigError, InvalidRequest, PromptSlimError
 from .registry import STAGES
-from .stages.base import BaseStage, Stage, prefix_figures
+from .stages.base import BaseStage, Stage, index_ahead, prefix_figures
 from .tokens import count_request, get_counter
 from .tracing import run_stage as _run_traced
 from .tracing import traced as _traced
@@ -221,8 +221,7 @@ class Pipeline:
         a nested Pipeline passes them on). Returns the texts indexed; 0 when no stage has
         anything to compute ahead."""
         docs = list(documents)
-        indexers = [getattr(stage, "index", None) for stage in self.stages]
-        return sum(int(index(docs)) for index in indexers if callable(index))
+        return sum(index_ahead(stage, docs) for stage in self.stages)
 
     def __repr__(self) -> str:
         return f"Pipeline({self.stages!r}, budget={self.budget!r})"

@@ -27,7 +27,6 @@ __all__ = [
     "arun_stage",
     "check_budget",
     "default_stage",
-    "index_with",
     "origin",
     "query_messages",
     "tag",
@@ -68,13 +67,6 @@ async def arun_stage(stage: Stage, request: Request, budget: Budget | None) -> R
         result: Result = await arun(request, budget)
         return result
     return await asyncio.to_thread(stage.run, request, budget)
-
-
-def index_with(stage: Stage, documents: Sequence[Document]) -> int:
-    """``documents`` indexed by ``stage`` before a query retrieves them (``Pipeline.index``,
-    ``RetrievalStage.index``); 0 for a stage with nothing to compute ahead."""
-    index = getattr(stage, "index", None)
-    return int(index(documents)) if callable(index) else 0
 
 
 # ---------------------------------------------------------------- documents

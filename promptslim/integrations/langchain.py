@@ -22,14 +22,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import BackendUnavailable
-from ..stages.base import Stage
+from ..stages.base import Stage, index_ahead
 from ..tracing import report_figures
 from ..types import Budget, Document, Report, Request
 from ._common import (
     REPORT_EVENT,
     arun_stage,
     default_stage,
-    index_with,
     query_messages,
     top_k,
     unique_ids,
@@ -146,7 +145,7 @@ class PromptSlimCompressor(BaseDocumentCompressor):
         their windows into the shared cache, and into the Redis tier that
         ``PROMPTSLIM_EMBEDDING_CACHE`` names). Returns the texts indexed."""
         docs, _ = self._converted(documents)
-        return index_with(self._stage, docs)
+        return index_ahead(self._stage, docs)
 
     def _compress(
         self, documents: Sequence[LCDocument], query: str, k: int | None, callbacks: Callbacks

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import BackendUnavailable
-from ..stages.base import Stage
+from ..stages.base import Stage, index_ahead
 from ..tracing import report_figures
 from ..types import (
     Budget,
@@ -35,7 +35,6 @@ from ._common import (
     arun_stage,
     check_budget,
     default_stage,
-    index_with,
     origin,
     query_messages,
     tag,
@@ -158,7 +157,7 @@ class PromptSlimPostprocessor(BaseNodePostprocessor):
         their windows into the shared cache, and into the Redis tier that
         ``PROMPTSLIM_EMBEDDING_CACHE`` names). Returns the texts indexed."""
         scored = [n if isinstance(n, NodeWithScore) else NodeWithScore(node=n) for n in nodes]
-        return index_with(self.stage, _documents(scored)[0])
+        return index_ahead(self.stage, _documents(scored)[0])
 
     def _nodes(self, result: Result, by_id: _Originals) -> list[NodeWithScore]:
         report_event(result.report, "postprocessor")

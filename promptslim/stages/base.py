@@ -19,7 +19,7 @@ import inspect
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from ..errors import (
@@ -30,9 +30,17 @@ from ..errors import (
     StageTimeout,
 )
 from ..tokens import TokenCounter, count_request, get_counter
-from ..types import Budget, Change, Report, Request, Result, StageReport, trusted
+from ..types import Budget, Change, Document, Report, Request, Result, StageReport, trusted
 
-__all__ = ["BaseStage", "PassThrough", "Stage", "StageLog", "result_of", "run_with_fallback"]
+__all__ = [
+    "BaseStage",
+    "PassThrough",
+    "Stage",
+    "StageLog",
+    "index_ahead",
+    "result_of",
+    "run_with_fallback",
+]
 
 T = TypeVar("T")
 
@@ -229,6 +237,14 @@ class BaseStage(ABC):
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
+
+
+def index_ahead(stage: Stage, documents: Sequence[Document | dict[str, Any]]) -> int:
+    """``documents`` handed to ``stage``'s ``index`` method, when it has one (a vector store's
+    ingest: ``RetrievalStage.index``, ``Pipeline.index``): the texts it indexed; 0 for a stage
+    with nothing to compute before a request carries them."""
+    index = getattr(stage, "index", None)
+    return int(index(documents)) if callable(index) else 0
 
 
 def result_of(out: Request, report: StageReport) -> Result:
