@@ -1,6 +1,7 @@
 """``RetrievalStage.index``: a store's ingest embeds each document's windows ahead of time, so a
-request carrying those documents embeds its query alone, and its result is the one it would
-have been without the index. Across processes the vectors travel through a real redis-server."""
+request carrying those documents embeds its query alone (nothing, when it brings the store's
+query vector too), and its result is the one it would have been without the index. Across
+processes the vectors travel through a real redis-server."""
 
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ def test_a_store_document_s_first_window_and_lexical_windows_are_not_indexed() -
     assert lexical.index(docs) == len({w.text for w in windows})  # no store vectors: all
 
 
-def test_a_request_with_store_vectors_embeds_only_its_query_once_indexed() -> None:
+def test_a_request_with_store_vectors_embeds_nothing_once_indexed() -> None:
+    # the store's query vector meets every window: the request has no text of its own to embed
     service = EmbeddingService.get()
     docs = knowledge_base()
     vectors = service.embed([d.text for d in docs] + [QUESTION])
@@ -86,7 +88,9 @@ def test_a_request_with_store_vectors_embeds_only_its_query_once_indexed() -> No
     stage = RetrievalStage(window_chars=WINDOW_CHARS)
     stage.index(request.documents)
     again, computed_now = _run(stage, request)
-    assert (again, computed_now) == (kept, 1)
+    # (torch's int8 drifts from the float vectors: it embeds a query of its own to meet them)
+    query = 0 if stage.get_scorer().service().near_float else 1  # type: ignore[attr-defined]
+    assert (again, computed_now) == (kept, query)
 
 
 def test_scorers_with_nothing_to_compute_ahead_index_nothing() -> None:

@@ -39,14 +39,19 @@ class DenseScorer(Scorer):
     On nq20-dev (1,000 questions, the 2-core development VM) that took the default retrieval
     policy's cold request from 399 to 114 ms at the median, at the same 0.992 gold recall
     (``benchmarks/bench_retrieval.py --cold-options``), and running each text alone in the
-    ONNX encoder (see ``onnx_encoder``) to about 80 ms. The int8 vectors are not a vector
-    store's float ones, so the two never meet: given the store's query vector too
-    (``store_float=False``, the default), the texts without a vector and the query are embedded
-    by the int8 model, each text scored against the query of its own model; otherwise
-    (``store_float=True``, or no query vector) the request is embedded with the float model
+    ONNX encoder (see ``onnx_encoder``) to about 80 ms. Beside a vector store's float
+    vectors and its query's (``store_float=False``, the default), the texts without a vector
+    are embedded by the int8 model and the store's query vector meets them all: ONNX's int8
+    vectors point where the float ones do (``EmbeddingService.near_float``), and the store
+    searched with that vector, so the request embeds no query of its own (none of the
+    question's views either, unless it has some: they are weighed by int8's vectors of them).
+    torch's int8 drifts further (cosine 0.94 to the float vectors), so there int8 embeds the
+    query too and each text meets the query of its own model. Otherwise (``store_float=True``,
+    or the store's vectors without its query's) the request is embedded with the float model
     (the same backend and truncation), which loads on the first such request (0.25 s here once
     the ONNX export exists). On the shape suite (60 nq20-dev items a shape, store vectors)
-    int8 kept evidence and token ratio at 1.8-2.6x less time a cold request.
+    int8 kept evidence and token ratio at 1.8-2.6x less time a cold request; the store's
+    query meeting ONNX's int8 vectors left evidence unchanged on 700 items of seven shapes.
     """
 
     name: ClassVar[str] = "dense"
@@ -102,27 +107,23 @@ class DenseScorer(Scorer):
 
         from .embeddings import normalise
 
-        service = self.service()
-        dim = service.dim
+        dim = self.service().dim
         vectors, given_at, mismatched = _given_vectors(embeddings, len(texts), dim)
         reused = len(given_at)
         query_given = query_embedding is not None and len(query_embedding) == dim
         todo = sorted(set(range(len(texts))) - set(given_at))
-        # beside a store's float vectors, int8 only with the store's query given and the query
-        # embedded by int8 too: each vector meets its own model's query (else: the float model)
-        mixed = bool(reused or query_given) and service.int8
-        own = mixed and not self.store_float and query_given and bool(todo)
-        if mixed and not own:
-            service = self.service(float32=True)  # compared with a store's float vectors
-        # the request's own ways of asking, unless only the store's query vector is needed
-        asked = [query, *views] if not query_given or own else []
+        service, quantised, own = self._embedder(bool(reused), query_given, bool(todo))
+        # the request's ways of asking: to score with, unless the store's query vector
+        # scores; then only its views, to weigh (int8's, as it embeds the texts anyway)
+        asked = [query, *views] if not query_given or own or (quantised and views) else []
         # whatever must be embedded goes to the model in one call: each call has a fixed cost
         fresh = service.embed(asked + [texts[i] for i in todo])
         fresh_query, fresh = fresh[: len(asked)], fresh[len(asked) :]
         if todo:
             vectors[todo] = fresh
         store_query = normalise(query_embedding) if query_given else None
-        scores, weights = self._scores(vectors, fresh_query, store_query, [query, *views], own)
+        ways = [query, *views]
+        scores, weights = self._scores(vectors, fresh_query, store_query, ways, bool(asked))
         if own:  # the texts int8 embedded meet int8's query: the ways of asking, as weighed
             mine = fresh_query[0] if weights is None else weights @ fresh_query
             scores[todo] = (fresh @ mine).astype(np.float64)
@@ -141,6 +142,21 @@ class DenseScorer(Scorer):
         if weights is not None:  # how much each way of asking counted: the query's first
             details["view_weights"] = [round(float(w), 3) for w in weights]
         return Scored(scores=scores, vectors=vectors, details=details, view_weights=weights)
+
+    def _embedder(self, reused: bool, query_given: bool, todo: bool) -> tuple[Any, bool, bool]:
+        """The service that embeds a request's texts, whether that is int8 beside a store's
+        query vector (``quantised``), and whether int8's own query must then meet them
+        (``own``). Beside a store's query vector, the texts without one are embedded by int8
+        and met by that vector as the store's own are, where int8's vectors point where the
+        float model's do (``near_float``), else by int8's own query; with a store's vectors but
+        not its query's, the float model embeds the rest."""
+        service = self.service()
+        mixed = (reused or query_given) and service.int8
+        quantised = mixed and not self.store_float and query_given and todo
+        own = quantised and not service.near_float
+        if mixed and not quantised:
+            service = self.service(float32=True)  # compared with a store's float vectors
+        return service, quantised, own
 
     def index(self, texts: Sequence[str]) -> int:
         """Embed ``texts`` into the cache a request's scoring reads (the service's own, and the
@@ -162,19 +178,19 @@ class DenseScorer(Scorer):
         asked_vectors: np.ndarray,
         store_query: np.ndarray | None,
         ways: Sequence[str],
-        own: bool,
+        embedded: bool,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Each text's similarity to the query, and the weights of the ways of asking it
         (``ways``: the query, then its views; None when there is one). ``asked_vectors``: the
-        request's embeddings of them, ``store_query``: the store's query vector."""
+        request's embeddings of them (when ``embedded``), ``store_query``: the store's query
+        vector."""
         if store_query is None and len(ways) > 1:
             return _asked_views(vectors, asked_vectors)
-        scores = similarities(
-            vectors, store_query if store_query is not None else asked_vectors[0], exact=own
-        )
+        query = store_query if store_query is not None else asked_vectors[0]
+        scores = similarities(vectors, query)
         if store_query is None or len(ways) == 1:
             return scores, None
-        return scores, self._near(store_query, ways, asked_vectors if own else None)
+        return scores, self._near(store_query, ways, asked_vectors if embedded else None)
 
     def _near(
         self, query_vector: np.ndarray, asked: Sequence[str], rows: np.ndarray | None

@@ -160,14 +160,13 @@ def view_weights(
 # ---------------------------------------------------------------- dense scores and shortlists
 
 
-def similarities(vectors: np.ndarray, query: np.ndarray, *, exact: bool) -> np.ndarray:
-    """Each row's inner product with ``query`` (through faiss for large sets, unless
-    ``exact``: some rows are then scored against another query)."""
+def similarities(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each row's inner product with ``query`` (through faiss for large sets)."""
     import numpy as np
 
     from .index import FAISS_MIN_CANDIDATES, inner_product_top_k
 
-    if exact or len(vectors) < FAISS_MIN_CANDIDATES:
+    if len(vectors) < FAISS_MIN_CANDIDATES:
         return np.asarray(vectors @ query, dtype=np.float64)
     top, ids = inner_product_top_k(query, vectors, len(vectors))
     scores = np.empty(len(vectors), dtype=np.float64)

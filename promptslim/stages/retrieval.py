@@ -63,7 +63,8 @@ embedder reads); its later windows are embedded (``store_windows="embed"``), or,
 ``store_windows="lexical"`` under the hybrid scorer, scored by BM25 alone (their fused score
 is their normalised BM25 score: no model cost, but paraphrase there goes unseen). A store's
 ingest can embed every window ahead of the requests instead (``RetrievalStage.index``, into
-the shared cache and its Redis tier): a request then embeds its query alone, and its output is
+the shared cache and its Redis tier): a request then embeds its query alone (nothing when it
+brings the store's query vector, but the views of a question it wraps), and its output is
 the same as without the index. The report lists the sentences kept of each
 document (a ``compressed`` change, and ``details["kept_parts"]``: character spans of the
 original). This lives here rather than in the compress stage because the window scores
@@ -139,10 +140,11 @@ class RetrievalStage(BaseStage):
     there is no GPU). ``quantize``: embed with the int8 copy of the model (True; CPU only),
     the float one (False), or int8 on a CPU and float on a GPU (None, the default). int8
     vectors are not a vector store's float ones: a request that brings its own vectors and the
-    query's has its other texts and the query embedded by int8, each text scored against the
-    query of its own model (``store_float=False``, the default; 1.8-2.6x faster a cold
-    request on the shape suite, same evidence), or by the float model (``store_float=True``,
-    and always without the query's vector). These defaults took a cold request (20 fresh passages) on
+    query's has its other texts embedded by int8 and met by the store's query vector where
+    int8's vectors point where float's do (ONNX's; torch's int8 embeds the query too and each
+    text meets its own model's query) (``store_float=False``, the default; 1.8-2.6x faster a
+    cold request on the shape suite, same evidence), or by the float model
+    (``store_float=True``, and always without the query's vector). These defaults took a cold request (20 fresh passages) on
     two cores from 400-500 ms to about 80 ms at the median, at unchanged recall of the default
     policy; see :class:`~promptslim.backends.scorers.DenseScorer`. ``dense_candidates``: for ``hybrid``,
     embed only BM25's best this many documents (a cascade; None embeds all).
@@ -267,11 +269,13 @@ class RetrievalStage(BaseStage):
         ``PROMPTSLIM_EMBEDDING_CACHE`` names, where every host's requests find them). Returns
         the number of texts indexed (0 for BM25 and cross-encoders: nothing to compute ahead).
 
-        A request then embeds the query alone, unless it cuts a document elsewhere (its own
-        ``protect`` literals inside it, or more windows than the cap) or the cache no longer
-        holds a vector (the process's own cache keeps the most recent ``cache_size``; Redis
-        keeps them for its TTL): what is missing is embedded then, as without an index. Bad
-        input raises ``InvalidRequest`` naming ``documents[i]`` and its field."""
+        A request then embeds the query alone (with the store's query vector: nothing but the
+        views of a question it wraps in a template or follow-up), unless it cuts a document
+        elsewhere (its own ``protect`` literals inside it, or more windows than the cap) or the
+        cache no longer holds a vector (the process's own cache keeps the most recent
+        ``cache_size``; Redis keeps them for its TTL): what is missing is embedded then, as
+        without an index. Bad input raises ``InvalidRequest`` naming ``documents[i]`` and its
+        field."""
         from pydantic import ValidationError
 
         from ..validation import invalid_from_validation
