@@ -144,9 +144,9 @@ class RetrievalStage(BaseStage):
     int8's vectors point where float's do (ONNX's; torch's int8 embeds the query too and each
     text meets its own model's query) (``store_float=False``, the default; 1.8-2.6x faster a
     cold request on the shape suite, same evidence), or by the float model
-    (``store_float=True``, and always without the query's vector). These defaults took a cold request (20 fresh passages) on
-    two cores from 400-500 ms to about 80 ms at the median, at unchanged recall of the default
-    policy; see :class:`~promptslim.backends.scorers.DenseScorer`. ``dense_candidates``: for ``hybrid``,
+    (``store_float=True``, and always without the query's vector). These defaults took a
+    cold request (20 fresh passages) on two cores from 400-500 ms to about 80 ms at the
+    median, at unchanged recall of the default policy; see :class:`~promptslim.backends.scorers.DenseScorer`. ``dense_candidates``: for ``hybrid``,
     embed only BM25's best this many documents (a cascade; None embeds all).
     ``dense_min_spread``: for ``hybrid``'s weighted fusion, dense similarities spread less than
     this are scaled as if spread this far, so near-equal ones (look-alike code, records,
