@@ -18,7 +18,7 @@ import logging
 import re
 import threading
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from .memo import BoundedCache
@@ -177,6 +177,9 @@ ZH_STOPWORDS = frozenset(
 ChineseMode = Literal["auto", "jieba", "bigram"]
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+#: words joined by - _ . : / into one token (``db-4471``, ``v2.3.1``, ``parse_config``); the
+#: look-behind lets a match start at a word's start only, not inside every word it fails on
+_COMPOUND = re.compile(r"(?<![^\W_])[^\W_]+(?:[-_.:/][^\W_]+)+", re.UNICODE)
 _CJK = re.compile(f"[{_CJK_RANGES}]+")
 _CJK_SPLIT = re.compile(f"([{_CJK_RANGES}]+)")
 _HAN_RUN = re.compile(f"[{_HAN}]+")
@@ -242,16 +245,22 @@ def chinese_segmenter(mode: ChineseMode = "auto") -> str:
 
 def analyse(text: str, *, chinese: ChineseMode = "auto") -> list[str]:
     """Terms for lexical scoring: width-folded, lowercased words without stopwords, lightly
-    stemmed. Han text is segmented into words by jieba (``chinese="auto"`` when installed, or
-    ``"jieba"``), else into character bigrams (``"bigram"``); kana and hangul always become
-    bigrams. Mixed text gets both analysers, each on its own script's runs."""
+    stemmed, and each identifier-like compound (words joined by ``- _ . : /`` with a digit or
+    an underscore in it) also as a whole. Han text is segmented into words by jieba
+    (``chinese="auto"`` when installed, or ``"jieba"``), else into character bigrams
+    (``"bigram"``); kana and hangul always become bigrams. Mixed text gets both analysers, each
+    on its own script's runs."""
     return list(_analyse((text, chinese_segmenter(chinese) if _CJK.search(text) else "bigram")))
 
 
 def _analyse_text(key: tuple[str, str]) -> tuple[str, ...]:
     text, segmenter = key
-    terms: list[str] = []
-    for m in _WORD.finditer(normalise_width(text).lower()):
+    folded = normalise_width(text).lower()
+    # kept whole beside its words, as search engines keep the original token: "db-4471" then
+    # matches the row that holds it above a header that holds "host" and "ip", while "4471"
+    # alone still matches "db 4471"
+    terms = [c for c in _compounds(folded) if not _CJK.search(c)]
+    for m in _WORD.finditer(folded):
         word = m.group().replace("’", "'")
         if _CJK.search(word):
             terms.extend(_mixed_terms(word, segmenter))
@@ -260,6 +269,14 @@ def _analyse_text(key: tuple[str, str]) -> tuple[str, ...]:
         if word and word not in STOPWORDS:
             terms.append(_stem(word))
     return tuple(terms)
+
+
+def _compounds(text: str) -> Iterator[str]:
+    """The identifier-like compounds of ``text``: prose such as "well-known" has no digit."""
+    for m in _COMPOUND.finditer(text):
+        compound = m.group()
+        if "_" in compound or any(c.isdigit() for c in compound):
+            yield compound
 
 
 def _analysed_size(key: tuple[str, str], terms: tuple[str, ...]) -> int:

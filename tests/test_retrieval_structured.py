@@ -5,11 +5,14 @@ values are not taken for copies of each other."""
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
+from promptslim.backends.lexical import bm25_scores
 from promptslim.stages.retrieval import RetrievalStage
 from promptslim.stages.windows import SCORING_CHARS_PER_WINDOW, split_windows
+from promptslim.text import analyse
 from promptslim.types import Document, Message, Request
 
 QUESTION = "What is the monthly recurring revenue (mrr) of Globex Corporation?"
@@ -161,3 +164,60 @@ def test_dense_min_spread_is_validated(value: float) -> None:
     assert err.value.field == "dense_min_spread"
     with pytest.raises(ConfigError):
         HybridScorer(dense_min_spread=value)
+
+
+# ---------------------------------------------------------------- identifiers in table rows
+
+
+def inventories(seed: int, host: str, ip: str) -> tuple[list[str], int]:
+    """Five markdown tables of 40 hosts, each under a header that names ``host`` and ``ip``;
+    ``host`` is one row of one table (which, returned)."""
+    rng = random.Random(seed)
+    target, row = rng.randrange(5), rng.randrange(40)
+    texts = []
+    for d in range(5):
+        lines = [f"## Inventory batch {d}", "", "| host | region | ip | owner | ram_gb |"]
+        lines.append("|---|---|---|---|---|")
+        for k in range(40):
+            name = f"{rng.choice(['db', 'web', 'cache', 'queue'])}-{rng.randint(10, 999)}"
+            address = ".".join(str(rng.randint(1, 254)) for _ in range(4))
+            if (d, k) == (target, row):
+                name, address = host, ip
+            region = rng.choice(["us-east-1", "eu-west-2", "ap-south-1"])
+            lines.append(f"| {name} | {region} | {address} | team-{rng.randint(1, 20)} | 32 |")
+        texts.append("\n".join(lines))
+    return texts, target
+
+
+def test_an_identifier_is_a_term_whole_beside_its_words() -> None:
+    assert analyse("host db-4471?") == ["db-4471", "host", "db", "4471"]
+    assert analyse("call parse_config, then v2.3.1") == [
+        "parse_config", "v2.3.1", "call", "parse", "config", "v2", "3", "1"
+    ]  # fmt: skip
+    assert analyse("a well-known U.S. state") == ["well", "known", "u", "state"]  # no digit
+
+
+def test_bm25_ranks_the_row_an_identifier_names_above_every_table_header() -> None:
+    # every table's head window holds the header ("host", "ip": terms of 5 of ~25 windows);
+    # the row's window holds "db" and "4471", which apart outscored the header about half
+    # the time: the compound, in that window alone, tips it
+    question = "What is the IP address of host db-4471?"
+    for seed in range(20):
+        texts, target = inventories(seed, "db-4471", "10.9.3.77")
+        windowed = split_windows(texts, [None] * 5, window_chars=600, overlap=1, max_windows=32)
+        scores = bm25_scores(question, [w.text for w in windowed.windows])
+        best = windowed.windows[int(scores.argmax())]
+        assert best.doc == target and "| db-4471 |" in best.text, seed
+
+
+@pytest.mark.parametrize("seed", [5, 8])
+def test_the_row_an_identifier_names_is_kept_in_its_table(seed: int) -> None:
+    # tables where the stage kept the right table's head only, and the address was lost
+    texts, target = inventories(seed, "db-4471", "10.9.3.77")
+    question = "Which region and IP address does host db-4471 have, and which owner?"
+    req = Request(
+        messages=[Message(role="user", content=question)],
+        documents=[Document(id=f"t{i}", text=t) for i, t in enumerate(texts)],
+    )
+    kept = {d.id: d.text for d in RetrievalStage().run(req).documents}
+    assert "| db-4471 | " in kept[f"t{target}"] and "10.9.3.77" in kept[f"t{target}"]

@@ -78,8 +78,10 @@ def bm25_scores(query: str, texts: Sequence[str], *, k1: float = 1.5, b: float =
 
 
 class BM25Scorer(Scorer):
-    """Lexical relevance: Okapi BM25 over the candidates (lowercased, stopwords removed, lightly
-    stemmed; CJK as character bigrams). Scores are unbounded and comparable within a request."""
+    """Lexical relevance: Okapi BM25 over the candidates, with :func:`promptslim.text.analyse`'s
+    terms (lowercased, stopwords removed, lightly stemmed, an identifier such as ``db-4471``
+    whole as well as its words; Chinese by jieba or bigrams). Scores are unbounded and
+    comparable within a request."""
 
     name: ClassVar[str] = "bm25"
 
