@@ -259,7 +259,7 @@ def _analyse_text(key: tuple[str, str]) -> tuple[str, ...]:
     # kept whole beside its words, as search engines keep the original token: "db-4471" then
     # matches the row that holds it above a header that holds "host" and "ip", while "4471"
     # alone still matches "db 4471"
-    terms = [c for c in _compounds(folded) if not _CJK.search(c)]
+    terms = list(_compounds(folded))
     for m in _WORD.finditer(folded):
         word = m.group().replace("’", "'")
         if _CJK.search(word):
@@ -272,10 +272,11 @@ def _analyse_text(key: tuple[str, str]) -> tuple[str, ...]:
 
 
 def _compounds(text: str) -> Iterator[str]:
-    """The identifier-like compounds of ``text``: prose such as "well-known" has no digit."""
+    """The identifier-like compounds of ``text`` (prose such as "well-known" has no digit;
+    CJK runs get their own analysers)."""
     for m in _COMPOUND.finditer(text):
         compound = m.group()
-        if "_" in compound or any(c.isdigit() for c in compound):
+        if ("_" in compound or any(c.isdigit() for c in compound)) and not _CJK.search(compound):
             yield compound
 
 
