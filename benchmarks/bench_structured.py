@@ -1,0 +1,82 @@
+"""Structured and re-laid documents: is the answer kept on shapes the evaluation set lacks?
+
+The shape suite (``bench_shapes.py``) re-cuts Wikipedia passages; users also send tables, logs,
+code and JSON, whole documents, and chunks that lost their page's title. This script measures
+the default pipeline on those (``structured_data``, seeded):
+
+- generated records, one fact asked for among look-alikes: ``tables`` (markdown tables of
+  hosts, the row of one host), ``logs`` (the one error line of an order), ``code`` (the
+  constant one function sets), ``records`` (one account in JSON exports);
+- NQ items (``--data PATH``, default ``nq20-dev.jsonl.gz`` in ``$PROMPTSLIM_DATA_DIR``, or the
+  committed sample) re-laid: ``long_document`` (all 20 passages as sections of one document),
+  ``untitled4`` (four passages to a chunk with no titles: a passage that never names its
+  subject cannot be told apart from its neighbours' subjects), ``template_other4`` (the
+  question inside a prompt template the shape suite does not use).
+
+Per shape and config, as in ``bench_shapes``: ``evidence`` (a gold answer still in what the
+model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``cold_p50_ms`` /
+``cold_p99_ms`` (one ``Pipeline.run``, every cache emptied first). Configs side by side,
+interleaved per item: ``default`` (the full pipeline), ``bm25`` (``retrieval:scorer=bm25``)
+and ``dense_topk`` (plain dense top-k at the model's full length, a fifth of the candidates:
+what a user has without promptslim). The headline is the default's: ``evidence_min`` (the
+worst shape), ``token_ratio_max``, ``cold_p99_ms_max``. JSON documents are kept whole by
+design (a JSON value is never cut), so ``records`` keeps the documents its question points to.
+
+    python benchmarks/bench_structured.py --quick --json
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench_shapes import dataset_path, run_suite, table, warm_up
+from common import emit, machine, parser
+from shapes_configs import dense_topk
+from structured_data import build
+
+from promptslim.bench.datasets import load_dataset
+from promptslim.bench.runner import build_config
+
+
+def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The default config's worst shape: evidence, token ratio, cold p99."""
+    rows = [r["default"] for r in results.values() if "default" in r]
+    if not rows:
+        return {}
+    return {
+        "evidence_min": min(r["evidence"]["mean"] for r in rows),
+        "token_ratio_max": max(r["token_ratio"] for r in rows),
+        "cold_p99_ms_max": max(r["cold_p99_ms"] for r in rows),
+    }
+
+
+def main() -> None:
+    p = parser(__doc__.split("\n")[0])
+    p.add_argument("--data", "--dataset", dest="data", help="NQ-format jsonl(.gz)")
+    p.add_argument("--items", type=int, default=100, help="items a shape")
+    p.add_argument("--seed", type=int, default=0, help="the generated records' seed")
+    args = p.parse_args()
+    n = 5 if args.quick else args.items
+    nq = load_dataset(f"nq:{dataset_path(args.data, 'nq20-dev.jsonl.gz')}", limit=n)
+    shapes = build(nq.items, n, args.seed)
+    runs = {
+        "default": build_config("full").pipeline.run,
+        "bm25": build_config("retrieval:scorer=bm25").pipeline.run,
+        "dense_topk": dense_topk(),
+    }
+    warm_up(runs, shapes[next(iter(shapes))][0])
+    results = run_suite(shapes, runs)
+    out = {
+        "benchmark": "bench_structured",
+        "machine": machine(),
+        "data": nq.name,
+        "items": n,
+        "seed": args.seed,
+        "shapes": results,
+        **headline(results),
+    }
+    emit(out, args, table(results))
+
+
+if __name__ == "__main__":
+    main()

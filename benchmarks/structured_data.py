@@ -1,0 +1,183 @@
+"""``bench_structured.py``'s items: documents of shapes the evaluation set does not have.
+
+Two kinds, each seeded so a run is reproducible:
+
+- **records generated in code**, one fact a question asks for hidden among look-alikes:
+  ``tables`` (markdown tables of hosts: the row of one host), ``logs`` (service logs: the one
+  error line of an order), ``code`` (Python modules: the constant one function sets),
+  ``records`` (JSON exports: one account's field);
+- **the NQ passages re-laid**: ``long_document`` (one item's passages, shuffled, as the
+  sections of one document, each under its title), ``untitled4`` (four passages to a chunk,
+  in their order, with no titles: most splitters drop a page's title from its chunks) and
+  ``template_other4`` (four titled passages to a chunk, the question inside a prompt template
+  the shape suite does not use, no ``Request.query``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+
+from promptslim.bench.datasets import BenchItem
+from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
+from promptslim.types import Document, Message
+
+__all__ = ["GENERATED", "PROSE", "TEMPLATE", "build"]
+
+#: documents in each generated item, and records in each document
+DOCUMENTS = 5
+RECORDS = 40
+
+#: the template of ``template_other4`` (``{q}``: the question), unlike any in shapes_data
+TEMPLATE = (
+    "Read the documents below carefully.\nQuestion: {q}?\nAnswer in one sentence and cite the"
+    " document id. If unsure, say so."
+)
+
+
+def _item(name: str, i: int, texts: list[str], question: str, answer: str) -> BenchItem:
+    docs = [Document(id=f"{name}-{d}", text=t) for d, t in enumerate(texts)]
+    return BenchItem(f"{name}-{i}", qa_request(NQ_INSTRUCTION, question, docs), (answer,))
+
+
+def tables(rng: random.Random, i: int) -> BenchItem:
+    """Markdown tables of hosts; the question names one host by its id."""
+    host, ip = f"db-{4000 + i}", f"10.9.{i % 256}.77"
+    where = (rng.randrange(DOCUMENTS), rng.randrange(RECORDS))
+    texts = []
+    for d in range(DOCUMENTS):
+        lines = [f"## Inventory batch {d}", "", "| host | region | ip | owner | ram_gb |"]
+        lines.append("|---|---|---|---|---|")
+        for k in range(RECORDS):
+            name = f"{rng.choice(['db', 'web', 'cache', 'queue'])}-{rng.randint(10, 999)}"
+            addr = f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}"
+            if (d, k) == where:
+                name, addr = host, ip
+            region = rng.choice(["us-east-1", "eu-west-2", "ap-south-1"])
+            lines.append(f"| {name} | {region} | {addr} | team-{rng.randint(1, 20)} | 32 |")
+        texts.append("\n".join(lines))
+    return _item("tables", i, texts, f"What is the IP address of host {host}?", ip)
+
+
+def logs(rng: random.Random, i: int) -> BenchItem:
+    """Service logs; the question asks why one order's charge failed."""
+    order = f"88{i:04d}"
+    where = (rng.randrange(DOCUMENTS), rng.randrange(2 * RECORDS))
+    texts = []
+    for d in range(DOCUMENTS):
+        lines = []
+        for k in range(2 * RECORDS):
+            ts = f"2026-11-0{d + 1}T1{k // 60}:{k % 60:02d}:{rng.randint(10, 59)}Z"
+            if (d, k) == where:
+                lines.append(f"{ts} ERROR payment-svc order={order} charge failed: card declined")
+                continue
+            svc = rng.choice(["payment-svc", "auth-svc", "cart-svc"])
+            took = rng.randint(3, 900)
+            lines.append(f"{ts} INFO {svc} order={rng.randint(10000, 99999)} handled in {took}ms")
+        texts.append("\n".join(lines))
+    return _item("logs", i, texts, f"Why did the charge for order {order} fail?", "card declined")
+
+
+def code(rng: random.Random, i: int) -> BenchItem:
+    """Python modules of look-alike functions; the question asks one function's timeout."""
+    verbs, nouns = ["load", "parse", "sync", "flush", "render"], ["user", "order", "cache", "index"]
+    per = RECORDS // 4
+    names = [f"{rng.choice(verbs)}_{rng.choice(nouns)}_{k}" for k in range(DOCUMENTS * per)]
+    timeouts = rng.sample(range(1000, 10_000), len(names))  # distinct: one line answers
+    target = rng.randrange(len(names))
+    texts = []
+    for d in range(DOCUMENTS):
+        lines = [f"# module service_{d}.py", "import os", ""]
+        for k in range(d * per, (d + 1) * per):
+            verb, noun, _ = names[k].split("_")
+            lines += [
+                f"def {names[k]}(client, retries=3):",
+                f'    """{verb.title()} the {noun} records from the backend."""',
+                f"    timeout_ms = {timeouts[k]}",
+                f"    return client.call({names[k]!r}, timeout=timeout_ms, retries=retries)",
+                "",
+            ]
+        texts.append("\n".join(lines))
+    question = f"What timeout does {names[target]} use?"
+    return _item("code", i, texts, question, f"timeout_ms = {timeouts[target]}")
+
+
+def records(rng: random.Random, i: int) -> BenchItem:
+    """JSON exports of accounts; the question asks one named account's seats."""
+    where = (rng.randrange(DOCUMENTS), rng.randrange(RECORDS))
+    first, last = ["Ana", "Bo", "Chen", "Dee", "Eli"], ["Smith", "Lee", "Khan", "Ortiz"]
+    seats = 340 + i
+    texts = []
+    for d in range(DOCUMENTS):
+        rows = []
+        for k in range(RECORDS):
+            name = f"{rng.choice(first)} {rng.choice(last)}"
+            row = {"id": f"u{rng.randint(1000, 9999)}", "name": name, "seats": rng.randint(1, 50)}
+            if (d, k) == where:
+                row = {"id": "u7311", "name": "Marguerite Okafor", "seats": seats}
+            rows.append(row)
+        texts.append(json.dumps(rows, indent=2))
+    question = "How many seats does Marguerite Okafor's account have?"
+    return _item("records", i, texts, question, f'"seats": {seats}')  # as json.dumps writes it
+
+
+#: the generated shapes by name
+GENERATED: dict[str, Callable[[random.Random, int], BenchItem]] = {
+    "tables": tables,
+    "logs": logs,
+    "code": code,
+    "records": records,
+}
+
+
+def _paragraph(d: Document, titled: bool) -> str:
+    return f"{d.title}\n{d.text}" if titled and d.title else d.text
+
+
+def _with(item: BenchItem, texts: list[str]) -> BenchItem:
+    docs = [Document(id=f"chunk-{c}", text=t) for c, t in enumerate(texts)]
+    return BenchItem(item.id, item.request.replace(documents=docs), item.answers, item.metadata)
+
+
+def long_document(item: BenchItem, rng: random.Random) -> BenchItem:
+    docs = list(item.request.documents)
+    rng.shuffle(docs)
+    return _with(item, ["\n\n".join(f"## {d.title}\n\n{d.text}" for d in docs)])
+
+
+def _chunks(item: BenchItem, titled: bool, k: int = 4) -> list[str]:
+    docs = list(item.request.documents)
+    groups = [docs[c : c + k] for c in range(0, len(docs), k)]
+    return ["\n\n".join(_paragraph(d, titled) for d in group) for group in groups]
+
+
+def untitled(item: BenchItem, rng: random.Random) -> BenchItem:
+    return _with(item, _chunks(item, titled=False))
+
+
+def template_other(item: BenchItem, rng: random.Random) -> BenchItem:
+    chunked = _with(item, _chunks(item, titled=True))
+    question = item.request.query or ""
+    asked = Message(role="user", content=TEMPLATE.format(q=question))
+    messages = [*chunked.request.messages[:-1], asked]
+    request = chunked.request.replace(query=None, messages=messages)
+    return BenchItem(item.id, request, item.answers, item.metadata)
+
+
+#: the NQ shapes by name
+PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
+    "long_document": long_document,
+    "untitled4": untitled,
+    "template_other4": template_other,
+}
+
+
+def build(nq: list[BenchItem], n: int, seed: int = 0) -> dict[str, list[BenchItem]]:
+    """Every shape: ``n`` generated items each, and the NQ shapes of ``nq``; the same ``seed``,
+    the same items."""
+    rng = random.Random(seed)
+    shapes = {name: [make(rng, i) for i in range(n)] for name, make in GENERATED.items()}
+    for name, relay in PROSE.items():
+        shapes[name] = [relay(item, rng) for item in nq]
+    return shapes

@@ -1,0 +1,74 @@
+"""The structured shapes (benchmarks/structured_data.py, bench_structured.py) hold what they
+claim: one fact asked for among look-alikes, seeded, and the NQ passages re-laid intact."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import bench_structured
+import pytest
+import structured_data
+
+from promptslim.bench.datasets import BenchItem, load_dataset
+from promptslim.query import ask_of
+
+SAMPLE = Path(__file__).parent / "data" / "nq20-dev.jsonl.gz"
+
+
+@pytest.fixture(scope="module")
+def nq() -> list[BenchItem]:
+    return load_dataset(f"nq:{SAMPLE}", limit=3).items
+
+
+@pytest.mark.parametrize("name", sorted(structured_data.GENERATED))
+def test_a_generated_item_holds_its_answer_once_in_one_document(name: str) -> None:
+    make = structured_data.GENERATED[name]
+    for i in range(5):
+        item = make(random.Random(i), i)
+        (answer,) = item.answers
+        holding = [d for d in item.request.documents if answer in d.text]
+        assert len(holding) == 1, (name, i)
+        assert holding[0].text.count(answer) == 1
+        assert len(item.request.documents) == structured_data.DOCUMENTS
+
+
+def test_the_same_seed_builds_the_same_items(nq: list[BenchItem]) -> None:
+    def texts(shapes: dict[str, list[BenchItem]]) -> list[str]:
+        return [d.text for items in shapes.values() for it in items for d in it.request.documents]
+
+    assert texts(structured_data.build(nq, 2, seed=3)) == texts(structured_data.build(nq, 2, 3))
+    assert texts(structured_data.build(nq, 2, seed=3)) != texts(structured_data.build(nq, 2, 4))
+
+
+def test_the_prose_shapes_keep_every_passage_and_the_question(nq: list[BenchItem]) -> None:
+    shapes = structured_data.build(nq, 1)
+    for name in structured_data.PROSE:
+        for item, relaid in zip(nq, shapes[name]):
+            joined = "\n".join(d.text for d in relaid.request.documents)
+            assert all(d.text in joined for d in item.request.documents), name
+            headed = [
+                f"{d.title}\n{d.text}" in joined or f"## {d.title}\n\n{d.text}" in joined
+                for d in item.request.documents
+                if d.title
+            ]
+            assert headed and all(headed) if name != "untitled4" else not any(headed), name
+            assert item.request.query and item.request.query in ask_of(relaid.request).text
+    assert len(shapes["long_document"][0].request.documents) == 1
+    assert shapes["template_other4"][0].request.query is None  # the proxy's case
+
+
+def test_the_headline_is_the_default_configs_worst_shape() -> None:
+    def row(evidence: float, ratio: float, p99: float) -> dict:  # type: ignore[type-arg]
+        return {"evidence": {"mean": evidence}, "token_ratio": ratio, "cold_p99_ms": p99}
+
+    results = {
+        "tables": {"default": row(1.0, 0.1, 30.0), "bm25": row(0.5, 0.9, 1.0)},
+        "logs": {"default": row(0.96, 0.4, 20.0), "bm25": row(1.0, 0.05, 90.0)},
+    }
+    assert bench_structured.headline(results) == {
+        "evidence_min": 0.96,
+        "token_ratio_max": 0.4,
+        "cold_p99_ms_max": 30.0,
+    }
+    assert bench_structured.headline({}) == {}
