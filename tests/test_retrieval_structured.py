@@ -154,6 +154,40 @@ def test_minmax_floor_scales_a_narrow_spread_down_and_leaves_a_wide_one() -> Non
     assert np.allclose(weighted_fusion([wide, narrow], [0.5, 0.5], (0.0, 0.15)), [0.0, 0.35, 0.7])
 
 
+def accounts(seed: int) -> tuple[list[str], int]:
+    """Five JSON exports of 40 accounts of one layout; one account is Marguerite Okafor's (in
+    which export, returned)."""
+    rng = random.Random(seed)
+    target, at = rng.randrange(5), rng.randrange(40)
+    texts = []
+    for d in range(5):
+        rows = []
+        for k in range(40):
+            name = f"{rng.choice(['Ana', 'Bo', 'Chen', 'Dee', 'Eli'])} {rng.choice(['Lee', 'Khan'])}"
+            row = {"id": f"u{rng.randint(1000, 9999)}", "name": name, "seats": rng.randint(1, 50)}
+            if (d, k) == (target, at):
+                row = {"id": "u7311", "name": "Marguerite Okafor", "seats": 340}
+            rows.append(row)
+        texts.append(json.dumps(rows, indent=2))
+    return texts, target
+
+
+def test_json_exports_of_one_layout_keep_the_export_that_names_the_account() -> None:
+    # MiniLM's similarities among these exports spread 0.1-0.25 and can rank the window that
+    # names the account near the bottom; stretched to BM25's range (a floor of 0.15), that
+    # noise put every export's best window past the cut-off's midpoint on a third of the seeds
+    question = "How many seats does Marguerite Okafor's account have?"
+    kept = {}
+    for seed in range(12):
+        texts, target = accounts(seed)
+        docs = [Document(id=f"e{i}", text=t) for i, t in enumerate(texts)]
+        req = Request(messages=[Message(role="user", content=question)], documents=docs)
+        ids = [d.id for d in RetrievalStage().run(req).documents]
+        assert ids[0] == f"e{target}", seed  # the answer, first
+        kept[seed] = len(ids)
+    assert sum(kept.values()) <= 13, kept  # one export each, but for a near tie
+
+
 @pytest.mark.parametrize("value", [-0.1, 2.5])
 def test_dense_min_spread_is_validated(value: float) -> None:
     from promptslim.backends.scorers import HybridScorer
