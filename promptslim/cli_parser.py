@@ -50,7 +50,7 @@ def _add_lint(sub: Any) -> None:
 
 def _add_bench(sub: Any) -> None:
     p = sub.add_parser("bench", help="measure prefill/TTFT and answer quality, side by side")
-    p.add_argument("--dataset", metavar="SPEC", help="nq:PATH, kv:PATH, longbench:PATH, jsonl:PATH, builtin:rag|chat|kv|rag-zh|chat-zh")
+    p.add_argument("--dataset", metavar="SPEC", help="nq:PATH, kv:PATH, longbench:PATH, jsonl:PATH, builtin:rag|chat|kv|rag-zh|rag-hi|chat-zh")
     p.add_argument("--model", metavar="SPEC", help="hf:NAME_OR_PATH (default hf:default) or openai:URL")
     p.add_argument("--configs", metavar="LIST", help="comma-separated configs, e.g. baseline,retrieval,compress:extractive@0.33,full")
     p.add_argument("--limit", type=int, metavar="N", help="at most N items")

@@ -2,7 +2,8 @@
 for identifiers, numbers and code that stages must recognise (protected spans for compression,
 volatile spans for the prefix stage). Every stage and metric uses these, never its own copy.
 
-Pure Python and ``re`` only: importing it costs nothing. Patterns are compiled once. Chinese
+Pure Python, ``re``, and ``regex`` (tiktoken's dependency) for the words of non-ASCII text,
+imported on first use: importing this module costs nothing. Patterns are compiled once. Chinese
 word segmentation uses ``jieba`` (the ``zh`` extra) when it is installed, imported and loaded on
 first use; without it Chinese runs become character bigrams.
 
@@ -14,9 +15,11 @@ half-width for analysis and pattern matching only; spans always index the caller
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
+import unicodedata
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
@@ -63,12 +66,16 @@ _ABBREVIATIONS = frozenset(
 )
 _CLOSERS = "\"'”’)\\]」』）》】〕〉"
 _ZH_ENDERS = "。！？；｡"
+#: enders of other scripts that end a sentence as . ! ? do, before whitespace: the danda and
+#: double danda (Hindi, Marathi, Nepali, Bengali...), the Arabic question mark, the Urdu full
+#: stop, and the Ethiopic, Myanmar and Armenian full stops
+_SPACED_ENDERS = "\u0964\u0965\u061f\u06d4\u1362\u104b\u0589"
 # A sentence ends at . ! ? before whitespace; at . ! ? directly followed by CJK text (mixed
 # text has no space there); at CJK enders (not inside a run such as ！！ or ？！); after an
 # ellipsis (… or ……, not between its halves); and at line breaks. Closing quotes and brackets
 # right after the ender belong to the sentence (split_sentences cuts after them).
 _BOUNDARY = re.compile(
-    rf"(?<=[.!?])[{_CLOSERS}]*\s+"
+    rf"(?<=[.!?{_SPACED_ENDERS}])[{_CLOSERS}]*\s+"
     rf"|(?<=[!?])[{_CLOSERS}]*(?=[{_CJK_RANGES}])"
     rf"|(?<=[^\d.][.])[{_CLOSERS}]*(?=[{_CJK_RANGES}])"  # not "3.", not "..."
     rf"|(?<=[{_ZH_ENDERS}])(?![{_ZH_ENDERS}!?…])[{_CLOSERS}]*\s*"
@@ -77,10 +84,10 @@ _BOUNDARY = re.compile(
 )
 # Text without CJK, Chinese enders or an ellipsis can only match the first and last
 # alternatives above. This pattern finds the same boundaries with the ender consumed (so the
-# regex engine can skip to the next . ! ? or newline instead of trying every position): it is
-# ``[.!?][closers]*\s+|\n\s*`` written to start with one character set, since Python's
+# regex engine can skip to the next ender or newline instead of trying every position): it is
+# ``[ender][closers]*\s+|\n\s*`` written to start with one character set, since Python's
 # engine skips ahead by a leading set but tries an alternation at every position (2x faster)
-_PLAIN_BOUNDARY = re.compile(rf"[.!?\n](?:(?<=\n)\s*|[{_CLOSERS}]*\s+)")
+_PLAIN_BOUNDARY = re.compile(rf"[.!?{_SPACED_ENDERS}\n](?:(?<=\n)\s*|[{_CLOSERS}]*\s+)")
 _NEEDS_FULL_BOUNDARY = re.compile(f"[{_CJK_RANGES}{_ZH_ENDERS}…]")
 # what the regions a sentence never ends inside cannot be found without (``_NEEDS`` of the
 # guard kinds, and a bracket for JSON): ASCII text with none of them has no such region
@@ -176,12 +183,27 @@ ZH_STOPWORDS = frozenset(
 
 ChineseMode = Literal["auto", "jieba", "bigram"]
 
+#: words of ASCII text; non-ASCII text is read by ``_unicode_words`` (the same words in ASCII)
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
 #: words joined by - _ . : / into one token (``db-4471``, ``v2.3.1``, ``parse_config``); the
 #: look-behind lets a match start at a word's start only, not inside every word it fails on
 _COMPOUND = re.compile(r"(?<![^\W_])[^\W_]+(?:[-_.:/][^\W_]+)+", re.UNICODE)
 _CJK = re.compile(f"[{_CJK_RANGES}]+")
-_CJK_SPLIT = re.compile(f"([{_CJK_RANGES}]+)")
+#: scripts written without spaces between words (Thai, Lao, Myanmar, Khmer): their runs become
+#: character bigrams, as kana and hangul do (no segmenter for them ships with promptslim)
+_UNSPACED = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff"
+_BIGRAMMED = re.compile(f"[{_CJK_RANGES}{_UNSPACED}]+")
+_BIGRAMMED_SPLIT = re.compile(f"([{_CJK_RANGES}{_UNSPACED}]+)")
+#: marks a writer may or may not type, dropped so that a word matches either way: combining
+#: accents left after NFC (a Russian stress mark), Hebrew and Arabic vowel points, the Arabic
+#: tatweel, zero-width joiners (Persian's "می‌خواهم"). Not the marks that make a word's letters
+#: (Devanagari's vowel signs): those stay
+_OPTIONAL_MARKS: dict[int, None] = {
+    cp: None
+    for first, last in ((0x300, 0x36F), (0x591, 0x5C7), (0x610, 0x6ED))
+    for cp in range(first, last + 1)
+    if unicodedata.category(chr(cp)) == "Mn"
+} | dict.fromkeys((0x640, 0x200C, 0x200D))
 _HAN_RUN = re.compile(f"[{_HAN}]+")
 
 _jieba_lock = threading.Lock()
@@ -248,8 +270,10 @@ def analyse(text: str, *, chinese: ChineseMode = "auto") -> list[str]:
     stemmed, and each identifier-like compound (words joined by ``- _ . : /`` with a digit or
     an underscore in it) also as a whole. Han text is segmented into words by jieba
     (``chinese="auto"`` when installed, or ``"jieba"``), else into character bigrams
-    (``"bigram"``); kana and hangul always become bigrams. Mixed text gets both analysers, each
-    on its own script's runs."""
+    (``"bigram"``); kana, hangul and the scripts written without spaces (Thai, Lao, Myanmar,
+    Khmer) always become bigrams. Mixed text gets both analysers, each on its own script's
+    runs. Non-ASCII text is read composed (NFC); a word keeps the combining marks that make
+    its letters (Devanagari's vowel signs) and loses the optional ones (``_OPTIONAL_MARKS``)."""
     return list(_analyse((text, chinese_segmenter(chinese) if _CJK.search(text) else "bigram")))
 
 
@@ -260,9 +284,13 @@ def _analyse_text(key: tuple[str, str]) -> tuple[str, ...]:
     # matches the row that holds it above a header that holds "host" and "ip", while "4471"
     # alone still matches "db 4471"
     terms = list(_compounds(folded))
-    for m in _WORD.finditer(folded):
+    ascii_only = folded.isascii()
+    words = _WORD if ascii_only else _unicode_words()
+    if not ascii_only:
+        folded = unicodedata.normalize("NFC", folded).translate(_OPTIONAL_MARKS)
+    for m in words.finditer(folded):
         word = m.group().replace("’", "'")
-        if _CJK.search(word):
+        if not ascii_only and _BIGRAMMED.search(word):
             terms.extend(_mixed_terms(word, segmenter))
             continue
         word = word.removesuffix("'s")
@@ -271,12 +299,27 @@ def _analyse_text(key: tuple[str, str]) -> tuple[str, ...]:
     return tuple(terms)
 
 
+@functools.cache
+def _unicode_words() -> Any:
+    """The word pattern for non-ASCII text: ``_WORD``'s, with the combining marks inside a word.
+    ``re`` counts no mark as a word character, so a Devanagari vowel sign, an Arabic or Hebrew
+    vowel point or a Russian stress mark would cut a word into pieces ("राजधानी": "र", "जध",
+    "न"), and BM25 would match a document holding the same letters in other words. The
+    ``regex`` package (tiktoken's own dependency) knows Unicode's categories."""
+    import regex
+
+    part = r"[\p{L}\p{N}][\p{L}\p{N}\p{M}]*"
+    return regex.compile(rf"{part}(?:['’]{part})*")
+
+
 def _compounds(text: str) -> Iterator[str]:
     """The identifier-like compounds of ``text`` (prose such as "well-known" has no digit;
     CJK runs get their own analysers)."""
     for m in _COMPOUND.finditer(text):
         compound = m.group()
-        if ("_" in compound or any(c.isdigit() for c in compound)) and not _CJK.search(compound):
+        if ("_" in compound or any(c.isdigit() for c in compound)) and not _BIGRAMMED.search(
+            compound
+        ):
             yield compound
 
 
@@ -293,10 +336,10 @@ _analyse: BoundedCache[tuple[str, str], tuple[str, ...]] = BoundedCache(
 
 def _mixed_terms(word: str, segmenter: str) -> list[str]:
     out: list[str] = []
-    for part in _CJK_SPLIT.split(word):
+    for part in _BIGRAMMED_SPLIT.split(word):
         if not part:
             continue
-        if not _CJK.fullmatch(part):
+        if not _BIGRAMMED.fullmatch(part):
             if part not in STOPWORDS:
                 out.append(_stem(part))
         elif segmenter == "jieba" and _HAN_RUN.fullmatch(part):

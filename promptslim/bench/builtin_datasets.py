@@ -1,5 +1,5 @@
-"""``builtin:NAME`` datasets: items generated from a seed (``rag``, ``rag-zh``, ``chat``,
-``chat-zh``, ``kv``), the same seed giving the same items."""
+"""``builtin:NAME`` datasets: items generated from a seed (``rag``, ``rag-zh``, ``rag-hi``,
+``chat``, ``chat-zh``, ``kv``), the same seed giving the same items."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from .dataset_base import BenchItem, DatasetLoader
 from .file_datasets import kv_request
 from .gen_chat import chat_item, chat_zh_item
 from .gen_rag import rag_item, rag_zh_item
+from .gen_rag_hi import rag_hi_item
 
 __all__ = ["BuiltinLoader"]
 
@@ -27,13 +28,14 @@ def _kv_item(rng: random.Random, index: int, *, n_pairs: int) -> BenchItem:
 
 
 class BuiltinLoader(DatasetLoader):
-    """``builtin:rag|rag-zh|chat|chat-zh|kv``: items generated from ``seed``; the same seed gives the same
+    """``builtin:rag|rag-zh|rag-hi|chat|chat-zh|kv``: items generated from ``seed``; the same seed gives the same
     items. Sizes are small on purpose so a CPU run stays short."""
 
     kind = "builtin"
     GENERATORS: Mapping[str, Callable[[random.Random, int], BenchItem]] = {
         "rag": lambda rng, i: rag_item(rng, i, n_documents=8),
         "rag-zh": lambda rng, i: rag_zh_item(rng, i, n_documents=8),
+        "rag-hi": lambda rng, i: rag_hi_item(rng, i, n_documents=8),
         "chat": lambda rng, i: chat_item(rng, i, n_filler_turns=4),
         "chat-zh": lambda rng, i: chat_zh_item(rng, i, n_filler_turns=4),
         "kv": lambda rng, i: _kv_item(rng, i, n_pairs=20),

@@ -9,6 +9,7 @@ A dataset is named by a spec ``KIND:ARG``::
     jsonl:PATH       promptslim's generic format (messages, documents, answers)
     builtin:rag      generated multi-document QA with distractors (no files needed)
     builtin:rag-zh   the same in Chinese
+    builtin:rag-hi   the same in Hindi
     builtin:chat     generated multi-turn chats with tool calls and a volatile system prompt
     builtin:chat-zh  the same in Chinese (Chinese dates and times in the system prompt)
     builtin:kv       generated UUID key-value lookups

@@ -13,10 +13,12 @@ from .file_datasets import NQ_INSTRUCTION, qa_request
 
 __all__ = [
     "FILLER",
+    "one_gold_among",
     "rag_item",
     "rag_zh_item",
     "random_name",
     "random_person",
+    "unique_names",
     "zh_random_name",
     "zh_random_person",
 ]
@@ -117,7 +119,7 @@ def _entity_document(rng: random.Random, name: str, kind: str, facts: dict[str, 
     return " ".join(sentences)
 
 
-def _unique_names(rng: random.Random, n: int, make: Callable[[], str]) -> list[str]:
+def unique_names(rng: random.Random, n: int, make: Callable[[], str]) -> list[str]:
     """``n`` distinct names from ``make`` (which draws from ``rng``), in the order drawn."""
     names: list[str] = []
     while len(names) < n:
@@ -152,29 +154,53 @@ def rag_item(rng: random.Random, index: int, *, n_documents: int) -> BenchItem:
     same kind (same attributes, other values) and near-namesakes, at a random position."""
     kind = rng.choice(_KINDS)
     attr = rng.choice(sorted(_ATTRIBUTES))
-    names = _unique_names(rng, n_documents, lambda: random_name(rng, rng.randint(2, 3)))
-    gold_pos = rng.randrange(n_documents)
+    names = unique_names(rng, n_documents, lambda: random_name(rng, rng.randint(2, 3)))
+    return one_gold_among(
+        rng,
+        f"rag-{index}",
+        _ATTRIBUTES,
+        attr,
+        names,
+        write=lambda name, facts: _entity_document(rng, name, kind, facts),
+        title=lambda name: f"{name} ({kind})",
+        question=lambda name: _ATTRIBUTES[attr][1].format(n=name, k=kind),
+        instruction=NQ_INSTRUCTION,
+    )
+
+
+def one_gold_among(
+    rng: random.Random,
+    item_id: str,
+    attributes: Mapping[str, tuple[str, str, Callable[[random.Random], str]]],
+    attr: str,
+    names: list[str],
+    *,
+    write: Callable[[str, dict[str, str]], str],
+    title: Callable[[str], str],
+    question: Callable[[str], str],
+    instruction: str,
+) -> BenchItem:
+    """The item asking ``attr`` of one of ``names`` (the gold document, at a random position)
+    among documents about the others, which state it with other values. ``write`` makes an
+    entity's document of its name and facts; ``title`` and ``question`` take the name (shared
+    by every language's generator)."""
+    gold_pos = rng.randrange(len(names))
     documents = []
     answer = ""
     for i, name in enumerate(names):
-        facts = _document_facts(rng, _ATTRIBUTES, attr, gold=i == gold_pos, answer=answer)
+        facts = _document_facts(rng, attributes, attr, gold=i == gold_pos, answer=answer)
         if i == gold_pos:
             answer = facts[attr]
         documents.append(
             Document(
                 id=f"d{i}",
-                text=_entity_document(rng, name, kind, facts),
-                metadata={
-                    "title": f"{name} ({kind})",
-                    "isgold": i == gold_pos,
-                    "hasanswer": i == gold_pos,
-                },
+                text=write(name, facts),
+                metadata={"title": title(name), "isgold": i == gold_pos, "hasanswer": i == gold_pos},
             )
         )
-    question = _ATTRIBUTES[attr][1].format(n=names[gold_pos], k=kind)
     return BenchItem(
-        f"rag-{index}",
-        qa_request(NQ_INSTRUCTION, question, documents),
+        item_id,
+        qa_request(instruction, question(names[gold_pos]), documents),
         (answer,),
         {"gold_index": gold_pos},
     )
@@ -237,14 +263,9 @@ def rag_zh_item(rng: random.Random, index: int, *, n_documents: int) -> BenchIte
     of the same kind that carry the asked attribute with other values. Deterministic."""
     kind = rng.choice(_ZH_KINDS)
     attr = rng.choice(sorted(_ZH_ATTRIBUTES))
-    names = _unique_names(rng, n_documents, lambda: zh_random_name(rng, rng.randint(2, 3)) + kind)
-    gold_pos = rng.randrange(n_documents)
-    documents = []
-    answer = ""
-    for i, name in enumerate(names):
-        facts = _document_facts(rng, _ZH_ATTRIBUTES, attr, gold=i == gold_pos, answer=answer)
-        if i == gold_pos:
-            answer = facts[attr]
+    names = unique_names(rng, n_documents, lambda: zh_random_name(rng, rng.randint(2, 3)) + kind)
+
+    def write(name: str, facts: dict[str, str]) -> str:
         sentences = [
             f"{name}是一家{kind}。" if kind in ("公司", "商会") else f"{name}是一座{kind}。"
         ]
@@ -252,17 +273,16 @@ def rag_zh_item(rng: random.Random, index: int, *, n_documents: int) -> BenchIte
             sentences.append(_ZH_ATTRIBUTES[a][0].format(n=name, v=value))
             if rng.random() < 0.5:
                 sentences.append(rng.choice(_ZH_FILLER))
-        documents.append(
-            Document(
-                id=f"d{i}",
-                text="".join(sentences),  # Chinese sentences follow each other with no space
-                metadata={"title": name, "isgold": i == gold_pos, "hasanswer": i == gold_pos},
-            )
-        )
-    question = _ZH_ATTRIBUTES[attr][1].format(n=names[gold_pos])
-    return BenchItem(
+        return "".join(sentences)  # Chinese sentences follow each other with no space
+
+    return one_gold_among(
+        rng,
         f"rag-zh-{index}",
-        qa_request(_ZH_INSTRUCTION, question, documents),
-        (answer,),
-        {"gold_index": gold_pos},
+        _ZH_ATTRIBUTES,
+        attr,
+        names,
+        write=write,
+        title=lambda name: name,
+        question=lambda name: _ZH_ATTRIBUTES[attr][1].format(n=name),
+        instruction=_ZH_INSTRUCTION,
     )
