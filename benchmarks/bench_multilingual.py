@@ -5,8 +5,10 @@ as one Pipeline with a documents budget of ``--fraction`` of the item's document
 Reports evidence retention (the gold answer is still in the kept documents: a substring test
 on width-folded text, no model needed), the token fraction of the documents kept, and time
 per request (p50/p99, ms, wall clock of ``Pipeline.run``, after one warm-up request that loads
-jieba), for each language under ``languages``; the top-level keys are the worst language's
-(the lowest retention, the highest token fraction and times). Chinese has no spaces between
+jieba), for each set under ``sets``: each language's documents as generated, and joined four
+to a chunk (``-chunks4``: the gold document at each position in turn, selection inside the
+kept chunk). The top-level keys are the worst set's (the lowest retention, the highest token
+fraction and times). Chinese has no spaces between
 words (jieba or bigrams find them); Hindi words carry vowel signs that Python's ``re`` does
 not count as word characters, and its sentences end at a danda. The data are generated in
 code (``promptslim.bench.datasets``), nothing downloaded. The goals are
@@ -22,6 +24,7 @@ import time
 from typing import Any
 
 from common import emit, machine, parser
+from shapes_data import chunked
 
 from promptslim.bench.datasets import load_dataset
 from promptslim.pipeline import Pipeline
@@ -32,12 +35,19 @@ from promptslim.text import chinese_segmenter, normalise_width
 from promptslim.tokens import count_documents, get_counter
 from promptslim.types import Budget
 
-#: language -> builtin dataset
-DATASETS = {"zh": "builtin:rag-zh", "hi": "builtin:rag-hi"}
+#: set -> (builtin dataset, passages per chunk: None for the documents as generated)
+SETS: dict[str, tuple[str, int | None]] = {
+    "zh": ("builtin:rag-zh", None),
+    "hi": ("builtin:rag-hi", None),
+    "zh-chunks4": ("builtin:rag-zh", 4),
+    "hi-chunks4": ("builtin:rag-hi", 4),
+}
 
 
-def run_language(dataset: str, n: int, fraction: float) -> dict[str, Any]:
+def run_set(dataset: str, chunk: int | None, n: int, fraction: float) -> dict[str, Any]:
     items = load_dataset(dataset, limit=n).items
+    if chunk:  # the gold document at each position of its chunk in turn, as bench_shapes does
+        items = [chunked(item, chunk, i % chunk) for i, item in enumerate(items)]
     counter = get_counter()
     pipeline = Pipeline([RetrievalStage(scorer="bm25"), CompressStage(compressor="extractive")])
     pipeline.run(items[0].request, Budget(documents=200))  # warm-up (imports, numpy)
@@ -60,21 +70,22 @@ def run_language(dataset: str, n: int, fraction: float) -> dict[str, Any]:
         "p50_ms": round(timing["p50"], 2),
         "p99_ms": round(timing["p99"], 2),
         "n": len(items),
-        "dataset": f"{dataset} (generated in code, seed 0, 8 documents per item)",
+        "dataset": f"{dataset} (generated in code, seed 0, 8 documents per item"
+        + (f", {chunk} to a chunk)" if chunk else ")"),
     }
 
 
 def run(n: int, fraction: float) -> dict[str, Any]:
     segmenter = chinese_segmenter("auto")  # loads jieba now, not inside the first timed request
-    languages = {lang: run_language(dataset, n, fraction) for lang, dataset in DATASETS.items()}
-    rows = languages.values()
+    sets = {name: run_set(dataset, chunk, n, fraction) for name, (dataset, chunk) in SETS.items()}
+    rows = sets.values()
     return {
         "retention": min(r["retention"] for r in rows),
         "token_fraction_kept": max(r["token_fraction_kept"] for r in rows),
         "p50_ms": max(r["p50_ms"] for r in rows),
         "p99_ms": max(r["p99_ms"] for r in rows),
         "n": sum(r["n"] for r in rows),
-        "languages": languages,
+        "sets": sets,
         "budget_fraction": fraction,
         "segmenter": segmenter,
         "clock": "wall clock of Pipeline.run in this process, after one warm-up request",
@@ -85,15 +96,15 @@ def run(n: int, fraction: float) -> dict[str, Any]:
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=None, help="items per language (default 100, 30 with --quick)")
+    p.add_argument("--n", type=int, default=None, help="items per set (default 100, 30 with --quick)")
     p.add_argument("--fraction", type=float, default=0.3, help="documents budget / document tokens")
     args = p.parse_args()
     n = args.n or (30 if args.quick else 100)
     result = run(n, args.fraction)
     keys = ("retention", "token_fraction_kept", "p50_ms", "p99_ms", "n")
     table = "\n".join(
-        f"{lang:4} " + "  ".join(f"{k} {row[k]}" for k in keys)
-        for lang, row in result["languages"].items()
+        f"{name:10} " + "  ".join(f"{k} {row[k]}" for k in keys)
+        for name, row in result["sets"].items()
     )
     emit(result, args, f"{table}\nsegmenter {result['segmenter']}")
 

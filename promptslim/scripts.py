@@ -8,7 +8,13 @@ import re
 
 from .spans import Span
 
-__all__ = ["dominant_script", "fold_alnum_width", "normalise_width", "script_spans"]
+__all__ = [
+    "CJK_CHAR_WEIGHT",
+    "dominant_script",
+    "fold_alnum_width",
+    "normalise_width",
+    "script_spans",
+]
 
 
 # full-width ASCII (U+FF01-U+FF5E) and the ideographic space fold to their half-width forms:
@@ -19,6 +25,8 @@ _ALNUM_WIDTH_FOLD = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F) if chr(cp -
 # any character either fold changes: most non-ASCII text has none, and one search in C is far
 # cheaper than translating it character by character through a dict
 _FULL_WIDTH = re.compile("[\uff01-\uff5e\u3000]")
+#: the letters of a Latin text one CJK character says about as much as (a word's worth)
+CJK_CHAR_WEIGHT = 3
 _CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _SCRIPT_RUN = re.compile(rf"[{_CJK_RANGES}]+|[A-Za-z\u00c0-\u024f]+|[^\W\d_]+")
@@ -72,10 +80,13 @@ def script_spans(text: str) -> list[Span]:
 
 def dominant_script(text: str) -> str:
     """The script most of the text's letters are in (``cjk``, ``latin``, ``other``), counting
-    a CJK character as a word's worth of letters (3); ``""`` when it has no letters."""
+    a CJK character as a word's worth of letters (``CJK_CHAR_WEIGHT``); ``""`` when it has no
+    letters."""
     weight: dict[str, int] = {}
     for m in _SCRIPT_RUN.finditer(normalise_width(text)):
         kind = _script_of(m.group())
-        weight[kind] = weight.get(kind, 0) + len(m.group()) * (3 if kind == "cjk" else 1)
+        weight[kind] = weight.get(kind, 0) + len(m.group()) * (
+            CJK_CHAR_WEIGHT if kind == "cjk" else 1
+        )
     return max(sorted(weight), key=weight.__getitem__) if weight else ""
 

@@ -362,3 +362,34 @@ def test_bad_window_options_name_the_field(option: str, value: object) -> None:
     with pytest.raises(ConfigError) as info:
         RetrievalStage(**{option: value})
     assert info.value.field == option
+
+
+def test_chinese_windows_hold_about_as_many_sentences_as_english_ones() -> None:
+    """A CJK character says about what three Latin letters say: a window of ``window_chars``
+    Chinese characters would hold three times the sentences of an English one, and selection
+    inside a chunk could not cut it."""
+    chinese = "".join(
+        f"第{i}号仓库位于城市的东边，里面存放着许多旧的书籍和地图。" for i in range(40)
+    )
+    english = " ".join(
+        f"Warehouse {i} lies east of the city and holds old books." for i in range(40)
+    )
+    sizes = {}
+    for name, text in (("zh", chinese), ("en", english)):
+        windowed = split_windows([text], [None], window_chars=600, overlap=0, max_windows=64)
+        units = windowed.units[0]
+        sizes[name] = sum(w.last - w.first for w in windowed.windows) / len(windowed.windows)
+        assert all(units[w.last - 1].end - units[w.first].start <= 600 for w in windowed.windows)
+    assert sizes["zh"] <= 1.5 * sizes["en"]  # 600 characters held 20 Chinese sentences, 10 English
+
+
+def test_a_chinese_chunk_keeps_the_answering_passage_and_drops_the_rest() -> None:
+    facts = [f"第{i}号仓库位于城市的东边，里面存放着许多旧的书籍和地图。" for i in range(40)]
+    facts[27] = "青云图书馆的徽标是靛蓝色的，这是它建馆时就定下的颜色。"
+    request = Request(
+        messages=[Message(role="user", content="青云图书馆的徽标是什么颜色？")],
+        documents=[Document(id="d0", text="".join(facts))],
+    )
+    kept = Pipeline([RetrievalStage(scorer="bm25")]).run(request).request.documents
+    assert "靛蓝色" in kept[0].text
+    assert len(kept[0].text) < len("".join(facts)) / 3  # a window of 600 characters kept 0.55

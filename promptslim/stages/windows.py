@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.compress.extractive import split_units
 from ..layout import line_layout
-from ..text import Span, find_protected_spans
+from ..scripts import CJK_CHAR_WEIGHT
+from ..text import Span, dominant_script, find_protected_spans
 
 if TYPE_CHECKING:
     import numpy as np
@@ -203,6 +204,18 @@ def _paragraph_ends(para: Sequence[bool]) -> list[int]:
     return ends
 
 
+def _dense_script(text: str) -> bool:
+    """Whether ``text`` is mostly Chinese, Japanese or Korean, whose characters each say about
+    what three letters say (a sentence of 20-40 characters): windows of ``window_chars``
+    characters would hold several times the sentences, and tokens, of a Latin text's."""
+    return not text.isascii() and dominant_script(text) == "cjk"
+
+
+def _sized(size: int, dense: bool) -> int:
+    """The window size in characters for a document (``dense``: see ``_dense_script``)."""
+    return max(1, size // CJK_CHAR_WEIGHT) if dense else size
+
+
 def split_windows(
     texts: Sequence[str],
     titles: Sequence[str | None],
@@ -220,18 +233,19 @@ def split_windows(
     window (None: every document's does)."""
     whole = list(whole_paragraphs) if whole_paragraphs is not None else [True] * len(texts)
     size = max(window_chars, math.ceil(sum(len(t) for t in texts) / max(1, max_windows)))
+    dense = [_dense_script(t) for t in texts]
     # a document of about one window needs no sentence split (nor protected spans) at all
     units = [
-        document_units(t, find_protected_spans(t, extra=protect), size)
-        if len(t) > _SLACK * size
+        document_units(t, find_protected_spans(t, extra=protect), _sized(size, dense[d]))
+        if len(t) > _SLACK * _sized(size, dense[d])
         else [Span(0, len(t), "sentence")]
-        for t in texts
+        for d, t in enumerate(texts)
     ]
     for _ in range(8):  # overlap can push the count past the cap: grow and cut again
         windows = [
             w
             for d, (t, title, u) in enumerate(zip(texts, titles, units))
-            for w in _windows_of(d, t, title, u, size, overlap, whole[d])
+            for w in _windows_of(d, t, title, u, _sized(size, dense[d]), overlap, whole[d])
         ]
         if len(windows) <= max(max_windows, len(texts)):
             break
