@@ -70,10 +70,13 @@ _ZH_ENDERS = "。！？；｡"
 #: double danda (Hindi, Marathi, Nepali, Bengali...), the Arabic question mark, the Urdu full
 #: stop, and the Ethiopic, Myanmar and Armenian full stops
 _SPACED_ENDERS = "\u0964\u0965\u061f\u06d4\u1362\u104b\u0589"
+#: scripts whose sentences end at a space between two of their letters (Thai, Lao, Khmer)
+_SPACE_ENDED = "\u0e00-\u0eff\u1780-\u17ff"
 # A sentence ends at . ! ? before whitespace; at . ! ? directly followed by CJK text (mixed
 # text has no space there); at CJK enders (not inside a run such as ！！ or ？！); after an
-# ellipsis (… or ……, not between its halves); and at line breaks. Closing quotes and brackets
-# right after the ender belong to the sentence (split_sentences cuts after them).
+# ellipsis (… or ……, not between its halves); at line breaks; and at a space between two
+# Thai, Lao or Khmer letters. Closing quotes and brackets right after the ender belong to the
+# sentence (split_sentences cuts after them).
 _BOUNDARY = re.compile(
     rf"(?<=[.!?{_SPACED_ENDERS}])[{_CLOSERS}]*\s+"
     rf"|(?<=[!?])[{_CLOSERS}]*(?=[{_CJK_RANGES}])"
@@ -81,14 +84,16 @@ _BOUNDARY = re.compile(
     rf"|(?<=[{_ZH_ENDERS}])(?![{_ZH_ENDERS}!?…])[{_CLOSERS}]*\s*"
     rf"|(?<=…)(?!…)[{_CLOSERS}]*\s*"
     r"|\n\s*"
+    rf"|(?<=[{_SPACE_ENDED}])\s+(?=[{_SPACE_ENDED}])"
 )
-# Text without CJK, Chinese enders or an ellipsis can only match the first and last
-# alternatives above. This pattern finds the same boundaries with the ender consumed (so the
-# regex engine can skip to the next ender or newline instead of trying every position): it is
-# ``[ender][closers]*\s+|\n\s*`` written to start with one character set, since Python's
-# engine skips ahead by a leading set but tries an alternation at every position (2x faster)
+# Text without CJK, Chinese enders, an ellipsis or Thai, Lao or Khmer letters can only match
+# the first alternative above and the line breaks. This pattern finds the same boundaries with
+# the ender consumed (so the regex engine can skip to the next ender or newline instead of
+# trying every position): it is ``[ender][closers]*\s+|\n\s*`` written to start with one
+# character set, since Python's engine skips ahead by a leading set but tries an alternation
+# at every position (2x faster)
 _PLAIN_BOUNDARY = re.compile(rf"[.!?{_SPACED_ENDERS}\n](?:(?<=\n)\s*|[{_CLOSERS}]*\s+)")
-_NEEDS_FULL_BOUNDARY = re.compile(f"[{_CJK_RANGES}{_ZH_ENDERS}…]")
+_NEEDS_FULL_BOUNDARY = re.compile(f"[{_CJK_RANGES}{_ZH_ENDERS}…{_SPACE_ENDED}]")
 # what the regions a sentence never ends inside cannot be found without (``_NEEDS`` of the
 # guard kinds, and a bracket for JSON): ASCII text with none of them has no such region
 _GUARD_KINDS = ("code_block", "url", "email", "uuid", "quoted")

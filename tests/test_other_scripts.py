@@ -1,8 +1,9 @@
 """Scripts beyond Latin and CJK: words that carry combining marks (Devanagari's vowel signs,
-Arabic and Hebrew vowel points), scripts written without spaces (Thai), and sentence enders
-other than . ! ? (the danda, the Arabic question mark, the Urdu full stop). Python's ``re``
-counts no combining mark as a word character, so before these fixes "राजधानी" analysed as
-"र", "जध", "न" and BM25 could not tell one Hindi name from another made of the same letters."""
+Arabic and Hebrew vowel points), scripts written without spaces between words (Thai, whose
+sentences end at a space), and sentence enders other than . ! ? (the danda, the Arabic
+question mark, the Urdu full stop). Python's ``re`` counts no combining mark as a word
+character, so before these fixes "राजधानी" analysed as "र", "जध", "न" and BM25 could not tell
+one Hindi name from another made of the same letters."""
 
 from __future__ import annotations
 
@@ -93,6 +94,10 @@ def test_text_without_marks_has_the_words_re_finds(text: str) -> None:
         ("یہ پاکستان ہے۔ لاہور بڑا شہر ہے۔", ["یہ پاکستان ہے۔", "لاہور بڑا شہر ہے۔"]),
         ("ሰላም ነው። እንዴት ነህ?", ["ሰላም ነው።", "እንዴት ነህ?"]),
         ("१।२ है", ["१।२ है"]),  # no whitespace after it: not an end, as with "3.5"
+        (  # Thai ends a sentence with a space; a space before a number does not end one
+            "ประเทศไทยมีประชากรประมาณ 70 ล้านคน กรุงเทพมหานครเป็นเมืองหลวง",
+            ["ประเทศไทยมีประชากรประมาณ 70 ล้านคน", "กรุงเทพมหานครเป็นเมืองหลวง"],
+        ),
     ],
 )
 def test_other_scripts_sentence_enders_end_a_sentence(text: str, expected: list[str]) -> None:
