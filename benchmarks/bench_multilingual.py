@@ -1,4 +1,4 @@
-"""Retrieval + extractive compression in Chinese and Hindi on ``builtin:rag-zh`` and ``builtin:rag-hi``.
+"""Chinese and Hindi retrieval + extractive compression on ``builtin:rag-zh`` and ``rag-hi``.
 
 Per item: the retrieval stage (BM25 only: no dense model) and the extractive compressor, run
 as one Pipeline with a documents budget of ``--fraction`` of the item's document tokens.
@@ -8,11 +8,10 @@ per request (p50/p99, ms, wall clock of ``Pipeline.run``, after one warm-up requ
 jieba), for each set under ``sets``: each language's documents as generated, and joined four
 to a chunk (``-chunks4``: the gold document at each position in turn, selection inside the
 kept chunk). The top-level keys are the worst set's (the lowest retention, the highest token
-fraction and times). Chinese has no spaces between
-words (jieba or bigrams find them); Hindi words carry vowel signs that Python's ``re`` does
-not count as word characters, and its sentences end at a danda. The data are generated in
-code (``promptslim.bench.datasets``), nothing downloaded. The goals are
-``GOALS["bench_multilingual"]`` in ``benchmarks/summary.py``.
+fraction and times). Chinese has no spaces between words (jieba or bigrams find them); Hindi
+words carry vowel signs that Python's ``re`` does not count as word characters, and its
+sentences end at a danda. The data are generated in code (``promptslim.bench.datasets``),
+nothing downloaded. The goals are ``GOALS["bench_multilingual"]`` in ``benchmarks/summary.py``.
 
     python benchmarks/bench_multilingual.py --quick --json
 """
