@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import re
 
+from .memo import BoundedCache
 from .spans import Span
 
 __all__ = [
     "CJK_CHAR_WEIGHT",
+    "document_script",
     "dominant_script",
     "fold_alnum_width",
     "normalise_width",
@@ -90,3 +92,17 @@ def dominant_script(text: str) -> str:
         )
     return max(sorted(weight), key=weight.__getitem__) if weight else ""
 
+
+def _document_script(text: str) -> str:
+    # pure ASCII is Latin letters or none: skip the per-word scan (the cost of a warm request)
+    if text.isascii():
+        return "latin" if any(c.isalpha() for c in text) else ""
+    return dominant_script(text)
+
+
+#: ``dominant_script`` of a document, memoised: a request's documents recur across requests,
+#: and the retrieval stage asks twice (which model may read it, how long its windows are).
+#: Bounded by entries and by the characters of text held
+document_script: BoundedCache[str, str] = BoundedCache(
+    max_entries=8_192, max_size=8_000_000, compute=_document_script
+)

@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ..backends.scorer_base import Scored, Scorer
+from ..scripts import CJK_CHAR_WEIGHT, document_script, dominant_script
 from ..types import Document
 from .base import StageLog, run_with_fallback
 from .retrieval_options import WINDOWS_PER_MODEL_INPUT, RetrievalOptions
@@ -241,32 +242,22 @@ def english_model_on_foreign_text(
         return False  # BM25 needs no model; a cross-encoder or a Scorer is the caller's choice
     if options.model is not None and "all-minilm" not in str(options.model).lower():
         return False  # the caller's model: a multilingual one is used as given
-    from ..text import dominant_script
-
     script = dominant_script(query)
     if script in ("latin", ""):
         script = _documents_script(texts)
     return script not in ("latin", "")
 
 
-@lru_cache(maxsize=8192)  # documents recur across requests
-def _script_of_document(text: str) -> str:
-    from ..text import dominant_script
-
-    # pure ASCII is Latin letters or none: skip the per-word scan (the cost of a warm request)
-    if text.isascii():
-        return "latin" if any(c.isalpha() for c in text) else ""
-    return dominant_script(text)
-
-
 def _documents_script(texts: Sequence[str]) -> str:
     """The main script of the documents: each document's own (cached), weighted by its length
-    as ``dominant_script`` weighs letters (a CJK character as 3)."""
+    as ``dominant_script`` weighs letters (a CJK character as ``CJK_CHAR_WEIGHT``)."""
     weight: dict[str, int] = {}
     for text in texts:
-        script = _script_of_document(text)
+        script = document_script(text)
         if script:
-            weight[script] = weight.get(script, 0) + len(text) * (3 if script == "cjk" else 1)
+            weight[script] = weight.get(script, 0) + len(text) * (
+                CJK_CHAR_WEIGHT if script == "cjk" else 1
+            )
     return max(sorted(weight), key=weight.__getitem__) if weight else ""
 
 

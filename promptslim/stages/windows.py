@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.compress.extractive import split_units
 from ..layout import line_layout
-from ..scripts import CJK_CHAR_WEIGHT
-from ..text import Span, dominant_script, find_protected_spans
+from ..scripts import CJK_CHAR_WEIGHT, document_script
+from ..text import Span, find_protected_spans
 
 if TYPE_CHECKING:
     import numpy as np
@@ -208,7 +208,7 @@ def _dense_script(text: str) -> bool:
     """Whether ``text`` is mostly Chinese, Japanese or Korean, whose characters each say about
     what three letters say (a sentence of 20-40 characters): windows of ``window_chars``
     characters would hold several times the sentences, and tokens, of a Latin text's."""
-    return not text.isascii() and dominant_script(text) == "cjk"
+    return document_script(text) == "cjk"
 
 
 def _sized(size: int, dense: bool) -> int:
