@@ -11,7 +11,8 @@ the default pipeline on those (``structured_data``, seeded):
   committed sample) re-laid: ``long_document`` (all 20 passages as sections of one document),
   ``untitled4`` (four passages to a chunk with no titles: a passage that never names its
   subject cannot be told apart from its neighbours' subjects), ``template_other4`` (the
-  question inside a prompt template the shape suite does not use).
+  question inside a prompt template the shape suite does not use), ``html4`` (four passages
+  to a chunk of a web page whose markup the loader kept).
 
 Per shape and config, as in ``bench_shapes``: ``evidence`` (a gold answer still in what the
 model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``cold_p50_ms`` /

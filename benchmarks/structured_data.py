@@ -10,14 +10,19 @@ Two kinds, each seeded so a run is reproducible:
   sections of one document, each under its title), ``untitled4`` (four passages to a chunk,
   in their order, with no titles: most splitters drop a page's title from its chunks) and
   ``template_other4`` (four titled passages to a chunk, the question inside a prompt template
-  the shape suite does not use, no ``Request.query``).
+  the shape suite does not use, no ``Request.query``) and ``html4`` (four passages to a chunk
+  as a web page a loader kept the markup of: each passage a ``<section>`` under its ``<h2>``
+  title, its text HTML-escaped, between the site's navigation and footer; the answers count
+  as written or escaped).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable
+from html import escape
 
 from promptslim.bench.datasets import BenchItem
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
@@ -165,11 +170,41 @@ def template_other(item: BenchItem, rng: random.Random) -> BenchItem:
     return BenchItem(item.id, request, item.answers, item.metadata)
 
 
+#: a scraped page's boilerplate around its content, in every chunk a loader cuts from it
+NAV = (
+    '<nav class="site-nav"><a href="/">Home</a> | <a href="/topics">Topics</a> | '
+    '<a href="/search">Search</a></nav>'
+)
+FOOTER = "<footer><p>Text is available under CC BY-SA 4.0 unless otherwise noted.</p></footer>"
+
+
+def _section(d: Document) -> str:
+    title = d.title or ""
+    slug = re.sub(r"\W+", "-", title.lower()).strip("-")
+    return (
+        f'<section id="{slug}">\n<h2>{escape(title, quote=False)}</h2>\n'
+        f"<p>{escape(d.text, quote=False)}</p>\n</section>"
+    )
+
+
+def html_pages(item: BenchItem, rng: random.Random, k: int = 4) -> BenchItem:
+    docs = list(item.request.documents)
+    pages = [
+        "\n".join([NAV, "<main>", *(_section(d) for d in docs[c : c + k]), "</main>", FOOTER])
+        for c in range(0, len(docs), k)
+    ]
+    relaid = _with(item, pages)
+    # "AT&T" is on the page as "AT&amp;T": the same answer, as the page writes it
+    answers = tuple(dict.fromkeys([*item.answers, *(escape(a, quote=False) for a in item.answers)]))
+    return BenchItem(relaid.id, relaid.request, answers, relaid.metadata)
+
+
 #: the NQ shapes by name
 PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "long_document": long_document,
     "untitled4": untitled,
     "template_other4": template_other,
+    "html4": html_pages,
 }
 
 

@@ -4,6 +4,7 @@ claim: one fact asked for among look-alikes, seeded, and the NQ passages re-laid
 from __future__ import annotations
 
 import random
+from html import escape
 from pathlib import Path
 
 import bench_structured
@@ -11,7 +12,9 @@ import pytest
 import structured_data
 
 from promptslim.bench.datasets import BenchItem, load_dataset
+from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
 from promptslim.query import ask_of
+from promptslim.types import Document
 
 SAMPLE = Path(__file__).parent / "data" / "nq20-dev.jsonl.gz"
 
@@ -44,11 +47,14 @@ def test_the_same_seed_builds_the_same_items(nq: list[BenchItem]) -> None:
 def test_the_prose_shapes_keep_every_passage_and_the_question(nq: list[BenchItem]) -> None:
     shapes = structured_data.build(nq, 1)
     for name in structured_data.PROSE:
+        laid = (lambda t: escape(t, quote=False)) if name == "html4" else (lambda t: t)
         for item, relaid in zip(nq, shapes[name]):
             joined = "\n".join(d.text for d in relaid.request.documents)
-            assert all(d.text in joined for d in item.request.documents), name
+            assert all(laid(d.text) in joined for d in item.request.documents), name
             headed = [
-                f"{d.title}\n{d.text}" in joined or f"## {d.title}\n\n{d.text}" in joined
+                f"{d.title}\n{d.text}" in joined
+                or f"## {d.title}\n\n{d.text}" in joined
+                or f"<h2>{laid(d.title)}</h2>\n<p>{laid(d.text)}</p>" in joined
                 for d in item.request.documents
                 if d.title
             ]
@@ -56,6 +62,28 @@ def test_the_prose_shapes_keep_every_passage_and_the_question(nq: list[BenchItem
             assert item.request.query and item.request.query in ask_of(relaid.request).text
     assert len(shapes["long_document"][0].request.documents) == 1
     assert shapes["template_other4"][0].request.query is None  # the proxy's case
+
+
+def test_html_pages_carry_the_markup_and_the_answer_as_the_page_writes_it() -> None:
+    passages = [
+        Document(id=f"p{i}", text=f"Text {i}.", metadata={"title": f"Title {i}"}) for i in range(6)
+    ]
+    passages[4] = Document(
+        id="p4", text="AT&T was founded in 1885 <sic>.", metadata={"title": "AT&T"}
+    )
+    request = qa_request(NQ_INSTRUCTION, "when was at&t founded", passages)
+    item = BenchItem("x", request, ("AT&T",))
+    relaid = structured_data.html_pages(item, random.Random(0))
+    pages = [d.text for d in relaid.request.documents]
+    assert len(pages) == 2  # four passages to a chunk
+    assert all(
+        p.startswith(structured_data.NAV) and p.endswith(structured_data.FOOTER) for p in pages
+    )
+    assert (
+        '<section id="at-t">\n<h2>AT&amp;T</h2>\n<p>AT&amp;T was founded in 1885 &lt;sic&gt;.</p>'
+        in pages[1]
+    )
+    assert relaid.answers == ("AT&T", "AT&amp;T")
 
 
 def test_the_headline_is_the_default_configs_worst_shape() -> None:
