@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from promptslim.backends.scorer_base import VIEW_TEMPERATURE, view_weights
-from promptslim.backends.scorers import DenseScorer, HybridScorer
+from promptslim.backends.scorers import DenseScorer, HybridScorer, _found_by_store
 from promptslim.bench.datasets import load_dataset
 from promptslim.bench.metrics import evidence_retention
 from promptslim.pipeline import Pipeline
@@ -158,7 +158,7 @@ def test_a_view_the_texts_do_not_answer_weighs_nothing() -> None:
 
 
 @pytest.mark.parametrize("quantize", [False, None])
-def test_beside_the_stores_query_vector_views_are_weighed_by_closeness_to_it(
+def test_beside_the_stores_query_vector_the_dense_scorer_embeds_no_way_of_asking(
     quantize: bool | None,
 ) -> None:
     scorer = DenseScorer(quantize=quantize)
@@ -169,32 +169,66 @@ def test_beside_the_stores_query_vector_views_are_weighed_by_closeness_to_it(
     views = [*ask_of(chat(("user", message))).views]
     scored = scorer.score(message, TEXTS, query_embedding=query_vector, views=views)
     plain = scorer.score(message, TEXTS, query_embedding=query_vector)
-    assert plain.view_weights is None and scored.view_weights is not None
-    best = 1 + views.index(f"Question: {question}")
-    assert scored.view_weights[best] > 0.9
     assert int(np.argmax(scored.scores)) in (0, 1) and min(scored.scores[:2]) > 0.3
     if scorer.service().near_float:
         # float, or int8 that points where float does: the store's vector (the question)
-        # meets every text, the views only weigh BM25's side
+        # meets every text, and no way of asking is embedded (the hybrid scorer weighs them)
+        assert scored.view_weights is None and "view_weights" not in scored.details
         np.testing.assert_allclose(scored.scores, plain.scores)
+        assert scored.details["texts_embedded"] == len(TEXTS)
         # the instructions, as the message's own vector reads them, would have been noise
         wrapped = scorer.service().embed_one(message)
         assert max(scorer.service().embed(TEXTS) @ wrapped) < 0.2
-    else:  # torch's int8: the texts meet int8's question, not the instructions
+    else:  # torch's int8: the texts meet int8's question, weighed by closeness to the store's
+        assert scored.view_weights is not None
+        assert scored.view_weights[1 + views.index(f"Question: {question}")] > 0.9
         assert max(plain.scores) < 0.2  # instructions: noise
 
 
-def test_int8_weighs_the_ways_of_asking_by_the_vectors_it_scored_with() -> None:
+def test_closeness_weighs_the_ways_of_asking_by_int8s_vectors_of_them() -> None:
     # paraphrases, each about as close to the store's query: the weights are not all-or-nothing
     scorer = DenseScorer()
     query_vector = np.asarray(scorer.service(float32=True).embed_one("who wrote Dracula"))
     ways = ["who wrote the novel Dracula", "who is the author of Dracula", "Dracula's writer"]
-    scored = scorer.score(ways[0], TEXTS, query_embedding=query_vector.tolist(), views=ways[1:])
+    weights = scorer.closeness(ways, query_vector.tolist())
     int8 = view_weights(scorer.service().embed(ways) @ query_vector)
     float32 = view_weights(scorer.service(float32=True).embed(ways) @ query_vector)
-    assert scored.details["int8"] and min(int8) > 0.05  # no second pass through the float model
-    np.testing.assert_allclose(scored.view_weights, int8, rtol=1e-5)
+    assert scorer.service().int8 and min(int8) > 0.05  # no pass through the float model
+    np.testing.assert_allclose(weights, int8, rtol=1e-5)
     assert not np.allclose(int8, float32, rtol=1e-3)
+
+
+def test_beside_the_stores_query_vector_the_texts_say_which_way_was_asked() -> None:
+    # each way's best text by BM25, and how close the store's vector is to that text: the
+    # question finds the Dracula text the store's vector finds; the instructions find the
+    # text made of their words, far from it; nothing is embedded for the weighing
+    texts = [*TEXTS, "Documents provided must be concise: cite ids in square brackets, formal."]
+    question = "who wrote the novel Dracula"
+    scorer = HybridScorer()
+    query_vector = scorer.service(float32=True).embed_one(question).tolist()
+    message = f"{INSTRUCTIONS}\n\nQuestion: {question}"
+    views = [*ask_of(chat(("user", message))).views]
+    scored = scorer.score(message, texts, query_embedding=query_vector, views=views)
+    assert scored.view_weights is not None
+    assert scored.view_weights[1 + views.index(f"Question: {question}")] > 0.9
+    assert scored.details["texts_embedded"] == len(texts)  # the texts, no way of asking
+    # with texts BM25 alone scores (a store's later windows), the ways are embedded instead
+    lexical = [False, False, False, False, True]
+    mixed = scorer.score(
+        message, texts, query_embedding=query_vector, views=views, lexical_only=lexical
+    )
+    assert mixed.view_weights is not None
+    assert mixed.view_weights[1 + views.index(f"Question: {question}")] > 0.9
+    assert mixed.details["texts_embedded"] == len(texts) - 1 + 1 + len(views)
+
+
+def test_ways_no_text_holds_a_word_of_weigh_nothing() -> None:
+    found = [np.array([0.0, 2.0, 1.0]), np.zeros(3), np.array([3.0, 0.0, 0.0])]
+    dense = np.array([0.1, 0.8, 0.5])
+    weights = _found_by_store(found, dense)
+    assert weights is not None and weights[1] == 0.0
+    assert weights[0] > 0.99  # its best text (1) is the one the store's vector is closest to
+    assert _found_by_store([np.zeros(3), np.zeros(3)], dense) is None
 
 
 def test_beside_the_stores_query_vector_bm25_reads_the_question_not_the_template() -> None:

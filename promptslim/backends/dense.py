@@ -43,9 +43,8 @@ class DenseScorer(Scorer):
     vectors and its query's (``store_float=False``, the default), the texts without a vector
     are embedded by the int8 model and the store's query vector meets them all: ONNX's int8
     vectors point where the float ones do (``EmbeddingService.near_float``), and the store
-    searched with that vector, so the request embeds no query of its own (none of the
-    question's views either, unless it has some: they are weighed by int8's vectors of them).
-    torch's int8 drifts further (cosine 0.94 to the float vectors), so there int8 embeds the
+    searched with that vector, so the request embeds no query of its own, nor any view of the
+    question (the hybrid scorer weighs those by the texts: ``HybridScorer``). torch's int8 drifts further (cosine 0.94 to the float vectors), so there int8 embeds the
     query too and each text meets the query of its own model. Otherwise (``store_float=True``,
     or the store's vectors without its query's) the request is embedded with the float model
     (the same backend and truncation), which loads on the first such request (0.25 s here once
@@ -101,8 +100,9 @@ class DenseScorer(Scorer):
         """``views``: other ways the query may be put (a sentence of it, an earlier turn). Each
         text's similarity is then a mean over the query and its views, each weighted by how
         well the texts answer it (``view_weights``). Beside ``query_embedding`` the scores are
-        that vector's (the store searched with it: it is the question), and the weights say
-        how close each way of asking is to it (for the hybrid scorer's BM25 side)."""
+        that vector's (the store searched with it: it is the question) and the views are not
+        embedded, unless int8's own query must meet the texts (``_embedder``): then the
+        weights say how close each way of asking is to the store's vector."""
         import numpy as np
 
         from .embeddings import normalise
@@ -112,10 +112,9 @@ class DenseScorer(Scorer):
         reused = len(given_at)
         query_given = query_embedding is not None and len(query_embedding) == dim
         todo = sorted(set(range(len(texts))) - set(given_at))
-        service, quantised, own = self._embedder(bool(reused), query_given, bool(todo))
-        # the request's ways of asking: to score with, unless the store's query vector
-        # scores; then only its views, to weigh (int8's, as it embeds the texts anyway)
-        asked = [query, *views] if not query_given or own or (quantised and views) else []
+        service, own = self._embedder(bool(reused), query_given, bool(todo))
+        # the request's ways of asking, to score with, unless the store's query vector scores
+        asked = [query, *views] if not query_given or own else []
         # whatever must be embedded goes to the model in one call: each call has a fixed cost
         fresh = service.embed(asked + [texts[i] for i in todo])
         fresh_query, fresh = fresh[: len(asked)], fresh[len(asked) :]
@@ -123,7 +122,7 @@ class DenseScorer(Scorer):
             vectors[todo] = fresh
         store_query = normalise(query_embedding) if query_given else None
         ways = [query, *views]
-        scores, weights = self._scores(vectors, fresh_query, store_query, ways, bool(asked))
+        scores, weights = self._scores(vectors, fresh_query, store_query, ways)
         if own:  # the texts int8 embedded meet int8's query: the ways of asking, as weighed
             mine = fresh_query[0] if weights is None else weights @ fresh_query
             scores[todo] = (fresh @ mine).astype(np.float64)
@@ -135,28 +134,40 @@ class DenseScorer(Scorer):
             "int8": service.int8,
             # the dense work of this call: distinct texts handed to the model (the service
             # embeds a text once per call; cache hits included)
-            "texts_embedded": len(
-                {texts[i] for i in todo} | set(asked) | set(views if weights is not None else ())
-            ),
+            "texts_embedded": len({texts[i] for i in todo} | set(asked)),
         }
         if weights is not None:  # how much each way of asking counted: the query's first
             details["view_weights"] = [round(float(w), 3) for w in weights]
         return Scored(scores=scores, vectors=vectors, details=details, view_weights=weights)
 
-    def _embedder(self, reused: bool, query_given: bool, todo: bool) -> tuple[Any, bool, bool]:
-        """The service that embeds a request's texts, whether that is int8 beside a store's
-        query vector (``quantised``), and whether int8's own query must then meet them
-        (``own``). Beside a store's query vector, the texts without one are embedded by int8
-        and met by that vector as the store's own are, where int8's vectors point where the
-        float model's do (``near_float``), else by int8's own query; with a store's vectors but
-        not its query's, the float model embeds the rest."""
+    def _embedder(self, reused: bool, query_given: bool, todo: bool) -> tuple[Any, bool]:
+        """The service that embeds a request's texts, and whether int8's own query must meet
+        them (``own``). Beside a store's query vector, the texts without one are embedded by
+        int8 and met by that vector as the store's own are, where int8's vectors point where
+        the float model's do (``near_float``), else by int8's own query; with a store's
+        vectors but not its query's, the float model embeds the rest."""
         service = self.service()
         mixed = (reused or query_given) and service.int8
         quantised = mixed and not self.store_float and query_given and todo
         own = quantised and not service.near_float
         if mixed and not quantised:
             service = self.service(float32=True)  # compared with a store's float vectors
-        return service, quantised, own
+        return service, own
+
+    def closeness(self, ways: Sequence[str], query_vector: Sequence[float]) -> np.ndarray:
+        """``view_weights`` of ``ways`` (ways of asking one query) by their closeness to a
+        store's query vector: the one it searched with wins. Embedded by int8 where its
+        vectors point where the float model's do (close enough to tell the way searched with
+        from the others, at half the float model's cost), else by the float model."""
+        import numpy as np
+
+        from .embeddings import normalise
+
+        service = self.service()
+        if not service.near_float:
+            service = self.service(float32=True)
+        rows = service.embed(list(ways))
+        return view_weights(np.asarray(rows @ normalise(query_vector), dtype=np.float64))
 
     def index(self, texts: Sequence[str]) -> int:
         """Embed ``texts`` into the cache a request's scoring reads (the service's own, and the
@@ -178,33 +189,22 @@ class DenseScorer(Scorer):
         asked_vectors: np.ndarray,
         store_query: np.ndarray | None,
         ways: Sequence[str],
-        embedded: bool,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Each text's similarity to the query, and the weights of the ways of asking it
-        (``ways``: the query, then its views; None when there is one). ``asked_vectors``: the
-        request's embeddings of them (when ``embedded``), ``store_query``: the store's query
-        vector."""
+        (``ways``: the query, then its views; None when there is one, or when the store's
+        query vector scores and they were not embedded). ``asked_vectors``: the request's
+        embeddings of them, ``store_query``: the store's query vector."""
+        import numpy as np
+
         if store_query is None and len(ways) > 1:
             return _asked_views(vectors, asked_vectors)
         query = store_query if store_query is not None else asked_vectors[0]
         scores = similarities(vectors, query)
-        if store_query is None or len(ways) == 1:
+        if store_query is None or len(ways) == 1 or len(asked_vectors) < len(ways):
             return scores, None
-        return scores, self._near(store_query, ways, asked_vectors if embedded else None)
-
-    def _near(
-        self, query_vector: np.ndarray, asked: Sequence[str], rows: np.ndarray | None
-    ) -> np.ndarray:
-        """``view_weights`` of the ways of asking by their closeness to a store's query vector:
-        the one it searched with wins. ``rows``: the ways already embedded by the int8 model
-        (the same weights quantised: close enough to tell the way searched with from the
-        others, where a second pass through the float model would cost more than the rest of
-        the request); else the float model embeds them, in that vector's own space."""
-        import numpy as np
-
-        if rows is None:
-            rows = self.service(float32=True).embed(list(asked))
-        return view_weights(np.asarray(rows @ query_vector, dtype=np.float64))
+        # int8's own query meets the texts: the ways weighed by closeness to the store's
+        # vector (the one it searched with wins), as int8 embedded them
+        return scores, view_weights(np.asarray(asked_vectors @ store_query, dtype=np.float64))
 
 
 def _given_vectors(

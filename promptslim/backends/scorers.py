@@ -35,6 +35,7 @@ from .scorer_base import (
     minmax,
     reciprocal_rank_fusion,
     similarities,
+    view_weights,
     weighted_fusion,
 )
 
@@ -170,14 +171,25 @@ class HybridScorer(Scorer):
                 each=shortlist_each,
                 embeddings=embeddings,
             )
-        dense = self._dense_scores(
+        dense, real = self._dense_scores(
             lexical.scores, query, texts, embeddings, query_embedding, skip, unlisted, views
         )
+        ways = [query, *views]
+        way_weights, details = dense.view_weights, dict(dense.details)
+        found: list[np.ndarray] | None = None
+        if len(ways) > 1 and way_weights is None and details.get("query_embedding_reused"):
+            assert query_embedding is not None  # the store's vector scored
+            if real.all():
+                found = [lexical.scores, *(self._bm25.score(v, texts).scores for v in views)]
+                way_weights = _found_by_store(found, dense.scores)
+            else:  # texts BM25 alone scored have no similarity to read a way's worth off
+                way_weights = self._dense.closeness(ways, query_embedding)
+                details["texts_embedded"] = details.get("texts_embedded", 0) + len(ways)
+            if way_weights is not None:
+                details["view_weights"] = [round(float(w), 3) for w in way_weights]
         lexical_scores = lexical.scores
-        if dense.view_weights is not None:  # BM25 trusts each view as far as embeddings do
-            lexical_scores = self._asked_lexical(
-                lexical.scores, [query, *views], dense.view_weights, texts
-            )
+        if way_weights is not None:  # BM25 trusts each way of asking as far as its weight
+            lexical_scores = self._asked_lexical(lexical.scores, ways, way_weights, texts, found)
         runs = [lexical_scores, dense.scores]
         weights = [1.0 - self.dense_weight, self.dense_weight]
         if self.fusion == "rrf":
@@ -185,10 +197,7 @@ class HybridScorer(Scorer):
         else:
             fused = weighted_fusion(runs, weights, (0.0, self.dense_min_spread))
         return Scored(
-            scores=fused,
-            vectors=dense.vectors,
-            details=dict(dense.details),
-            view_weights=dense.view_weights,
+            scores=fused, vectors=dense.vectors, details=details, view_weights=way_weights
         )
 
     def _asked_lexical(
@@ -197,16 +206,21 @@ class HybridScorer(Scorer):
         asked: Sequence[str],
         weights: np.ndarray,
         texts: Sequence[str],
+        found: Sequence[np.ndarray] | None = None,
     ) -> np.ndarray:
-        """BM25 of each way of asking (``first``: the query's, already computed), each on
-        its own best text's scale, mixed by ``weights``."""
+        """BM25 of each way of asking (``first``: the query's, already computed; ``found``:
+        every way's, when computed), each on its own best text's scale, mixed by
+        ``weights``."""
         import numpy as np
 
         out = np.zeros(len(texts), dtype=np.float64)
         for i, (text, weight) in enumerate(zip(asked, weights)):
             if weight < 1e-3:
                 continue  # the documents do not answer it: its words would be noise
-            scores = first if i == 0 else self._bm25.score(text, texts).scores
+            if found is not None:
+                scores = found[i]
+            else:
+                scores = first if i == 0 else self._bm25.score(text, texts).scores
             top = float(scores.max()) if len(scores) else 0.0
             if top > 0:
                 out += weight * scores / top
@@ -222,18 +236,20 @@ class HybridScorer(Scorer):
         skip: set[int] | None = None,
         unlisted: set[int] | None = None,
         views: Sequence[str] = (),
-    ) -> Scored:
+    ) -> tuple[Scored, np.ndarray]:
         """Dense scores of every text, or with ``dense_candidates`` of BM25's best only, never
-        of ``skip`` (lexical-only) or ``unlisted`` texts (left out of the shortlist)."""
+        of ``skip`` (lexical-only) or ``unlisted`` texts (left out of the shortlist); and
+        which texts have a dense score of their own (the others' is imputed)."""
         import numpy as np
 
         n = self.dense_candidates
         skip = set(skip or ())
         unlisted = set(unlisted or ())
         if (n is None or len(texts) <= n) and not skip and not unlisted:
-            return self._dense.score(
+            scored = self._dense.score(
                 query, texts, embeddings=embeddings, query_embedding=query_embedding, views=views
             )
+            return scored, np.ones(len(texts), dtype=bool)
         given = embeddings or [None] * len(texts)
         best = range(len(texts)) if n is None else np.argsort(-lexical, kind="stable")[:n].tolist()
         chosen = sorted(
@@ -266,9 +282,32 @@ class HybridScorer(Scorer):
             details["lexical_only"] = len(skip)
         if unlisted:
             details["shortlist_left_out"] = len(unlisted)
-        return Scored(
+        real = np.zeros(len(texts), dtype=bool)
+        real[chosen] = True
+        scored = Scored(
             scores=scores, vectors=vectors, details=details, view_weights=part.view_weights
         )
+        return scored, real
+
+
+def _found_by_store(found: Sequence[np.ndarray], dense: np.ndarray) -> np.ndarray | None:
+    """``view_weights`` of the ways of asking beside a store's query vector, read off the
+    texts rather than embedded: each way's best text by BM25 (``found``: each way's scores)
+    and that text's similarity to the store's vector (``dense``). The store searched with
+    what the user means, so the way whose words find what its vector finds is that one: the
+    question, not the instructions around it or a follow-up that names nothing. A way whose
+    words no text holds weighs nothing; None when no way's words are in any text. Embedding
+    the ways instead cost a templated question more than the rest of its request."""
+    import numpy as np
+
+    best = np.full(len(found), -np.inf)
+    for k, scores in enumerate(found):
+        top = int(np.argmax(scores)) if len(scores) else 0
+        if len(scores) and scores[top] > 0:
+            best[k] = dense[top]
+    if not np.isfinite(best).any():
+        return None
+    return view_weights(best)
 
 
 #: Scorer classes by name; ``RetrievalStage(scorer=...)`` looks names up here.
