@@ -179,14 +179,9 @@ class HybridScorer(Scorer):
         found: list[np.ndarray] | None = None
         if len(ways) > 1 and way_weights is None and details.get("query_embedding_reused"):
             assert query_embedding is not None  # the store's vector scored
-            if real.all():
-                found = [lexical.scores, *(self._bm25.score(v, texts).scores for v in views)]
-                way_weights = _found_by_store(found, dense.scores)
-            else:  # texts BM25 alone scored have no similarity to read a way's worth off
-                way_weights = self._dense.closeness(ways, query_embedding)
-                details["texts_embedded"] = details.get("texts_embedded", 0) + len(ways)
-            if way_weights is not None:
-                details["view_weights"] = [round(float(w), 3) for w in way_weights]
+            way_weights, found = self._store_weights(
+                ways, texts, (lexical.scores, dense.scores), real, query_embedding, details
+            )
         lexical_scores = lexical.scores
         if way_weights is not None:  # BM25 trusts each way of asking as far as its weight
             lexical_scores = self._asked_lexical(lexical.scores, ways, way_weights, texts, found)
@@ -199,6 +194,31 @@ class HybridScorer(Scorer):
         return Scored(
             scores=fused, vectors=dense.vectors, details=details, view_weights=way_weights
         )
+
+    def _store_weights(
+        self,
+        ways: Sequence[str],
+        texts: Sequence[str],
+        scores: tuple[np.ndarray, np.ndarray],
+        real: np.ndarray,
+        query_embedding: Sequence[float],
+        details: dict[str, Any],
+    ) -> tuple[np.ndarray | None, list[np.ndarray] | None]:
+        """The ways of asking weighed beside a store's query vector, and each way's BM25
+        scores when they were computed for it (``scores``: the query's BM25 and dense scores):
+        read off the texts (``_found_by_store``) when every text has a dense score of its own
+        (``real``); else (windows BM25 alone scored have no similarity to read a way's worth
+        off) by closeness to the store's vector. ``details`` gets the weights and the work."""
+        found: list[np.ndarray] | None = None
+        if real.all():
+            found = [scores[0], *(self._bm25.score(v, texts).scores for v in ways[1:])]
+            weights = _found_by_store(found, scores[1])
+        else:
+            weights = self._dense.closeness(ways, query_embedding)
+            details["texts_embedded"] = details.get("texts_embedded", 0) + len(ways)
+        if weights is not None:
+            details["view_weights"] = [round(float(w), 3) for w in weights]
+        return weights, found
 
     def _asked_lexical(
         self,
@@ -276,18 +296,12 @@ class HybridScorer(Scorer):
             vectors = np.zeros((len(texts), part.vectors.shape[1]), dtype=np.float32)
             vectors[chosen] = part.vectors
         details = dict(part.details)
-        if n is not None:
-            details["dense_candidates"] = len(chosen)
-        if skip:
-            details["lexical_only"] = len(skip)
-        if unlisted:
-            details["shortlist_left_out"] = len(unlisted)
-        real = np.zeros(len(texts), dtype=bool)
-        real[chosen] = True
-        scored = Scored(
-            scores=scores, vectors=vectors, details=details, view_weights=part.view_weights
-        )
-        return scored, real
+        reported = [("dense_candidates", n is not None, len(chosen))]
+        reported += [("lexical_only", bool(skip), len(skip))]
+        reported += [("shortlist_left_out", bool(unlisted), len(unlisted))]
+        details.update((key, count) for key, on, count in reported if on)
+        real = np.isin(np.arange(len(texts)), chosen)
+        return Scored(scores, vectors, details, view_weights=part.view_weights), real
 
 
 def _found_by_store(found: Sequence[np.ndarray], dense: np.ndarray) -> np.ndarray | None:
