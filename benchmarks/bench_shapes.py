@@ -43,8 +43,8 @@ Configs, side by side on the same items in one run (interleaved per item):
   ``indexed``: ``vectors``, and the store's ingest ran ``RetrievalStage.index`` on the
   documents beforehand, into a Redis tier (a ``redis-server`` on 127.0.0.1, emptied before each
   item and on only for this config): the request reads its windows' vectors from Redis, and
-  the store's query vector meets them, so it embeds nothing but the views of a question it
-  wraps (without ``redis-server``, ``indexed_skipped`` says so);
+  the store's query vector meets them, so it embeds nothing (without ``redis-server``,
+  ``indexed_skipped`` says so);
 - ``bm25``: ``retrieval:scorer=bm25``;
 - ``dense_topk``: plain dense top-k, what a user has without promptslim: MiniLM at its full
   length (256 word pieces) over each whole document, k = a fifth of the candidates;

@@ -64,7 +64,8 @@ embedder reads); its later windows are embedded (``store_windows="embed"``), or,
 is their normalised BM25 score: no model cost, but paraphrase there goes unseen). A store's
 ingest can embed every window ahead of the requests instead (``RetrievalStage.index``, into
 the shared cache and its Redis tier): a request then embeds its query alone (nothing when it
-brings the store's query vector, but the views of a question it wraps), and its output is
+brings the store's query vector: the views of a question it wraps are weighed by the
+windows), and its output is
 the same as without the index. The report lists the sentences kept of each
 document (a ``compressed`` change, and ``details["kept_parts"]``: character spans of the
 original). This lives here rather than in the compress stage because the window scores
@@ -269,10 +270,10 @@ class RetrievalStage(BaseStage):
         ``PROMPTSLIM_EMBEDDING_CACHE`` names, where every host's requests find them). Returns
         the number of texts indexed (0 for BM25 and cross-encoders: nothing to compute ahead).
 
-        A request then embeds the query alone (with the store's query vector: nothing but the
-        views of a question it wraps in a template or follow-up), unless it cuts a document
-        elsewhere (its own ``protect`` literals inside it, or more windows than the cap) or the
-        cache no longer holds a vector (the process's own cache keeps the most recent
+        A request then embeds the query alone (nothing with the store's query vector, the
+        views of a question it wraps in a template or follow-up included), unless it cuts a
+        document elsewhere (its own ``protect`` literals inside it, or more windows than the
+        cap) or the cache no longer holds a vector (the process's own cache keeps the most recent
         ``cache_size``; Redis keeps them for its TTL): what is missing is embedded then, as
         without an index. Bad input raises ``InvalidRequest`` naming ``documents[i]`` and its
         field."""
