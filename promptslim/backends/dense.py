@@ -44,8 +44,9 @@ class DenseScorer(Scorer):
     are embedded by the int8 model and the store's query vector meets them all: ONNX's int8
     vectors point where the float ones do (``EmbeddingService.near_float``), and the store
     searched with that vector, so the request embeds no query of its own, nor any view of the
-    question (the hybrid scorer weighs those by the texts: ``HybridScorer``). torch's int8 drifts further (cosine 0.94 to the float vectors), so there int8 embeds the
-    query too and each text meets the query of its own model. Otherwise (``store_float=True``,
+    question (the hybrid scorer weighs those by the texts: ``HybridScorer``). torch's int8
+    drifts further (cosine 0.94 to the float vectors), so there int8 embeds the query too and
+    each text meets the query of its own model. Otherwise (``store_float=True``,
     or the store's vectors without its query's) the request is embedded with the float model
     (the same backend and truncation), which loads on the first such request (0.25 s here once
     the ONNX export exists). On the shape suite (60 nq20-dev items a shape, store vectors)
