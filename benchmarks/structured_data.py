@@ -8,7 +8,7 @@ Two kinds, each seeded so a run is reproducible:
   ``records`` (JSON exports: one account's field);
 - **the NQ passages re-laid**: ``long_document`` (one item's passages, shuffled, as the
   sections of one document, each under its title), ``untitled4`` (four passages to a chunk,
-  in their order, with no titles: most splitters drop a page's title from its chunks) and
+  in their order, with no titles: most splitters drop a page's title from its chunks),
   ``template_other4`` (four titled passages to a chunk, the question inside a prompt template
   the shape suite does not use, no ``Request.query``) and ``html4`` (four passages to a chunk
   as a web page a loader kept the markup of: each passage a ``<section>`` under its ``<h2>``
@@ -28,7 +28,7 @@ from promptslim.bench.datasets import BenchItem
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
 from promptslim.types import Document, Message
 
-__all__ = ["GENERATED", "PROSE", "TEMPLATE", "build"]
+__all__ = ["FOOTER", "GENERATED", "NAV", "PROSE", "TEMPLATE", "build", "html_pages"]
 
 #: documents in each generated item, and records in each document
 DOCUMENTS = 5
