@@ -5,7 +5,7 @@ Deterministic for a given ``random.Random``; no files needed."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from ..types import Document
 from .dataset_base import BenchItem
@@ -13,6 +13,7 @@ from .file_datasets import NQ_INSTRUCTION, qa_request
 
 __all__ = [
     "FILLER",
+    "fact_sentences",
     "one_gold_among",
     "rag_item",
     "rag_zh_item",
@@ -111,12 +112,27 @@ def random_person(rng: random.Random) -> str:
 
 
 def _entity_document(rng: random.Random, name: str, kind: str, facts: dict[str, str]) -> str:
-    sentences = [f"{name} is an {kind}." if kind[0] in "aeiou" else f"{name} is a {kind}."]
+    first = f"{name} is an {kind}." if kind[0] in "aeiou" else f"{name} is a {kind}."
+    return " ".join([first, *fact_sentences(rng, name, facts, _ATTRIBUTES, FILLER, k=kind)])
+
+
+def fact_sentences(
+    rng: random.Random,
+    name: str,
+    facts: Mapping[str, str],
+    attributes: Mapping[str, tuple[str, str, Callable[[random.Random], str]]],
+    filler: Sequence[str],
+    **fields: str,
+) -> list[str]:
+    """Each fact about ``name`` as its attribute's sentence (``fields``: the template's other
+    fields), half of them followed by a filler sentence (shared by every language's
+    generator; ``rng`` is drawn from in the same order whatever the language)."""
+    sentences: list[str] = []
     for attr, value in facts.items():
-        sentences.append(_ATTRIBUTES[attr][0].format(n=name, k=kind, v=value))
+        sentences.append(attributes[attr][0].format(n=name, v=value, **fields))
         if rng.random() < 0.5:
-            sentences.append(rng.choice(FILLER))
-    return " ".join(sentences)
+            sentences.append(rng.choice(filler))
+    return sentences
 
 
 def unique_names(rng: random.Random, n: int, make: Callable[[], str]) -> list[str]:
@@ -266,14 +282,9 @@ def rag_zh_item(rng: random.Random, index: int, *, n_documents: int) -> BenchIte
     names = unique_names(rng, n_documents, lambda: zh_random_name(rng, rng.randint(2, 3)) + kind)
 
     def write(name: str, facts: dict[str, str]) -> str:
-        sentences = [
-            f"{name}是一家{kind}。" if kind in ("公司", "商会") else f"{name}是一座{kind}。"
-        ]
-        for a, value in facts.items():
-            sentences.append(_ZH_ATTRIBUTES[a][0].format(n=name, v=value))
-            if rng.random() < 0.5:
-                sentences.append(rng.choice(_ZH_FILLER))
-        return "".join(sentences)  # Chinese sentences follow each other with no space
+        first = f"{name}是一家{kind}。" if kind in ("公司", "商会") else f"{name}是一座{kind}。"
+        # Chinese sentences follow each other with no space
+        return "".join([first, *fact_sentences(rng, name, facts, _ZH_ATTRIBUTES, _ZH_FILLER)])
 
     return one_gold_among(
         rng,

@@ -10,7 +10,7 @@ import random
 from collections.abc import Callable
 
 from .dataset_base import BenchItem
-from .gen_rag import one_gold_among, unique_names
+from .gen_rag import fact_sentences, one_gold_among, unique_names
 
 __all__ = ["hi_random_name", "rag_hi_item"]
 
@@ -71,12 +71,8 @@ def rag_hi_item(rng: random.Random, index: int, *, n_documents: int) -> BenchIte
     names = unique_names(rng, n_documents, lambda: hi_random_name(rng, rng.randint(2, 3)))
 
     def write(name: str, facts: dict[str, str]) -> str:
-        sentences = [f"{name} एक {kind} है।"]
-        for a, value in facts.items():
-            sentences.append(_HI_ATTRIBUTES[a][0].format(n=name, v=value))
-            if rng.random() < 0.5:
-                sentences.append(rng.choice(_HI_FILLER))
-        return " ".join(sentences)
+        first = f"{name} एक {kind} है।"
+        return " ".join([first, *fact_sentences(rng, name, facts, _HI_ATTRIBUTES, _HI_FILLER)])
 
     return one_gold_among(
         rng,
