@@ -53,7 +53,9 @@ score by their terms alone), and a document's score is its best window's; the
 window were a passage of its own. A document of about
 one window is scored exactly as before. Then, coarse to fine (``select_within``), of each kept
 long document only the windows that pass the same cut-off stay (its best always), with the
-sentence before each and, when it has no title, the first sentence of its paragraph (that
+sentence before each, the sentence after it when that goes on the same line (in prose the
+answer often follows the sentence that names its subject; a table's or a log's next line is
+another record) and, when it has no title, the first sentence of its paragraph (that
 context stays inside the window's paragraph: in a chunk of several passages, the line before
 a paragraph belongs to another passage): whole sentences, byte-exact, protected spans never
 split. On the shape suite that context rule cut the tokens kept of chunks of 4 and 8
@@ -164,7 +166,10 @@ class RetrievalStage(BaseStage):
     ``select_within``: keep only the matching parts of kept long documents;
     ``select_fraction`` (None: ``cutoff_fraction``) is their cut-off, ``neighbour_fraction``
     (None: off) a lower one for the neighbours of a kept window, ``context_sentences`` and
-    ``context_after`` the sentences kept before and after each kept window.
+    ``context_after`` (1 each) the sentences kept before and after each kept window, inside
+    its paragraph; a sentence after only where it goes on the same line (in prose the
+    sentence after the one naming a question's subject often states the answer; the next row
+    of a table or a log is another record).
     ``store_windows``: how the later windows of a document that brings a vector store's
     ``embedding`` are scored (its first window takes the store's vector): ``embed`` (the
     default) embeds them; ``lexical`` scores them by BM25 alone under ``hybrid``, so such a
@@ -216,7 +221,7 @@ class RetrievalStage(BaseStage):
         select_within: bool = True,
         select_fraction: float | None = None,
         context_sentences: int = 1,
-        context_after: int = 0,
+        context_after: int = 1,
         neighbour_fraction: float | None = None,
         store_windows: StoreWindows = "embed",
         dense_windows: int | None = None,

@@ -90,7 +90,7 @@ class RetrievalOptions(BaseModel):
     select_within: bool = Field(default=True, strict=True)
     select_fraction: float | None = _unit(None)
     context_sentences: int = Field(default=1, ge=0, strict=True)
-    context_after: int = Field(default=0, ge=0, strict=True)
+    context_after: int = Field(default=1, ge=0, strict=True)
     neighbour_fraction: float | None = _unit(None)
     store_windows: StoreWindows = "embed"
     dense_windows: int | None = Field(default=None, ge=0, strict=True)

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..backends.compress.extractive import join_units
+from ..layout import line_layout
 from ..text import Span
-from .windows import Windowed, paragraph_heads
+from .windows import Windowed, paragraph_ends, paragraph_heads
 
 if TYPE_CHECKING:
     import numpy as np
@@ -91,9 +92,10 @@ def select_units(
     text: str | None = None,
 ) -> list[bool] | None:
     """Which units of document ``doc`` to keep: those of its windows scoring at least
-    ``threshold`` (its best window always), the ``context`` units before each, and the first
-    unit of each one's paragraph when ``first`` (what the part is about, when the document has
-    no title). Given the document's ``text``, that context stays inside the kept window's
+    ``threshold`` (its best window always), the ``context`` units before each and up to
+    ``after`` after it (``_after``), and the first unit of each one's paragraph when ``first``
+    (what the part is about, when the document has no title). Given the document's ``text``,
+    that context stays inside the kept window's
     paragraph: in a chunk of several passages (a splitter's, or passages joined) the sentence
     before a paragraph, or the chunk's first line, belongs to another passage and tells the
     reader nothing. None: the document is one window, kept whole."""
@@ -109,14 +111,36 @@ def select_units(
         chosen |= {w for w in ids if scores[w] >= neighbour_threshold and ({w - 1, w + 1} & chosen)}
     units = windowed.units[doc]
     heads = paragraph_heads(text, units) if text is not None else [0] * len(units)
+    ends = paragraph_ends([heads[u] == u for u in range(len(units))])
     for w in sorted(chosen):
         window = windowed.windows[w]
         head = heads[window.first]
-        for u in range(max(head, window.first - context), min(len(keep), window.last + after)):
+        stop = _after(text, units, window.last, min(ends[window.last - 1], window.last + after))
+        for u in range(max(head, window.first - context), stop):
             keep[u] = True
         if first:
             keep[head] = True
     return keep
+
+
+def _after(text: str | None, units: Sequence[Span], last: int, limit: int) -> int:
+    """Where the units kept after a window end (exclusive), the window's own ending before
+    unit ``last``: the units up to ``limit`` (at most the paragraph's end) that go on the same
+    line as the one before them (a soft line break, wrapping prose, counts as none). In
+    prose the sentence
+    after the one naming the question's subject often states the answer; the next line of a
+    table, a log or a list is another record."""
+    if text is None:
+        return limit
+    soft = frozenset(line_layout(text).soft)
+    stop = last
+    while stop < limit:
+        start = units[stop - 1].end
+        gap = text[start : units[stop].start]
+        if any(c == "\n" and start + i not in soft for i, c in enumerate(gap)):
+            break  # a line of its own
+        stop += 1
+    return stop
 
 
 def selected_text(text: str, units: Sequence[Span], keep: Sequence[bool]) -> str:

@@ -49,6 +49,7 @@ __all__ = [
     "document_vectors",
     "later_windows",
     "lexical_windows",
+    "paragraph_ends",
     "paragraph_heads",
     "split_windows",
     "whole_documents",
@@ -163,7 +164,7 @@ def _windows_of(
     # its size ends there, and the next starts there without overlap (a paragraph is a topic;
     # a window across two scores as neither)
     para = [head == u for u, head in enumerate(paragraph_heads(text, units))]
-    ends = _paragraph_ends(para)
+    ends = paragraph_ends(para)
     out: list[Window] = []
     first = 0
     while first < len(units):
@@ -196,7 +197,7 @@ def _scored(doc: int, first: int, last: int, head: str, body: str, size: int) ->
     return [Window(doc, first, last, head + p, k) for k, p in enumerate(pieces) if p.strip()]
 
 
-def _paragraph_ends(para: Sequence[bool]) -> list[int]:
+def paragraph_ends(para: Sequence[bool]) -> list[int]:
     """For each unit, the index one past the last unit of its paragraph."""
     ends = [len(para)] * len(para)
     for u in range(len(para) - 2, -1, -1):
