@@ -95,10 +95,10 @@ def select_units(
     ``threshold`` (its best window always), the ``context`` units before each and up to
     ``after`` after it (``_after``), and the first unit of each one's paragraph when ``first``
     (what the part is about, when the document has no title). Given the document's ``text``,
-    that context stays inside the kept window's
-    paragraph: in a chunk of several passages (a splitter's, or passages joined) the sentence
-    before a paragraph, or the chunk's first line, belongs to another passage and tells the
-    reader nothing. None: the document is one window, kept whole."""
+    that context stays inside the kept window's paragraph: in a chunk of several passages (a
+    splitter's, or passages joined) the sentence before a paragraph, or the chunk's first
+    line, belongs to another passage and tells the reader nothing. None: the document is one
+    window, kept whole."""
     ids = windowed.of_document(doc)
     if len(ids) <= 1:
         return None
@@ -126,10 +126,9 @@ def select_units(
 def _after(text: str | None, units: Sequence[Span], last: int, limit: int) -> int:
     """Where the units kept after a window end (exclusive), the window's own ending before
     unit ``last``: the units up to ``limit`` (at most the paragraph's end) that go on the same
-    line as the one before them (a soft line break, wrapping prose, counts as none). In
-    prose the sentence
-    after the one naming the question's subject often states the answer; the next line of a
-    table, a log or a list is another record."""
+    line as the one before them (a soft line break, wrapping prose, counts as none). In prose
+    the sentence after the one naming the question's subject often states the answer; the
+    next line of a table, a log or a list is another record."""
     if text is None:
         return limit
     soft = frozenset(line_layout(text).soft)
