@@ -194,11 +194,11 @@ def test_the_sentence_after_stays_in_its_paragraph_and_line() -> None:
     # a paragraph's end: the next passage's title line is not "the sentence after"
     windowed = split_windows([CHUNK], [None], window_chars=150, overlap=1, max_windows=64)
     units = windowed.units[0]
-    ends = [
+    closing = [
         w for w, window in enumerate(windowed.windows) if "restored by volunteers" in window.text
     ]
     scores = [0.0] * len(windowed.windows)
-    scores[ends[0]] = 1.0
+    scores[closing[0]] = 1.0
     keep = select_units(windowed, 0, scores, 0.5, context=0, first=False, after=1, text=CHUNK)
     assert keep is not None and "Harbour Bridge" not in selected_text(CHUNK, units, keep)
     # a table's rows, each on a line of its own: the next row is another record
@@ -213,6 +213,8 @@ def test_the_sentence_after_stays_in_its_paragraph_and_line() -> None:
     # the same rows as prose on one line: the sentence after stays
     prose = table.replace("\n", " ")
     windowed = split_windows([prose], [None], window_chars=100, overlap=0, max_windows=64)
+    scores = [0.0] * len(windowed.windows)
+    scores[1] = 1.0
     keep = select_units(windowed, 0, scores, 0.5, context=0, first=False, after=1, text=prose)
     assert keep is not None
     assert sum(keep) == windowed.windows[1].last - windowed.windows[1].first + 1
