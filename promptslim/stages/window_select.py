@@ -112,10 +112,12 @@ def select_units(
     units = windowed.units[doc]
     heads = paragraph_heads(text, units) if text is not None else [0] * len(units)
     ends = paragraph_ends([heads[u] == u for u in range(len(units))])
+    soft = frozenset(line_layout(text).soft) if text is not None else frozenset()
     for w in sorted(chosen):
         window = windowed.windows[w]
         head = heads[window.first]
-        stop = _after(text, units, window.last, min(ends[window.last - 1], window.last + after))
+        limit = min(ends[window.last - 1], window.last + after)
+        stop = _after(text, units, window.last, limit, soft)
         for u in range(max(head, window.first - context), stop):
             keep[u] = True
         if first:
@@ -123,15 +125,16 @@ def select_units(
     return keep
 
 
-def _after(text: str | None, units: Sequence[Span], last: int, limit: int) -> int:
+def _after(
+    text: str | None, units: Sequence[Span], last: int, limit: int, soft: frozenset[int]
+) -> int:
     """Where the units kept after a window end (exclusive), the window's own ending before
     unit ``last``: the units up to ``limit`` (at most the paragraph's end) that go on the same
-    line as the one before them (a soft line break, wrapping prose, counts as none). In prose
-    the sentence after the one naming the question's subject often states the answer; the
-    next line of a table, a log or a list is another record."""
+    line as the one before them (a line break in ``soft``, wrapping prose, counts as none).
+    In prose the sentence after the one naming the question's subject often states the
+    answer; the next line of a table, a log or a list is another record."""
     if text is None:
         return limit
-    soft = frozenset(line_layout(text).soft)
     stop = last
     while stop < limit:
         start = units[stop - 1].end
