@@ -91,6 +91,20 @@ def splitters() -> dict[str, Callable[[str], list[str]]]:
     }
 
 
+def small_splitters() -> dict[str, Callable[[str], list[str]]]:
+    """Splitters set to cut smaller pieces than the suite's (``bench_structured`` runs them):
+    LangChain's recursive splitter at 500 characters (overlap 50), so most pieces of a passage
+    lose its title, and LangChain's token splitter at 256 tokens (overlap 32), which cuts
+    inside sentences and words. From their packages (extra ``bench``)."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter, TokenTextSplitter
+
+    from promptslim.counters import DEFAULT_ENCODING
+
+    lc = RecursiveCharacterTextSplitter(chunk_size=500, chunk_overlap=50)
+    tokens = TokenTextSplitter(encoding_name=DEFAULT_ENCODING, chunk_size=256, chunk_overlap=32)
+    return {"langchain500": lc.split_text, "tokens256": tokens.split_text}
+
+
 _WHITESPACE = re.compile(r"\s+")
 
 

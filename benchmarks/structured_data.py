@@ -13,16 +13,20 @@ Two kinds, each seeded so a run is reproducible:
   the shape suite does not use, no ``Request.query``) and ``html4`` (four passages to a chunk
   as a web page a loader kept the markup of: each passage a ``<section>`` under its ``<h2>``
   title, its text HTML-escaped, between the site's navigation and footer; the answers count
-  as written or escaped).
+  as written or escaped), ``langchain500`` and ``tokens256`` (the passages joined and cut
+  smaller than the shape suite cuts them: ``shapes_data.small_splitters``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
 from collections.abc import Callable
 from html import escape
+
+from shapes_data import resplit, small_splitters
 
 from promptslim.bench.datasets import BenchItem
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
@@ -199,12 +203,27 @@ def html_pages(item: BenchItem, rng: random.Random, k: int = 4) -> BenchItem:
     return BenchItem(relaid.id, relaid.request, answers, relaid.metadata)
 
 
+@functools.cache
+def _small_splitters() -> dict[str, Callable[[str], list[str]]]:
+    return small_splitters()  # built once: the token splitter loads its encoding
+
+
+def langchain500(item: BenchItem, rng: random.Random) -> BenchItem:
+    return resplit(item, _small_splitters()["langchain500"])
+
+
+def tokens256(item: BenchItem, rng: random.Random) -> BenchItem:
+    return resplit(item, _small_splitters()["tokens256"])
+
+
 #: the NQ shapes by name
 PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "long_document": long_document,
     "untitled4": untitled,
     "template_other4": template_other,
     "html4": html_pages,
+    "langchain500": langchain500,
+    "tokens256": tokens256,
 }
 
 

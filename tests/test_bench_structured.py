@@ -9,11 +9,13 @@ from pathlib import Path
 
 import bench_structured
 import pytest
+import shapes_data
 import structured_data
 
 from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
 from promptslim.query import ask_of
+from promptslim.tokens import get_counter
 from promptslim.types import Document
 
 SAMPLE = Path(__file__).parent / "data" / "nq20-dev.jsonl.gz"
@@ -44,9 +46,13 @@ def test_the_same_seed_builds_the_same_items(nq: list[BenchItem]) -> None:
     assert texts(structured_data.build(nq, 2, seed=3)) != texts(structured_data.build(nq, 2, 4))
 
 
+#: the shapes that re-cut the joined passages (each piece a document): tested on their own
+RESPLIT = ("langchain500", "tokens256")
+
+
 def test_the_prose_shapes_keep_every_passage_and_the_question(nq: list[BenchItem]) -> None:
     shapes = structured_data.build(nq, 1)
-    for name in structured_data.PROSE:
+    for name in set(structured_data.PROSE) - set(RESPLIT):
         laid = (lambda t: escape(t, quote=False)) if name == "html4" else (lambda t: t)
         for item, relaid in zip(nq, shapes[name]):
             joined = "\n".join(d.text for d in relaid.request.documents)
@@ -62,6 +68,29 @@ def test_the_prose_shapes_keep_every_passage_and_the_question(nq: list[BenchItem
             assert item.request.query and item.request.query in ask_of(relaid.request).text
     assert len(shapes["long_document"][0].request.documents) == 1
     assert shapes["template_other4"][0].request.query is None  # the proxy's case
+
+
+@pytest.mark.parametrize("name", RESPLIT)
+def test_the_small_splitters_cut_the_joined_passages_into_pieces_of_their_size(
+    nq: list[BenchItem], name: str
+) -> None:
+    item = nq[0]
+    joined = shapes_data._joined(item)
+    pieces = [d.text for d in structured_data.PROSE[name](item, random.Random(0)).request.documents]
+    assert all(p in joined for p in pieces)  # cut out of the text, nothing rewritten
+    if name == "langchain500":
+        assert len(pieces) > len(item.request.documents)  # smaller than a passage, most
+        assert max(map(len, pieces)) <= 500
+        titled = [d.title for d in item.request.documents if d.title]
+        assert sum(p.startswith(tuple(titled)) for p in pieces) < len(pieces) / 2
+    else:
+        counter = get_counter()
+        assert max(counter.count(p) for p in pieces) <= 256
+        assert len(pieces) >= counter.count(joined) / 256
+        # the token splitter cuts inside sentences: some piece starts in the middle of one
+        assert any(not p[:1].isupper() for p in pieces[1:])
+    first, last = joined.split()[0], joined.split()[-1]
+    assert pieces[0].startswith(first) and pieces[-1].endswith(last)
 
 
 def test_html_pages_carry_the_markup_and_the_answer_as_the_page_writes_it() -> None:
