@@ -14,8 +14,10 @@ the default pipeline on those (``structured_data``, seeded):
   question inside a prompt template the shape suite does not use), ``html4`` (four passages
   to a chunk of a web page whose markup the loader kept), ``langchain500`` (the passages
   joined and cut by LangChain's recursive splitter at 500 characters: most pieces of a
-  passage lose its title) and ``tokens256`` (cut by LangChain's token splitter at 256 tokens,
-  inside sentences).
+  passage lose its title; ``langchain500_placed``: the same pieces with the source and start
+  LangChain records under ``add_start_index=True``, which the retrieval stage reads to keep the
+  piece after the best one) and ``tokens256`` (cut by LangChain's token splitter at 256
+  tokens, inside sentences).
 
 Per shape and config, as in ``bench_shapes``: ``evidence`` (a gold answer still in what the
 model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``cold_p50_ms`` /

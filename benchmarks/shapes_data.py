@@ -105,6 +105,24 @@ def small_splitters() -> dict[str, Callable[[str], list[str]]]:
     return {"langchain500": lc.split_text, "tokens256": tokens.split_text}
 
 
+def placed_pieces(item: BenchItem, size: int = 500, overlap: int = 50) -> BenchItem:
+    """The item's passages joined and cut as ``small_splitters``' ``langchain500`` cuts them,
+    each piece with the metadata LangChain gives it under ``add_start_index=True``: the source
+    (the item) and where in it the piece starts."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    splitter = RecursiveCharacterTextSplitter(
+        chunk_size=size, chunk_overlap=overlap, add_start_index=True
+    )
+    cut = splitter.create_documents([_joined(item)], metadatas=[{"source": str(item.id)}])
+    docs = [
+        Document(id=f"split-{i}", text=d.page_content, metadata=d.metadata)
+        for i, d in enumerate(cut)
+        if d.page_content.strip()
+    ]
+    return BenchItem(item.id, item.request.replace(documents=docs), item.answers, {})
+
+
 _WHITESPACE = re.compile(r"\s+")
 
 

@@ -14,7 +14,9 @@ Two kinds, each seeded so a run is reproducible:
   as a web page a loader kept the markup of: each passage a ``<section>`` under its ``<h2>``
   title, its text HTML-escaped, between the site's navigation and footer; the answers count
   as written or escaped), ``langchain500`` and ``tokens256`` (the passages joined and cut
-  smaller than the shape suite cuts them: ``shapes_data.small_splitters``).
+  smaller than the shape suite cuts them: ``shapes_data.small_splitters``), and
+  ``langchain500_placed`` (the same 500-character pieces with the metadata LangChain gives
+  them under ``add_start_index=True``: ``shapes_data.placed_pieces``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import re
 from collections.abc import Callable
 from html import escape
 
-from shapes_data import resplit, small_splitters
+from shapes_data import placed_pieces, resplit, small_splitters
 
 from promptslim.bench.datasets import BenchItem
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
@@ -212,6 +214,10 @@ def langchain500(item: BenchItem, rng: random.Random) -> BenchItem:
     return resplit(item, _small_splitters()["langchain500"])
 
 
+def langchain500_placed(item: BenchItem, rng: random.Random) -> BenchItem:
+    return placed_pieces(item)
+
+
 def tokens256(item: BenchItem, rng: random.Random) -> BenchItem:
     return resplit(item, _small_splitters()["tokens256"])
 
@@ -223,6 +229,7 @@ PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "template_other4": template_other,
     "html4": html_pages,
     "langchain500": langchain500,
+    "langchain500_placed": langchain500_placed,
     "tokens256": tokens256,
 }
 

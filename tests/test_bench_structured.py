@@ -47,7 +47,7 @@ def test_the_same_seed_builds_the_same_items(nq: list[BenchItem]) -> None:
 
 
 #: the shapes that re-cut the joined passages (each piece a document): tested on their own
-RESPLIT = ("langchain500", "tokens256")
+RESPLIT = ("langchain500", "langchain500_placed", "tokens256")
 
 
 def test_the_prose_shapes_keep_every_passage_and_the_question(nq: list[BenchItem]) -> None:
@@ -78,7 +78,7 @@ def test_the_small_splitters_cut_the_joined_passages_into_pieces_of_their_size(
     joined = shapes_data._joined(item)
     pieces = [d.text for d in structured_data.PROSE[name](item, random.Random(0)).request.documents]
     assert all(p in joined for p in pieces)  # cut out of the text, nothing rewritten
-    if name == "langchain500":
+    if name.startswith("langchain500"):
         assert len(pieces) > len(item.request.documents)  # smaller than a passage, most
         assert max(map(len, pieces)) <= 500
         titled = [d.title for d in item.request.documents if d.title]
@@ -91,6 +91,19 @@ def test_the_small_splitters_cut_the_joined_passages_into_pieces_of_their_size(
         assert any(not p[:1].isupper() for p in pieces[1:])
     first, last = joined.split()[0], joined.split()[-1]
     assert pieces[0].startswith(first) and pieces[-1].endswith(last)
+
+
+def test_the_placed_pieces_are_the_same_pieces_with_their_source_and_start(
+    nq: list[BenchItem],
+) -> None:
+    item = nq[0]
+    bare = structured_data.PROSE["langchain500"](item, random.Random(0)).request.documents
+    placed = structured_data.PROSE["langchain500_placed"](item, random.Random(0)).request.documents
+    assert [d.text for d in placed] == [d.text for d in bare]
+    joined = shapes_data._joined(item)
+    for d in placed:
+        start = d.metadata["start_index"]
+        assert d.metadata["source"] == str(item.id) and joined[start:].startswith(d.text)
 
 
 def test_html_pages_carry_the_markup_and_the_answer_as_the_page_writes_it() -> None:

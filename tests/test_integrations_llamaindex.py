@@ -291,6 +291,40 @@ def test_postprocessor_with_the_real_retrieval_stage() -> None:
     assert out[0].score is not None and out[0].score != 0.1
 
 
+def test_a_splitters_nodes_are_placed_so_the_next_piece_stays() -> None:
+    from llama_index.core import Document as LlamaDocument
+    from llama_index.core.node_parser import SentenceSplitter
+
+    article = (
+        "Cool Hand Luke is an American prison drama film directed by Stuart Rosenberg and "
+        "starring Paul Newman, with George Kennedy in a supporting role. It was shot in the "
+        "San Joaquin River delta, standing in for the American South.\n\n"
+        "Warner Bros. opened it in cinemas across the United States on November 1, 1967."
+    )
+    others = [
+        "Luke Skywalker is the hero of the original Star Wars trilogy, a farm boy turned Jedi.",
+        "Cool Hand is a 2009 album by a Swedish jazz trio, released on a small label.",
+        "A prison film is a genre of film about prisoners and their attempts to escape.",
+        "Paul Newman founded a food company that gives all its profits to charity.",
+    ]
+    splitter = SentenceSplitter(chunk_size=50, chunk_overlap=0)
+    nodes = splitter.get_nodes_from_documents(
+        [LlamaDocument(text=article, doc_id="luke"), *(LlamaDocument(text=t) for t in others)]
+    )
+    assert nodes[1].node_id != nodes[0].node_id and "1967" in nodes[1].get_content()
+    assert "source" not in nodes[0].metadata  # filled on the stage's copy only
+    given = [NodeWithScore(node=n, score=None) for n in nodes]
+    query = "When was Cool Hand Luke with Paul Newman first shown?"
+    # the words name the film's first piece and the other sources' pieces, not the next one
+    stage = _real("retrieval")
+    alone = PromptSlimPostprocessor(stage=stage(scorer="bm25", next_pieces=0))
+    assert nodes[1] not in [n.node for n in alone.postprocess_nodes(given, query_str=query)]
+    post = PromptSlimPostprocessor(stage=stage(scorer="bm25"))
+    out = post.postprocess_nodes(given, query_str=query)
+    assert [n.node for n in out][:1] == [nodes[0]] and nodes[1] in [n.node for n in out]
+    assert "source" not in nodes[0].metadata
+
+
 def test_history_helper_with_the_real_history_stage() -> None:
     history = [ChatMessage(role=MessageRole.SYSTEM, content="You are a guide.")]
     for i in range(12):

@@ -191,13 +191,29 @@ def _documents(nodes: Sequence[NodeWithScore]) -> tuple[list[Document], list[str
         Document(
             id=doc_id,
             text=text,
-            metadata=n.node.metadata,
+            metadata=_placed(n),
             score=n.score,
             embedding=n.node.embedding,  # a vector store's embedding, reused by dense scoring
         )
         for doc_id, text, n in zip(ids, texts, nodes)
     ]
     return docs, ids, texts
+
+
+def _placed(n: NodeWithScore) -> dict[str, Any]:
+    """The node's metadata, with where a splitter cut it from under the retrieval stage's
+    default ``piece_keys`` (its source document's id and its start in it) when the node knows
+    both and its metadata names neither (a reader's own ``source``, a file that may hold
+    several documents, is not mixed with a start in one of them): the stage then keeps the
+    node that goes on from the best one (``promptslim.stages.retrieval_pieces``). A copy: the
+    node's own metadata stays as it was."""
+    node = n.node
+    metadata = dict(node.metadata)
+    start = getattr(node, "start_char_idx", None)
+    placed = "source" in metadata or "start_index" in metadata
+    if not placed and node.ref_doc_id is not None and type(start) is int:
+        metadata.update(source=node.ref_doc_id, start_index=start)
+    return metadata
 
 
 def _nodes(

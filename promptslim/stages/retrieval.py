@@ -27,10 +27,11 @@ the reason; empty documents are dropped and reported, never fatal. A report entr
 document ``document:{id}``; when two documents of a request share an id, ``document:{id}#{i}``
 with ``i`` its index in ``Request.documents``, so the entry says which namesake it is.
 
-The stage is four modules, one idea each: its options (``retrieval_options``, the one
+The stage is five modules, one idea each: its options (``retrieval_options``, the one
 pydantic model the constructor, ``Pipeline.from_config`` and the bench shorthand validate
-with), scoring (``retrieval_scoring``), choosing and ordering (``retrieval_select``), and the
-stage itself, here.
+with), scoring (``retrieval_scoring``), choosing and ordering (``retrieval_select``), the
+piece after the best one where metadata places documents in their source
+(``retrieval_pieces``), and the stage itself, here.
 
 When even the best document alone does not fit the documents budget, the default
 (``on_overflow="keep_best"``) keeps it anyway, says so in a warning and in
@@ -104,6 +105,7 @@ from .retrieval_options import (  # noqa: F401  (re-exported: the old import pat
     RetrievalOptions,
     StoreWindows,
 )
+from .retrieval_pieces import keep_next_pieces
 from .retrieval_scoring import index_texts, score_documents, scoring_text
 from .retrieval_select import (  # noqa: F401  (_edges, _shingles re-exported for old imports)
     Documents,
@@ -185,6 +187,12 @@ class RetrievalStage(BaseStage):
     BM25 must then find the part the model would, and on the shape suite's chunk and splitter
     shapes it often does not (evidence below the suite's 0.97 with or without one later window
     of each document kept), so it is off by default.
+    ``next_pieces`` (1) and ``piece_keys`` (``("source", "start_index")``): where the
+    documents' metadata places them in the source a splitter cut them from (LangChain's keys
+    under ``add_start_index=True``; the LlamaIndex integration fills them from each node), the
+    piece that goes on from each of the ``next_pieces`` best kept documents is kept too, its
+    opening up to ``window_chars``, though the cut-off dropped it (``retrieval_pieces``): the
+    piece after the one that names a subject often states the answer without naming it.
     A scorer other than BM25 that is missing (extra not installed), fails or runs past
     ``time_limit_ms`` is replaced by BM25 for that request, with a warning; ``strict=True``
     raises instead.
@@ -227,6 +235,8 @@ class RetrievalStage(BaseStage):
         dense_windows: int | None = None,
         dense_windows_each: int = 1,
         store_float: bool = False,
+        next_pieces: int = 1,
+        piece_keys: tuple[str, str] = ("source", "start_index"),
     ) -> None:
         # the keyword arguments, exactly as given (nothing else is bound yet), validated once
         options = RetrievalOptions.parse(**{k: v for k, v in locals().items() if k != "self"})
@@ -331,6 +341,7 @@ class RetrievalStage(BaseStage):
         trimmed: dict[int, str] = {}
         if parts is not None and options.select_within:
             trimmed = select_parts_of(options, selected, documents, valid, parts, tokens, log)
+        selected = keep_next_pieces(options, selected, documents, valid, parts, tokens, trimmed, log)
         kept = fit_budget(options, request, budget, selected, documents, tokens, score_of, log)
         log.details.update(
             scorer="bm25" if "fallback" in log.details else self.get_scorer().name,

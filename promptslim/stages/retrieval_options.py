@@ -96,6 +96,8 @@ class RetrievalOptions(BaseModel):
     dense_windows: int | None = Field(default=None, ge=0, strict=True)
     dense_windows_each: int = Field(default=1, ge=0, strict=True)
     store_float: bool = Field(default=False, strict=True)
+    next_pieces: int = Field(default=1, ge=0, strict=True)
+    piece_keys: tuple[str, str] = ("source", "start_index")
 
     @field_validator("scorer", mode="before")
     @classmethod
@@ -107,6 +109,13 @@ class RetrievalOptions(BaseModel):
         elif not isinstance(value, Scorer):
             # a ValueError, not a TypeError: pydantic reports only those as the field's error
             raise ValueError("expected a scorer name or a Scorer")  # noqa: TRY004
+        return value
+
+    @field_validator("piece_keys")
+    @classmethod
+    def _named_keys(cls, value: tuple[str, str]) -> tuple[str, str]:
+        if not all(value):
+            raise ValueError("expected two metadata keys: the source and the start")
         return value
 
     @model_validator(mode="after")

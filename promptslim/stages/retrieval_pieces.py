@@ -1,0 +1,114 @@
+"""The piece after a kept one. A splitter cuts one source into pieces, and a passage that names
+its subject in one piece often states the answer in the next, which never names it: the
+question's words find the first piece and miss the second. Where the documents' metadata
+places them in their source (``piece_keys``: LangChain's ``source`` and ``start_index``, which
+its splitters write under ``add_start_index=True``; the LlamaIndex integration fills them from
+a node's source document and start), the piece that goes on from each of the ``next_pieces``
+best kept documents is kept too, up to ``window_chars`` of its opening (the whole piece when
+it is no longer). Text alone cannot say that two pieces are neighbours (a splitter's cut
+between paragraphs repeats nothing), so without that metadata nothing changes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import TYPE_CHECKING
+
+from ..tokens import count_document
+from ..types import Document
+from .base import StageLog
+from .retrieval_options import RetrievalOptions
+from .retrieval_targets import document_target
+from .window_select import selected_text
+
+if TYPE_CHECKING:
+    from .retrieval_scoring import Parts
+
+__all__ = ["CUT_OFF", "keep_next_pieces", "next_piece_of"]
+
+#: characters a splitter may strip between one piece's end and the next one's start
+_GAP = 16
+#: the drop reason a next piece may be kept past: not a near-duplicate, not past the hard cap
+CUT_OFF = "below the relevance cut-off"
+
+
+def next_piece_of(
+    documents: Sequence[Document], valid: Sequence[int], keys: tuple[str, str]
+) -> dict[int, int]:
+    """For each document of ``valid`` that ``keys`` (source, start) place in a source, the
+    document that goes on from it: the same source, starting after its start and at most
+    ``_GAP`` characters past its end (an overlap or the whitespace a splitter strips)."""
+    placed: dict[str, list[tuple[int, int]]] = {}
+    for i in valid:
+        meta = documents[i].metadata
+        source, start = meta.get(keys[0]), meta.get(keys[1])
+        if source is None or type(start) is not int:  # a bool is no position
+            continue
+        placed.setdefault(str(source), []).append((start, i))
+    following: dict[int, int] = {}
+    for pieces in placed.values():
+        pieces.sort()
+        for (start, i), (after, j) in pairwise(pieces):
+            if start < after <= start + len(documents[i].text) + _GAP:
+                following[i] = j
+    return following
+
+
+def keep_next_pieces(
+    options: RetrievalOptions,
+    selected: list[int],
+    documents: Sequence[Document],
+    valid: list[int],
+    parts: Parts | None,
+    tokens: list[int],
+    trimmed: dict[int, str],
+    log: StageLog,
+) -> list[int]:
+    """``selected`` and, after it, the next piece of each of its ``next_pieces`` best that the
+    relevance cut-off dropped (never one dropped as a near-duplicate or by MMR, and not past
+    ``max_k``); ``tokens`` and ``trimmed`` updated, the piece's drop record replaced by what
+    was kept of it and why."""
+    if not options.next_pieces or not selected:
+        return selected
+    following = next_piece_of(documents, valid, options.piece_keys)
+    out = list(selected)
+    for i in selected[: options.next_pieces]:
+        j = following.get(i)
+        if j is None or j in out or (options.max_k is not None and len(out) >= options.max_k):
+            continue
+        record = _drop_record(log, document_target(documents, j))
+        if record is None:
+            continue
+        del log.changes[record]
+        out.append(j)
+        text = _opening(options, documents[j].text, parts, valid.index(j))
+        target, after = document_target(documents, j), document_target(documents, i)
+        log.details.setdefault("next_pieces", []).append({"id": documents[j].id, "after": after})
+        if text is None:
+            continue
+        n = count_document(documents[j].model_copy(update={"text": text}), log.counter)
+        reason = f"the next piece of {after}: its opening kept"
+        log.change("compressed", target, tokens=tokens[j] - n, reason=reason)
+        tokens[j], trimmed[j] = n, text
+    return out
+
+
+def _drop_record(log: StageLog, target: str) -> int | None:
+    """Where ``target``'s drop by the relevance cut-off is in ``log``; None when it was not
+    dropped by it."""
+    for at, change in enumerate(log.changes):
+        if change.kind == "dropped" and change.target == target:
+            return at if change.reason.startswith(CUT_OFF) else None
+    return None
+
+
+def _opening(options: RetrievalOptions, text: str, parts: Parts | None, row: int) -> str | None:
+    """The units of a document's opening up to ``window_chars`` (at least its first), as
+    selection joins kept units; None when that is the whole document."""
+    if parts is None or options.window_chars is None:
+        return None
+    units = parts[0].units[row]
+    keep = [
+        u == 0 or unit.end - units[0].start <= options.window_chars for u, unit in enumerate(units)
+    ]
+    return None if all(keep) else selected_text(text, units, keep)
