@@ -488,3 +488,41 @@ def test_runnable_with_the_real_prefix_and_history_stages() -> None:
     out = slimmer.invoke(messages)
     assert isinstance(out, list) and len(out) < len(messages)
     assert out[-1] is messages[-1]
+
+
+def test_pieces_split_with_their_start_keep_the_one_after_the_best() -> None:
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    from promptslim.stages.retrieval import RetrievalStage
+
+    article = LCDocument(
+        page_content=(
+            "Cool Hand Luke is an American prison drama film directed by Stuart Rosenberg and "
+            "starring Paul Newman, with George Kennedy in a supporting role.\n\n"
+            "Warner Bros. opened it in cinemas across the United States on November 1, 1967."
+        ),
+        metadata={"source": "luke.txt"},
+    )
+    others = [
+        LCDocument(page_content=t, metadata={"source": f"{n}.txt"})
+        for n, t in enumerate(
+            [
+                "Luke Skywalker is the hero of the original Star Wars trilogy.",
+                "Cool Hand is a 2009 album by a Swedish jazz trio.",
+                "Paul Newman founded a food company that gives its profits to charity.",
+                "A prison film is a genre of film about prisoners and their escapes.",
+            ]
+        )
+    ]
+    splitter = RecursiveCharacterTextSplitter(
+        chunk_size=160, chunk_overlap=0, add_start_index=True
+    )
+    pieces = splitter.split_documents([article, *others])
+    assert "1967" in pieces[1].page_content and pieces[1].metadata["start_index"] > 0
+    query = "When was Cool Hand Luke with Paul Newman first shown?"
+    alone = PromptSlimCompressor(stage=RetrievalStage(scorer="bm25", next_pieces=0))
+    kept = [d.page_content for d in alone.compress_documents(pieces, query)]
+    assert pieces[1].page_content not in kept
+    out = PromptSlimCompressor(stage=RetrievalStage(scorer="bm25")).compress_documents(pieces, query)
+    texts = [d.page_content for d in out]
+    assert texts[0] == pieces[0].page_content and pieces[1].page_content in texts
