@@ -91,6 +91,10 @@ def splitters() -> dict[str, Callable[[str], list[str]]]:
     }
 
 
+#: the size and overlap, in characters, of ``small_splitters``' ``langchain500`` pieces
+PIECE_CHARS, PIECE_OVERLAP = 500, 50
+
+
 def small_splitters() -> dict[str, Callable[[str], list[str]]]:
     """Splitters set to cut smaller pieces than the suite's (``bench_structured`` runs them):
     LangChain's recursive splitter at 500 characters (overlap 50), so most pieces of a passage
@@ -100,19 +104,19 @@ def small_splitters() -> dict[str, Callable[[str], list[str]]]:
 
     from promptslim.counters import DEFAULT_ENCODING
 
-    lc = RecursiveCharacterTextSplitter(chunk_size=500, chunk_overlap=50)
+    lc = RecursiveCharacterTextSplitter(chunk_size=PIECE_CHARS, chunk_overlap=PIECE_OVERLAP)
     tokens = TokenTextSplitter(encoding_name=DEFAULT_ENCODING, chunk_size=256, chunk_overlap=32)
     return {"langchain500": lc.split_text, "tokens256": tokens.split_text}
 
 
-def placed_pieces(item: BenchItem, size: int = 500, overlap: int = 50) -> BenchItem:
+def placed_pieces(item: BenchItem) -> BenchItem:
     """The item's passages joined and cut as ``small_splitters``' ``langchain500`` cuts them,
     each piece with the metadata LangChain gives it under ``add_start_index=True``: the source
     (the item) and where in it the piece starts."""
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     splitter = RecursiveCharacterTextSplitter(
-        chunk_size=size, chunk_overlap=overlap, add_start_index=True
+        chunk_size=PIECE_CHARS, chunk_overlap=PIECE_OVERLAP, add_start_index=True
     )
     cut = splitter.create_documents([_joined(item)], metadatas=[{"source": str(item.id)}])
     docs = [
