@@ -25,14 +25,21 @@ model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``co
 interleaved per item: ``default`` (the full pipeline), ``bm25`` (``retrieval:scorer=bm25``)
 and ``dense_topk`` (plain dense top-k at the model's full length, a fifth of the candidates:
 what a user has without promptslim). The headline is the default's: ``evidence_min`` (the
-worst shape), ``token_ratio_max``, ``cold_p99_ms_max``. JSON documents are kept whole by
-design (a JSON value is never cut), so ``records`` keeps the documents its question points to.
+worst shape), ``token_ratio_max``, ``cold_p99_ms_max``. A JSON document that fits is kept whole
+(a JSON value is never cut), so ``records`` keeps the documents its question points to.
+
+``records_budget``: the ``records`` items under a documents budget of ``BUDGET_DOCUMENTS``
+tokens, less than one export, side by side: ``default`` cuts the export along its structure
+(``compress:crush_json``, the default) and ``whole_json`` does not
+(``compress:crush_json=false``), so the export goes whole. The answer is the account's
+``"seats"`` member as JSON writes it with or without the space.
 
     python benchmarks/bench_structured.py --quick --json
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from bench_shapes import dataset_path, run_suite, table, warm_up
@@ -42,6 +49,10 @@ from structured_data import build
 
 from promptslim.bench.datasets import load_dataset
 from promptslim.bench.runner import build_config
+from promptslim.types import Budget
+
+#: less than one ``records`` export (40 accounts, about 1,000-1,300 tokens)
+BUDGET_DOCUMENTS = 500
 
 
 def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -53,6 +64,17 @@ def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "evidence_min": min(r["evidence"]["mean"] for r in rows),
         "token_ratio_max": max(r["token_ratio"] for r in rows),
         "cold_p99_ms_max": max(r["cold_p99_ms"] for r in rows),
+    }
+
+
+def under_budget() -> dict[str, Any]:
+    """The ``records_budget`` configs: the full pipeline under ``BUDGET_DOCUMENTS``, with and
+    without the JSON cut."""
+    budget = Budget(documents=BUDGET_DOCUMENTS)
+    specs = {"default": "full", "whole_json": "prefix+history+retrieval+compress:crush_json=false"}
+    return {
+        label: partial(build_config(spec).pipeline.run, budget=budget)
+        for label, spec in specs.items()
     }
 
 
@@ -72,6 +94,7 @@ def main() -> None:
     }
     warm_up(runs, shapes[next(iter(shapes))][0])
     results = run_suite(shapes, runs)
+    results |= run_suite({"records_budget": shapes["records"]}, under_budget())
     out = {
         "benchmark": "bench_structured",
         "machine": machine(),

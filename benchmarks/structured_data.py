@@ -47,9 +47,9 @@ TEMPLATE = (
 )
 
 
-def _item(name: str, i: int, texts: list[str], question: str, answer: str) -> BenchItem:
+def _item(name: str, i: int, texts: list[str], question: str, *answers: str) -> BenchItem:
     docs = [Document(id=f"{name}-{d}", text=t) for d, t in enumerate(texts)]
-    return BenchItem(f"{name}-{i}", qa_request(NQ_INSTRUCTION, question, docs), (answer,))
+    return BenchItem(f"{name}-{i}", qa_request(NQ_INSTRUCTION, question, docs), answers)
 
 
 def tables(rng: random.Random, i: int) -> BenchItem:
@@ -130,7 +130,8 @@ def records(rng: random.Random, i: int) -> BenchItem:
             rows.append(row)
         texts.append(json.dumps(rows, indent=2))
     question = "How many seats does Marguerite Okafor's account have?"
-    return _item("records", i, texts, question, f'"seats": {seats}')  # as json.dumps writes it
+    # the member as json.dumps writes it, and as a compact writer (a cut export) does
+    return _item("records", i, texts, question, f'"seats": {seats}', f'"seats":{seats}')
 
 
 #: the generated shapes by name

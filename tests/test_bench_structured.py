@@ -15,7 +15,7 @@ import structured_data
 from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
 from promptslim.query import ask_of
-from promptslim.tokens import get_counter
+from promptslim.tokens import count_document, get_counter
 from promptslim.types import Document
 
 SAMPLE = Path(__file__).parent / "data" / "nq20-dev.jsonl.gz"
@@ -31,10 +31,11 @@ def test_a_generated_item_holds_its_answer_once_in_one_document(name: str) -> No
     make = structured_data.GENERATED[name]
     for i in range(5):
         item = make(random.Random(i), i)
-        (answer,) = item.answers
+        answer = item.answers[0]  # as the documents write it; any other is its compact form
         holding = [d for d in item.request.documents if answer in d.text]
         assert len(holding) == 1, (name, i)
         assert holding[0].text.count(answer) == 1
+        assert all(a.replace(" ", "") == answer.replace(" ", "") for a in item.answers)
         assert len(item.request.documents) == structured_data.DOCUMENTS
 
 
@@ -142,3 +143,18 @@ def test_the_headline_is_the_default_configs_worst_shape() -> None:
         "cold_p99_ms_max": 30.0,
     }
     assert bench_structured.headline({}) == {}
+
+
+def test_the_records_budget_is_below_every_export_so_none_fits_whole() -> None:
+    counter = get_counter()
+    for i in range(5):
+        item = structured_data.records(random.Random(i), i)
+        sizes = [count_document(d, counter) for d in item.request.documents]
+        assert min(sizes) > bench_structured.BUDGET_DOCUMENTS, sizes
+    runs = bench_structured.under_budget()
+    assert sorted(runs) == ["default", "whole_json"]
+    crush = {
+        label: [getattr(s, "crush_json", None) for s in run.func.__self__.stages]  # type: ignore[attr-defined]
+        for label, run in runs.items()
+    }
+    assert crush == {"default": [None, None, None, True], "whole_json": [None, None, None, False]}

@@ -10,6 +10,8 @@ byte-exact.
 The target is the tightest of ``rate`` × the documents' tokens, ``target_tokens``, and the
 documents cap that ``budget.allocate`` gives when the Budget sets a total or a documents cap.
 Documents keep their id, metadata and score; a document compressed to nothing is dropped.
+A JSON document larger than the whole target is first cut along its structure (``crush_json``:
+``stages.compress_json``): a compressor can only keep such a protected unit whole or drop it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from ..backends.compress import COMPRESSORS, Compressor, Item
 from ..backends.compress.extractive import ExtractiveCompressor
+from ..backends.tools import ToolContext
 from ..budget import Allocation, allocate, history_span
 from ..errors import ConfigError
 from ..query import ask_of
@@ -26,6 +29,7 @@ from ..text import find_protected_spans
 from ..tokens import TokenCounter, count_document, count_message, count_request, message_counts
 from ..types import Budget, Document, Message, Request
 from .base import BaseStage, StageLog, run_with_fallback
+from .compress_json import crush_json_documents
 from .compress_options import CompressOptions
 
 __all__ = ["CompressStage"]
@@ -47,6 +51,9 @@ class CompressStage(BaseStage):
     history cap. With neither ``rate``, ``target_tokens`` nor a Budget cap, nothing changes.
     ``strict``: when the compressor is missing, fails or exceeds ``time_limit_ms`` (per call),
     raise instead of falling back to ``extractive`` (the default falls back and warns).
+    ``crush_json``: a document that is one JSON object or array larger than the documents'
+    whole target keeps the items the query names (and those that stand out), byte-exact, with
+    a marker for each run left out, instead of being dropped whole (``stages.compress_json``).
     """
 
     name = "compress"
@@ -61,6 +68,7 @@ class CompressStage(BaseStage):
         compress_history: bool = False,
         strict: bool = False,
         time_limit_ms: float | None = None,
+        crush_json: bool = True,
     ) -> None:
         CompressOptions.parse(
             compressor=compressor,
@@ -70,6 +78,7 @@ class CompressStage(BaseStage):
             compress_history=compress_history,
             strict=strict,
             time_limit_ms=time_limit_ms,
+            crush_json=crush_json,
         )
         # every setting under its own name, as given: get_params reads them back
         self.compressor = compressor
@@ -79,6 +88,7 @@ class CompressStage(BaseStage):
         self.compress_history = compress_history
         self.strict = strict
         self.time_limit_ms = time_limit_ms
+        self.crush_json = crush_json
         self._backend: Compressor | None = None
         self._fallback = ExtractiveCompressor()
 
@@ -120,20 +130,27 @@ class CompressStage(BaseStage):
         log.details["documents_target"] = target
         if target is None or target >= sum(before):
             return docs
+        query = ask_of(request).text  # a follow-up's topic is in the turn before it
+        given = [d.text for d in docs]
+        if self.crush_json:
+            context = ToolContext(query=query, protect=tuple(request.protect))
+            given = crush_json_documents(given, before, target, context, counter)
+            crushed = sum(t != d.text for t, d in zip(given, docs))
+            if crushed:
+                log.details["json_crushed"] = crushed
         items = [
             Item(
-                text=d.text,
+                text=text,
                 title=d.title,
                 score=d.score,
                 overhead=max(0, n - counter.count(d.text)),
-                protected=tuple(find_protected_spans(d.text, extra=request.protect)),
+                protected=tuple(find_protected_spans(text, extra=request.protect)),
             )
-            for d, n in zip(docs, before)
+            for d, n, text in zip(docs, before, given)
         ]
-        query = ask_of(request).text  # a follow-up's topic is in the turn before it
         texts = self._fit(items, query, target, counter, _docs_cost(docs, counter), log)
         kept: list[Document] = []
-        for d, n, text in zip(docs, before, texts):
+        for d, n, text, cut in zip(docs, before, texts, given):
             if not text:
                 log.change(
                     "dropped",
@@ -146,7 +163,8 @@ class CompressStage(BaseStage):
             else:
                 new = d.model_copy(update={"text": text})
                 saved = n - count_document(new, counter)
-                log.change("compressed", f"document:{d.id}", tokens=saved, reason=self.compressor)
+                reason = "json" if text == cut != d.text else self.compressor
+                log.change("compressed", f"document:{d.id}", tokens=saved, reason=reason)
                 kept.append(new)
         return kept
 

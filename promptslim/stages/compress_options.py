@@ -31,6 +31,7 @@ class CompressOptions(BaseModel):
     compress_history: bool = Field(default=False, strict=True)
     strict: bool = Field(default=False, strict=True)
     time_limit_ms: float | None = Field(default=None, gt=0.0, strict=True)
+    crush_json: bool = Field(default=True, strict=True)
 
     @field_validator("compressor", mode="before")
     @classmethod
