@@ -22,8 +22,10 @@ same units, so a record deep inside a JSON document is read like any sentence, a
 still keeps or drops the unit whole.
 
 Units are sentences (``split_units``: a protected span crossing a sentence boundary merges the
-sentences), and a sentence longer than a window is cut at spaces outside protected spans, so
-what the selection keeps is always whole units, byte-exact, protected spans never split.
+sentences), and a sentence longer than ``UNIT_CHARS`` (or a window, where that is smaller) is
+cut at spaces outside protected spans, so text without sentence ends (a transcript, a run-on
+line) is selected in parts of about a long sentence, not a window's worth at a time. What the
+selection keeps is always whole units, byte-exact, protected spans never split.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..backends.compress.extractive import split_units
+from ..backends.compress.extractive import UNIT_CHARS, cut_long, split_units
 from ..layout import line_layout
 from ..scripts import CJK_CHAR_WEIGHT, document_script
 from ..text import Span, find_protected_spans
@@ -63,7 +65,6 @@ SCORING_CHARS_PER_WINDOW = 3
 # one window: a 10 % longer passage is not worth two model inputs, nor a stub scored
 # without the head of its paragraph
 _SLACK = 1.25
-_SPACE = re.compile(r"\s+")
 # where a part of a huge unit's scoring text may end: white space, or after a separator
 # (minified JSON has no space)
 _PART_END = re.compile(r"\s+|[,;]")
@@ -101,37 +102,11 @@ class Windowed:
         return [w for w, window in enumerate(self.windows) if window.doc == doc]
 
 
-def _cut_long(
-    text: str,
-    unit: Span,
-    limit: int,
-    protected: Sequence[Span],
-    boundary: re.Pattern[str] = _SPACE,
-) -> list[Span]:
-    """``unit`` cut where ``boundary`` matches (spaces) into pieces of about ``limit``
-    characters, never inside a protected span (a unit without a usable cut stays whole)."""
-    if unit.end - unit.start <= limit:
-        return [unit]
-    inside = [(p.start, p.end) for p in protected if p.start < unit.end and p.end > unit.start]
-    pieces: list[Span] = []
-    start = unit.start
-    for match in boundary.finditer(text, unit.start, unit.end):
-        cut = match.end()
-        if cut - start < limit or cut >= unit.end:
-            continue
-        if any(a < cut < b for a, b in inside):
-            continue
-        pieces.append(Span(start, cut, "sentence"))
-        start = cut
-    pieces.append(Span(start, unit.end, "sentence"))
-    return pieces
-
-
 def document_units(text: str, protected: Sequence[Span], limit: int) -> list[Span]:
     """Sentence units of ``text`` (protected spans whole), none much over ``limit`` chars."""
     units: list[Span] = []
     for unit in split_units(text, protected):
-        units.extend(_cut_long(text, unit, limit, protected))
+        units.extend(cut_long(text, unit, limit, protected))
     return units or [Span(0, len(text), "sentence")]
 
 
@@ -189,7 +164,7 @@ def _scored(doc: int, first: int, last: int, head: str, body: str, size: int) ->
     if len(head) + len(body) <= SCORING_CHARS_PER_WINDOW * size:
         return [Window(doc, first, last, head + body)]
     # scoring only: the parts may cut inside a protected span, the units stay whole
-    cuts = _cut_long(body, Span(0, len(body), "sentence"), size, (), _PART_END)
+    cuts = cut_long(body, Span(0, len(body), "sentence"), size, (), _PART_END)
     # a stretch with no place to end a part (one long token) is cut where it runs out
     pieces = [
         c.of(body)[i : i + 2 * size] for c in cuts for i in range(0, c.end - c.start, 2 * size)
@@ -237,7 +212,9 @@ def split_windows(
     dense = [_dense_script(t) for t in texts]
     # a document of about one window needs no sentence split (nor protected spans) at all
     units = [
-        document_units(t, find_protected_spans(t, extra=protect), _sized(size, dense[d]))
+        document_units(
+            t, find_protected_spans(t, extra=protect), min(UNIT_CHARS, _sized(size, dense[d]))
+        )
         if len(t) > _SLACK * _sized(size, dense[d])
         else [Span(0, len(t), "sentence")]
         for d, t in enumerate(texts)

@@ -21,6 +21,7 @@ hard-wrapped text a sentence runs across its line breaks (``promptslim.layout``)
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,11 +32,16 @@ from ...text import Span, analyse, find_protected_spans, split_sentences
 from ...tokens import TokenCounter
 from . import Compressor, Item
 
-__all__ = ["ExtractiveCompressor", "join_units", "split_units"]
+__all__ = ["UNIT_CHARS", "ExtractiveCompressor", "cut_long", "join_units", "split_units"]
 
 # BM25 constants: the textbook values, not fitted to any data set
 _K1 = 1.2
 _B = 0.75
+_SPACE = re.compile(r"\s+")
+#: a sentence longer than this is cut at spaces into units of about this size: past 99.5 % of
+#: encyclopaedia sentences, so punctuated prose keeps its sentences whole, while text without
+#: sentence ends (a transcript, a run-on line) is not one unit kept or dropped whole
+UNIT_CHARS = 400
 
 
 # ---------------------------------------------------------------- units
@@ -66,6 +72,32 @@ def split_units(text: str, protected: Sequence[Span] = ()) -> list[Span]:
                 continue
         merged.append(unit)
     return merged
+
+
+def cut_long(
+    text: str,
+    unit: Span,
+    limit: int,
+    protected: Sequence[Span] = (),
+    boundary: re.Pattern[str] = _SPACE,
+) -> list[Span]:
+    """``unit`` cut where ``boundary`` matches (spaces) into pieces of about ``limit``
+    characters, never inside a protected span (a unit without a usable cut stays whole)."""
+    if unit.end - unit.start <= limit:
+        return [unit]
+    inside = [(p.start, p.end) for p in protected if p.start < unit.end and p.end > unit.start]
+    pieces: list[Span] = []
+    start = unit.start
+    for match in boundary.finditer(text, unit.start, unit.end):
+        cut = match.end()
+        if cut - start < limit or cut >= unit.end:
+            continue
+        if any(a < cut < b for a, b in inside):
+            continue
+        pieces.append(Span(start, cut, "sentence"))
+        start = cut
+    pieces.append(Span(start, unit.end, "sentence"))
+    return pieces
 
 
 def join_units(text: str, units: Sequence[Span], keep: Sequence[bool]) -> str:
@@ -146,6 +178,8 @@ class ExtractiveCompressor(Compressor):
     ``document_weight``: weight of the document's relevance in a sentence's priority.
     ``embeddings``: add MiniLM query-document similarity to the document ranking (needs the
     ``retrieval`` extra; off by default so the default path stays pure Python and fast).
+    ``max_unit_chars``: a sentence longer than this is cut at spaces (never inside a protected
+    span) into units of about this size (``UNIT_CHARS``); None keeps sentences whole.
     """
 
     name = "extractive"
@@ -157,10 +191,17 @@ class ExtractiveCompressor(Compressor):
         document_weight: float = 1.0,
         embeddings: bool = False,
         embedding_model: str | None = None,
+        max_unit_chars: int | None = UNIT_CHARS,
     ) -> None:
         for field, value in (("neighbour_weight", neighbour_weight), ("document_weight", document_weight)):
             if not 0.0 <= value <= 10.0:
                 raise ConfigError(f"must be between 0 and 10, got {value}", field=field)
+        bad = isinstance(max_unit_chars, bool) or not isinstance(max_unit_chars, int)
+        if max_unit_chars is not None and (bad or max_unit_chars < 40):
+            raise ConfigError(
+                f"must be an int >= 40 or None, got {max_unit_chars!r}", field="max_unit_chars"
+            )
+        self.max_unit_chars = max_unit_chars
         self.neighbour_weight = neighbour_weight
         self.document_weight = document_weight
         self.embeddings = embeddings
@@ -171,9 +212,23 @@ class ExtractiveCompressor(Compressor):
     def compress(
         self, items: Sequence[Item], *, query: str, budget: int, counter: TokenCounter
     ) -> list[str]:
-        units = [split_units(it.text, it.protected) for it in items]
+        units = [self.units(it) for it in items]
         keep = self.select(items, units, query=query, budget=budget, counter=counter)
         return [join_units(it.text, u, k) for it, u, k in zip(items, units, keep)]
+
+    def units(self, item: Item) -> list[Span]:
+        """The item's sentences (``split_units``), each longer than ``max_unit_chars`` cut at
+        spaces into pieces of about that size, without the whitespace at a piece's end."""
+        units = split_units(item.text, item.protected)
+        limit = self.max_unit_chars
+        if limit is None or all(u.end - u.start <= limit for u in units):
+            return units
+        out: list[Span] = []
+        for unit in units:
+            for piece in cut_long(item.text, unit, limit, item.protected):
+                end = piece.start + len(piece.of(item.text).rstrip())
+                out.append(Span(piece.start, end, "sentence"))
+        return out
 
     def select(
         self,
