@@ -28,11 +28,13 @@ what a user has without promptslim). The headline is the default's: ``evidence_m
 worst shape), ``token_ratio_max``, ``cold_p99_ms_max``. A JSON document that fits is kept whole
 (a JSON value is never cut), so ``records`` keeps the documents its question points to.
 
-``records_budget``: the ``records`` items under a documents budget of ``BUDGET_DOCUMENTS``
-tokens, less than one export, side by side: ``default`` cuts the export along its structure
-(``compress:crush_json``, the default) and ``whole_json`` does not
-(``compress:crush_json=false``), so the export goes whole. The answer is the account's
-``"seats"`` member as JSON writes it with or without the space.
+Under a documents budget of ``BUDGET_DOCUMENTS`` tokens: ``records_budget``, the ``records``
+items (less than one export fits), side by side: ``default`` cuts the export along its
+structure (``compress:crush_json``, the default) and ``whole_json`` does not
+(``compress:crush_json=false``), so the export goes whole; the answer is the account's
+``"seats"`` member as JSON writes it with or without the space. ``transcript4_budget``: the
+``transcript4`` items, the default alone (its documents are cut into units of about a long
+sentence: ``UNIT_CHARS``).
 
     python benchmarks/bench_structured.py --quick --json
 """
@@ -51,8 +53,17 @@ from promptslim.bench.datasets import load_dataset
 from promptslim.bench.runner import build_config
 from promptslim.types import Budget
 
-#: less than one ``records`` export (40 accounts, about 1,000-1,300 tokens)
+#: less than one ``records`` export (40 accounts, about 1,000-1,300 tokens), and a sixth of a
+#: ``transcript4`` item's documents
 BUDGET_DOCUMENTS = 500
+#: the budgeted rows: the shape they run and their configs
+BUDGETED = {
+    "records_budget": (
+        "records",
+        {"default": "full", "whole_json": "prefix+history+retrieval+compress:crush_json=false"},
+    ),
+    "transcript4_budget": ("transcript4", {"default": "full"}),
+}
 
 
 def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -67,11 +78,9 @@ def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def under_budget() -> dict[str, Any]:
-    """The ``records_budget`` configs: the full pipeline under ``BUDGET_DOCUMENTS``, with and
-    without the JSON cut."""
+def under_budget(specs: dict[str, str]) -> dict[str, Any]:
+    """Each config of ``specs`` (label: config shorthand) run under ``BUDGET_DOCUMENTS``."""
     budget = Budget(documents=BUDGET_DOCUMENTS)
-    specs = {"default": "full", "whole_json": "prefix+history+retrieval+compress:crush_json=false"}
     return {
         label: partial(build_config(spec).pipeline.run, budget=budget)
         for label, spec in specs.items()
@@ -94,7 +103,8 @@ def main() -> None:
     }
     warm_up(runs, shapes[next(iter(shapes))][0])
     results = run_suite(shapes, runs)
-    results |= run_suite({"records_budget": shapes["records"]}, under_budget())
+    for row, (shape, specs) in BUDGETED.items():
+        results |= run_suite({row: shapes[shape]}, under_budget(specs))
     out = {
         "benchmark": "bench_structured",
         "machine": machine(),

@@ -16,7 +16,10 @@ Two kinds, each seeded so a run is reproducible:
   as written or escaped), ``langchain500`` and ``tokens256`` (the passages joined and cut
   smaller than the shape suite cuts them: ``shapes_data.small_splitters``), and
   ``langchain500_placed`` (the same 500-character pieces with the metadata LangChain gives
-  them under ``add_start_index=True``: ``shapes_data.placed_pieces``).
+  them under ``add_start_index=True``: ``shapes_data.placed_pieces``), and ``transcript4``
+  (four titled passages to a chunk as speech-to-text writes them: lower case, no punctuation,
+  one run-on line, so no sentence ends; the evidence check normalises case and punctuation
+  away, so the answers count as they are).
 """
 
 from __future__ import annotations
@@ -223,6 +226,19 @@ def tokens256(item: BenchItem, rng: random.Random) -> BenchItem:
     return resplit(item, _small_splitters()["tokens256"])
 
 
+#: what speech-to-text leaves out: punctuation (an apostrophe stays, inside a word)
+_UNSPOKEN = re.compile(r"[^\w\s']")
+
+
+def spoken(text: str) -> str:
+    """``text`` as a transcript: lower case, punctuation removed, one line."""
+    return " ".join(_UNSPOKEN.sub("", text).lower().split())
+
+
+def transcript(item: BenchItem, rng: random.Random) -> BenchItem:
+    return _with(item, [spoken(chunk) for chunk in _chunks(item, titled=True)])
+
+
 #: the NQ shapes by name
 PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "long_document": long_document,
@@ -232,6 +248,7 @@ PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "langchain500": langchain500,
     "langchain500_placed": langchain500_placed,
     "tokens256": tokens256,
+    "transcript4": transcript,
 }
 
 
