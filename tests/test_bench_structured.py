@@ -144,6 +144,13 @@ def test_the_headline_is_the_default_configs_worst_shape() -> None:
         "token_ratio_max": 0.4,
         "cold_p99_ms_max": 30.0,
     }
+    results["records_budget"] = {"default": row(0.5, 0.01, 99.0)}  # a budget's cut: apart
+    assert bench_structured.headline(results) == {
+        "evidence_min": 0.96,
+        "token_ratio_max": 0.4,
+        "cold_p99_ms_max": 30.0,
+        "evidence_min_budget": 0.5,
+    }
     assert bench_structured.headline({}) == {}
 
 
