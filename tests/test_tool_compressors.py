@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from promptslim.backends.compress.extractive import split_units
 from promptslim.backends.tools import TOOL_COMPRESSORS, Compressed, ToolContext
 from promptslim.backends.tools.json_crusher import JsonCompressor, load_json
 from promptslim.backends.tools.router import candidates, route
@@ -255,6 +256,15 @@ def test_text_keeps_literal_sentences_and_restores() -> None:
     )
     assert out is not None and out.kind == "text"
     assert "ZX-4471" in out.text and len(out.text) < 0.6 * len(text)
+    assert restore_text(out.text, originals(out)) == text
+
+
+def test_a_transcript_without_sentence_ends_is_compressed_in_parts() -> None:
+    filler = "and then the committee met again and talked about the schedule for the season "
+    text = (filler * 25 + "the access code for the vault is zx-4471 " + filler * 25).strip()
+    assert len(split_units(text)) == 1  # one run-on "sentence": left alone before
+    out = ALL["text"].compress(text, ToolContext(query="what is the vault access code"))
+    assert out is not None and "zx-4471" in out.text and len(out.text) < 0.6 * len(text)
     assert restore_text(out.text, originals(out)) == text
 
 

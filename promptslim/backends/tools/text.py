@@ -1,10 +1,12 @@
 """Plain-text tool results (search snippets, pages, prose): the extractive compressor.
 
-Sentences are chosen by ``ExtractiveCompressor.select`` (query-aware BM25, protected spans
-never split) under ``keep_ratio`` of the text's tokens; sentences holding the turn's
-literals are always kept. Each run of left-out sentences becomes a marker with the id of its
-original. Token counts here are estimated from characters (4 per token): exact counts cost
-more than the compression itself, and the ratio is a target, not a budget.
+Sentences (one past ``UNIT_CHARS``, as in a transcript without punctuation, in parts of about
+that size: ``ExtractiveCompressor.units``) are chosen by ``ExtractiveCompressor.select``
+(query-aware BM25, protected spans never split) under ``keep_ratio`` of the text's tokens;
+sentences holding the turn's literals are always kept. Each run of left-out sentences becomes
+a marker with the id of its original. Token counts here are estimated from characters (4 per
+token): exact counts cost more than the compression itself, and the ratio is a target, not a
+budget.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 from ...errors import ConfigError
 from ...text import Span, find_protected_spans
 from ..compress import Item
-from ..compress.extractive import ExtractiveCompressor, split_units
+from ..compress.extractive import ExtractiveCompressor
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
 from .match import matcher_for
 
@@ -64,10 +66,10 @@ class TextCompressor(ToolCompressor):
 
     def compress(self, text: str, context: ToolContext) -> Compressed | None:
         protected = tuple(find_protected_spans(text, extra=context.protect))
-        units = split_units(text, protected)
+        item = Item(text=text, protected=protected)
+        units = self._extractive.units(item)  # a run-on line in parts, as for documents
         if len(units) < self.min_sentences:
             return None
-        item = Item(text=text, protected=protected)
         budget = int(self.keep_ratio * _COUNTER.count(text))
         query = " ".join((context.query, *context.hints))
         keep = self._extractive.select(
