@@ -18,7 +18,7 @@ from ..tokens import count_document
 from ..types import Document
 from .base import StageLog
 from .retrieval_options import RetrievalOptions
-from .retrieval_targets import document_target
+from .retrieval_targets import CUT_OFF, document_target
 from .window_select import selected_text
 
 if TYPE_CHECKING:
@@ -28,8 +28,6 @@ __all__ = ["CUT_OFF", "keep_next_pieces", "next_piece_of"]
 
 #: characters a splitter may strip between one piece's end and the next one's start
 _GAP = 16
-#: the drop reason a next piece may be kept past: not a near-duplicate, not past the hard cap
-CUT_OFF = "below the relevance cut-off"
 
 
 def next_piece_of(
@@ -95,7 +93,7 @@ def keep_next_pieces(
 
 def _drop_record(log: StageLog, target: str) -> int | None:
     """Where ``target``'s drop by the relevance cut-off is in ``log``; None when it was not
-    dropped by it."""
+    dropped by it (a near-duplicate, or past the hard cap, stays dropped)."""
     for at, change in enumerate(log.changes):
         if change.kind == "dropped" and change.target == target:
             return at if change.reason.startswith(CUT_OFF) else None

@@ -22,7 +22,7 @@ from .retrieval_options import (
     Order,
     RetrievalOptions,
 )
-from .retrieval_targets import Documents, document_target, drop
+from .retrieval_targets import CUT_OFF, Documents, document_target, drop
 from .window_select import Selection, select_parts
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ def walk(
     for rank, i in enumerate(ranked):
         if len(kept) >= cap or (rank >= k_rel and len(kept) >= options.min_k):
             reason = (
-                f"below the relevance cut-off ({options.cutoff})"
+                f"{CUT_OFF} ({options.cutoff})"
                 if rank >= k_rel
                 else f"beyond the hard cap max_k={options.max_k}"
             )

@@ -9,7 +9,11 @@ from collections.abc import Sequence
 from ..types import Document
 from .base import StageLog
 
-__all__ = ["Documents", "document_target", "drop"]
+__all__ = ["CUT_OFF", "Documents", "document_target", "drop"]
+
+#: the start of the reason a document below the relevance cut-off is dropped with (the piece
+#: after a kept one may be kept past it: ``retrieval_pieces``)
+CUT_OFF = "below the relevance cut-off"
 
 
 class Documents(list[Document]):
