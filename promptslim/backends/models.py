@@ -21,12 +21,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import BackendUnavailable, ConfigError
 from .hf_compat import dtype_keyword
 from .model_cache import cache_dir
 from .model_cache import require as _require
+
+if TYPE_CHECKING:
+    from .static_vectors import StaticVectors
 
 __all__ = [
     "DEFAULT_EMBEDDER",
@@ -39,6 +42,7 @@ __all__ = [
     "load_causal_lm",
     "load_cross_encoder",
     "load_embedder",
+    "load_static_vectors",
     "smollm2_gguf_path",
 ]
 
@@ -242,28 +246,49 @@ def load_embedder(
     if backend == "onnx":
         _require("onnxruntime", "onnxruntime (the ONNX embedding backend)", "onnx")
 
-    def sentence_transformer() -> Any:
-        from sentence_transformers import SentenceTransformer
-
-        try:
-            return SentenceTransformer(path, device=device, local_files_only=True)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(
-                f"cannot load embedding model {name_or_path!r} locally: {exc}", field="model"
-            ) from exc
-
     def load() -> Any:
         if backend == "onnx":
             from .onnx_encoder import OnnxSentenceEncoder
 
             # the torch model is read for its graph, tokenizer and settings, then let go
-            return OnnxSentenceEncoder(sentence_transformer(), path, quantize=quantize)
-        model = sentence_transformer()
+            st = _sentence_transformer(path, name_or_path, device)
+            return OnnxSentenceEncoder(st, path, quantize=quantize)
+        model = _sentence_transformer(path, name_or_path, device)
         if quantize:
             _quantize_linear_int8(model, what="int8 embeddings", extra="retrieval")
         return model
 
     return _once(("embedder", path, device, backend, "int8" if quantize else "float"), load)
+
+
+def load_static_vectors(name_or_path: str | None = None) -> StaticVectors:
+    """The static vectors of an embedding model (default: the packaged all-MiniLM-L6-v2),
+    loaded once: its word-piece table read from the cache directory, or distilled from the
+    float model on the CPU first (seconds; the model is let go after)."""
+    _require("sentence_transformers", "sentence-transformers", "retrieval")
+    path = _embedder_path(name_or_path)
+
+    def load() -> StaticVectors:
+        from .static_vectors import StaticVectors
+
+        return StaticVectors.load(path, lambda: _sentence_transformer(path, name_or_path, "cpu"))
+
+    return _once(("static", path), load)
+
+
+def _sentence_transformer(path: str, name_or_path: str | None, device: str) -> Any:
+    return _local("SentenceTransformer", path, device, f"embedding model {name_or_path!r}")
+
+
+def _local(kind: str, path: str, device: str, what: str) -> Any:
+    """sentence-transformers' ``kind`` (``SentenceTransformer``, ``CrossEncoder``) from local
+    files only; ``ConfigError`` naming ``model`` when they cannot be read."""
+    import sentence_transformers
+
+    try:
+        return getattr(sentence_transformers, kind)(path, device=device, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot load {what} locally: {exc}", field="model") from exc
 
 
 def _quantize_linear_int8(model: Any, *, what: str, extra: str) -> None:
@@ -293,13 +318,6 @@ def load_cross_encoder(name_or_path: str, *, device: str | None = None) -> Any:
     device = device or default_device()
 
     def load() -> Any:
-        from sentence_transformers import CrossEncoder
-
-        try:
-            return CrossEncoder(name_or_path, device=device, local_files_only=True)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(
-                f"cannot load cross-encoder {name_or_path!r} locally: {exc}", field="model"
-            ) from exc
+        return _local("CrossEncoder", name_or_path, device, f"cross-encoder {name_or_path!r}")
 
     return _once(("cross_encoder", name_or_path, device), load)

@@ -52,10 +52,8 @@ retrieval stage).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import tempfile
 import threading
 import warnings
 from collections.abc import Sequence
@@ -64,7 +62,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
-from .model_cache import cache_dir, require
+from .model_cache import atomic_write, converted_path, require
 
 if TYPE_CHECKING:
     import numpy as np
@@ -92,17 +90,7 @@ def onnx_model_dir(path: str) -> Path:
     """Where the ONNX export of the model at ``path`` (a folder or a cached name) lives."""
     import torch
 
-    digest = hashlib.sha256(f"{path}\x1f{torch.__version__}\x1f{OPSET}".encode())
-    folder = Path(path)
-    if folder.is_dir():
-        for f in sorted(folder.rglob("*")):
-            if f.is_file() and "onnx" not in f.relative_to(folder).parts:
-                st = f.stat()
-                digest.update(
-                    f"{f.relative_to(folder)}\x1f{st.st_size}\x1f{st.st_mtime_ns}".encode()
-                )
-    name = folder.name if folder.name not in ("", "model") else folder.parent.name or "model"
-    return cache_dir() / "onnx" / f"{name}-{digest.hexdigest()[:16]}"
+    return converted_path("onnx", path, f"{torch.__version__}\x1f{OPSET}")
 
 
 def _exportable(auto_model: Any, names: Sequence[str]) -> Any:
@@ -120,19 +108,6 @@ def _exportable(auto_model: Any, names: Sequence[str]) -> Any:
             return out.last_hidden_state
 
     return Exportable().eval()
-
-
-def _atomic_write(target: Path, write: Any) -> None:
-    """``write(tmp_path)``, then the file renamed to ``target`` in one step."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".onnx", dir=target.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _export(st: Any, names: Sequence[str], target: Path) -> None:
@@ -161,7 +136,7 @@ def _export(st: Any, names: Sequence[str], target: Path) -> None:
                 **kwargs,
             )
 
-    _atomic_write(target, write)
+    atomic_write(target, write)
 
 
 def _quantize(source: Path, target: Path) -> None:
@@ -186,7 +161,7 @@ def _quantize(source: Path, target: Path) -> None:
             root.removeFilter(drop)
             root.removeHandler(quiet)
 
-    _atomic_write(target, write)
+    atomic_write(target, write)
 
 
 class _DropQuantiserAdvice(logging.Filter):
