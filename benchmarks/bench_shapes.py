@@ -40,6 +40,8 @@ Configs, side by side on the same items in one run (interleaved per item):
   MiniLM float at its full 256 word pieces, and the query's; computed outside the timings):
   what a production retriever hands over; ``vectors_lexical``: with
   ``retrieval:store_windows=lexical`` (those documents' later windows by BM25 alone);
+  ``vectors_static``: with ``retrieval:store_windows=static`` (those windows by static vectors
+  distilled from the model, beside BM25);
   ``indexed``: ``vectors``, and the store's ingest ran ``RetrievalStage.index`` on the
   documents beforehand, into a Redis tier (a ``redis-server`` on 127.0.0.1, emptied before each
   item and on only for this config): the request reads its windows' vectors from Redis, and
@@ -305,7 +307,7 @@ def headline(results: dict[str, Any]) -> dict[str, Any]:
         out["cold_p99_ms_passages"] = rows["passages"]["cold_p99_ms"]
     # the cost when the documents come with a vector store's embeddings (goal: 15 ms, set
     # for the suite's ~2,300 tokens of documents: a pooled request is four times that)
-    for label in ("vectors", "vectors_lexical", "indexed"):
+    for label in ("vectors", "vectors_lexical", "vectors_static", "indexed"):
         p99s = [
             r[label]["cold_p99_ms"]
             for shape, r in results.items()

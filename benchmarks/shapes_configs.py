@@ -19,10 +19,12 @@ from promptslim.bench.runner import build_config
 from promptslim.pipeline import Pipeline
 from promptslim.stages.retrieval import RetrievalStage
 
-__all__ = ["LEXICAL", "Indexed", "Prepared", "configs", "dense_topk", "redis_tier"]
+__all__ = ["LEXICAL", "STATIC", "Indexed", "Prepared", "configs", "dense_topk", "redis_tier"]
 
 #: the full pipeline with a store's documents' later windows scored by BM25 alone
 LEXICAL = "prefix+history+retrieval:store_windows=lexical+compress"
+#: the same, those windows scored by static vectors distilled from the model beside BM25
+STATIC = "prefix+history+retrieval:store_windows=static+compress"
 
 
 def dense_topk() -> Callable[[Any], Any]:
@@ -107,6 +109,7 @@ def configs(extra: list[str], redis_url: str | None = None) -> dict[str, Callabl
         "default": default,
         "vectors": Prepared(default, store),
         "vectors_lexical": Prepared(build_config(LEXICAL).pipeline.run, store),
+        "vectors_static": Prepared(build_config(STATIC).pipeline.run, store),
         "bm25": build_config("retrieval:scorer=bm25").pipeline.run,
         "dense_topk": dense_topk(),
     }

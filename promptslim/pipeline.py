@@ -203,13 +203,18 @@ class Pipeline:
         """Run each stage once on a small built-in request, under a budget tight enough that
         each has work (history over its share, documents over theirs, one of them Chinese), so what
         stages load on first use -- the token counter, embedding and LM models, jieba's
-        dictionary -- loads now and not on a user's first request. Returns the seconds it took.
-        An error here is not raised: the first real request will meet and report it."""
+        dictionary -- loads now and not on a user's first request; then a stage's own
+        ``warm_up`` method, where it has one, loads what the sample does not reach (the
+        retrieval stage's static vectors). Returns the seconds it took. An error here is not
+        raised: the first real request will meet and report it."""
         start = time.perf_counter()
         sample, budget = _warm_up_request(), Budget(history=48, documents=48)
         for stage in self.stages:  # each on the whole sample: an earlier one may leave no work
             try:
                 stage.run(sample, budget)
+                warm = getattr(stage, "warm_up", None)
+                if callable(warm):
+                    warm()
             except Exception:  # noqa: BLE001, S112  (loading is the point; requests report errors)
                 continue
         return time.perf_counter() - start

@@ -54,7 +54,7 @@ def test_an_indexed_request_embeds_its_query_alone_and_keeps_its_result() -> Non
     assert again == kept
 
 
-def test_a_store_document_s_first_window_and_lexical_windows_are_not_indexed() -> None:
+def test_a_store_document_s_first_window_and_unembedded_windows_are_not_indexed() -> None:
     from promptslim.stages.windows import split_windows
 
     docs = knowledge_base()
@@ -73,6 +73,9 @@ def test_a_store_document_s_first_window_and_lexical_windows_are_not_indexed() -
     lexical = RetrievalStage(window_chars=WINDOW_CHARS, store_windows="lexical")
     assert lexical.index(with_vectors) == 0  # the first windows take the store's, BM25 the rest
     assert lexical.index(docs) == len({w.text for w in windows})  # no store vectors: all
+    static = RetrievalStage(window_chars=WINDOW_CHARS, store_windows="static")
+    assert static.index(with_vectors) == 0  # the later windows are read by static vectors
+    assert static.index(docs) == len({w.text for w in windows})
 
 
 def test_a_request_with_store_vectors_embeds_nothing_once_indexed() -> None:

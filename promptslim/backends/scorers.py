@@ -42,6 +42,8 @@ from .scorer_base import (
 if TYPE_CHECKING:
     import numpy as np
 
+    from .static_vectors import StaticVectors
+
 __all__ = [
     "DEFAULT_MAX_SEQ_LENGTH",
     "SCORERS",
@@ -132,6 +134,13 @@ class HybridScorer(Scorer):
         """The embedding service of the dense side (``float32``: its float model's)."""
         return self._dense.service(float32=float32)
 
+    def static_vectors(self) -> StaticVectors:
+        """The static vectors of the dense side's model (``store_windows="static"``), loaded
+        (or distilled and cached) on first use."""
+        from .models import load_static_vectors
+
+        return load_static_vectors(self.model)
+
     def index(self, texts: Sequence[str]) -> int:
         """The dense side's (``DenseScorer.index``): BM25 has nothing to compute ahead."""
         return self._dense.index(texts)
@@ -144,36 +153,38 @@ class HybridScorer(Scorer):
         embeddings: Sequence[Any] | None = None,
         query_embedding: Sequence[float] | None = None,
         lexical_only: Sequence[bool] | None = None,
+        static_only: Sequence[bool] | None = None,  # both flags: lexical
         shortlist: Sequence[int | None] | None = None,
         shortlist_size: int = 0,
         shortlist_each: int = 0,
         views: Sequence[str] = (),
     ) -> Scored:
-        """``lexical_only``: texts scored by BM25 alone, never embedded (their dense score is
-        imputed from their BM25 standing, so their fused score is their normalised BM25
-        score): the later windows of a document whose vector a store gave. ``shortlist``: the
-        document of each text embedded only when among BM25's best (None: not listed):
-        ``shortlist_each`` of each document and ``shortlist_size`` of the rest; those left out
-        take the lowest dense score of the texts embedded (the later windows of long
-        documents: the dense work of a request is bounded by construction). ``views``: the
-        dense side's (``DenseScorer.score``); BM25 reads ``query``, where a word no text holds
-        adds nothing."""
+        """``lexical_only`` and ``static_only``: texts never embedded (the later windows of a
+        document whose vector a store gave), whose dense score is imputed from their BM25
+        standing (their fused score is their normalised BM25 score), or is their static
+        vectors' similarity (``_static_scores``). ``shortlist``: the document of each text,
+        embedded only when among BM25's best (``shortlist_each`` a document, ``shortlist_size``
+        more; the rest take the lowest dense score embedded). ``views``: the dense side's."""
         lexical = self._bm25.score(query, texts)
         skip = {i for i, flag in enumerate(lexical_only or ()) if flag}
+        static = {i for i, flag in enumerate(static_only or ()) if flag} - skip
+        not_embedded = skip | static
         unlisted: set[int] = set()
         if shortlist is not None:
             unlisted = left_out(
                 lexical.scores,
                 texts,
-                skip,
+                not_embedded,
                 shortlist,
                 shortlist_size,
                 each=shortlist_each,
                 embeddings=embeddings,
             )
         dense, real = self._dense_scores(
-            lexical.scores, query, texts, embeddings, query_embedding, skip, unlisted, views
+            lexical.scores, query, texts, embeddings, query_embedding, not_embedded, unlisted, views
         )
+        if static and real.any():
+            self._static_scores(dense, real, query, texts, static, query_embedding)
         ways = [query, *views]
         way_weights, details = dense.view_weights, dict(dense.details)
         found: list[np.ndarray] | None = None
@@ -194,6 +205,41 @@ class HybridScorer(Scorer):
         return Scored(
             scores=fused, vectors=dense.vectors, details=details, view_weights=way_weights
         )
+
+    def _static_scores(
+        self,
+        dense: Scored,
+        real: np.ndarray,
+        query: str,
+        texts: Sequence[str],
+        static: set[int],
+        query_embedding: Sequence[float] | None,
+    ) -> None:
+        """The dense scores of the ``static`` texts, in place: their static vectors' similarity
+        to the query's vector (the store's, else the float model's, whose table it is: a cache
+        hit where the dense side embedded the query with it), calibrated on the texts with a real dense score (``real``),
+        which the static texts then count among."""
+        import numpy as np
+
+        from .embeddings import normalise
+        from .static_vectors import calibrated
+
+        table = self.static_vectors()
+        known = np.flatnonzero(real).tolist()
+        at = sorted(static)
+        dim = table.table.shape[1]
+        if query_embedding is not None and len(query_embedding) == dim:
+            vector = normalise(query_embedding)
+        else:
+            vector = self._dense.service(float32=True).embed([query])[0]
+        similar = table.embed([texts[i] for i in known + at]) @ vector
+        scale = np.concatenate([dense.scores[known], np.zeros(len(at))])
+        dense.scores[at] = calibrated(similar, scale, range(len(known)))[len(known) :]
+        real[at] = True
+        lexical_only = dense.details.pop("lexical_only", 0) - len(at)
+        if lexical_only:
+            dense.details["lexical_only"] = lexical_only
+        dense.details["static_only"] = len(at)
 
     def _store_weights(
         self,

@@ -30,7 +30,7 @@ Cutoff = Literal["gap", "fraction", "none"]
 Order = Literal["score", "original", "edges"]
 Dedup = Literal["auto", "embedding", "shingle", "none"]
 OnOverflow = Literal["keep_best", "drop", "raise"]
-StoreWindows = Literal["embed", "lexical"]
+StoreWindows = Literal["embed", "lexical", "static"]
 
 #: characters per scoring window of a long document, and the most windows of one request
 #: the model reads. Each is one model input of up to 64 word pieces (3-4 ms of int8 MiniLM

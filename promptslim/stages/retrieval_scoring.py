@@ -19,8 +19,8 @@ from .windows import (
     document_scores,
     document_vectors,
     later_windows,
-    lexical_windows,
     split_windows,
+    unembedded_windows,
     whole_documents,
     window_embeddings,
 )
@@ -75,12 +75,13 @@ def score_documents(
         extra["query_embedding"] = query_embedding
     if views and _accepts(type(scorer), "views"):
         extra["views"] = views
-    lexical = None
-    if embeddings is not None and options.store_windows == "lexical":
-        lexical = lexical_windows(stored, windowed)
-    if lexical is not None and _accepts(type(scorer), "lexical_only"):
-        extra["lexical_only"] = lexical  # a scorer that cannot embeds those windows instead
-    read = _model_shortlist(options, windowed, embeddings, lexical)
+    unembedded = None
+    if embeddings is not None and options.store_windows != "embed":
+        unembedded = unembedded_windows(stored, windowed)
+    key = _unembedded_key(options)
+    if unembedded is not None and _accepts(type(scorer), key):
+        extra[key] = unembedded  # a scorer that cannot embeds those windows instead
+    read = _model_shortlist(options, windowed, embeddings, unembedded)
     if read is not None and _accepts(type(scorer), "shortlist"):
         # the dense work bounded by construction: BM25 picks which later windows are embedded
         extra["shortlist"], extra["shortlist_size"], extra["shortlist_each"] = read
@@ -105,7 +106,7 @@ def _run_scorer(
     log: StageLog,
 ) -> Scored:
     """The scorer on the windows' texts, with ``vectors_given`` (its keyword arguments: the
-    embeddings, the query's, the lexical-only windows); BM25 in its place on non-English text
+    embeddings, the query's, the windows not to embed); BM25 in its place on non-English text
     under the English default model, or when it fails or runs past ``time_limit_ms`` (not
     ``strict``)."""
     from ..backends.lexical import BM25Scorer
@@ -121,8 +122,8 @@ def _run_scorer(
         log.details["language_fallback"] = "bm25"
         scorer = BM25Scorer()
     if scorer.name == "bm25":
-        for key in ("lexical_only", "shortlist", "shortlist_size", "shortlist_each", "views"):
-            vectors_given.pop(key, None)  # every text is lexical there
+        for key in vectors_given.keys() - {"embeddings", "query_embedding"}:
+            vectors_given.pop(key)  # every text is lexical there
         scored = scorer.score(query, texts, **vectors_given)
     else:
         scored = run_with_fallback(
@@ -158,8 +159,8 @@ def index_texts(options: RetrievalOptions, scorer: Scorer, docs: Sequence[Docume
     """The texts a request would have the model read of ``docs``: their windows, each
     document cut as a request cuts it when its windows are within the cap (alone, at
     ``window_chars``), less a first window whose vector a store gave, the windows
-    ``store_windows="lexical"`` leaves to BM25, and documents the English default model
-    would not read (``english_model_on_foreign_text``)."""
+    ``store_windows`` leaves unembedded (``lexical`` or ``static``), and documents the English
+    default model would not read (``english_model_on_foreign_text``)."""
     cap = _window_cap(options, scorer)
     texts: list[str] = []
     for doc in docs:
@@ -167,12 +168,17 @@ def index_texts(options: RetrievalOptions, scorer: Scorer, docs: Sequence[Docume
             continue
         windowed = _windows(options, [doc], (), cap)
         stored = window_embeddings([doc.embedding], windowed) or [None] * len(windowed.windows)
-        lexical = None
-        if options.store_windows == "lexical" and _accepts(type(scorer), "lexical_only"):
-            lexical = lexical_windows([doc.embedding], windowed)
-        skip = lexical or [False] * len(windowed.windows)
+        unembedded = None
+        if options.store_windows != "embed" and _accepts(type(scorer), _unembedded_key(options)):
+            unembedded = unembedded_windows([doc.embedding], windowed)
+        skip = unembedded or [False] * len(windowed.windows)
         texts += [w.text for w, e, s in zip(windowed.windows, stored, skip) if e is None and not s]
     return texts
+
+
+def _unembedded_key(options: RetrievalOptions) -> str:
+    """The scorer's keyword for the windows ``store_windows`` leaves unembedded."""
+    return "static_only" if options.store_windows == "static" else "lexical_only"
 
 
 def _window_cap(options: RetrievalOptions, scorer: Scorer) -> int:
@@ -228,7 +234,8 @@ def _windows(
         max_windows=cap,
         protect=protect,
         # a store's document under store_windows="lexical" is read past its head by BM25
-        # alone, which finds a chunk's matching part more often in the shorter windows
+        # alone, which finds a chunk's matching part more often in the shorter windows (its
+        # static vectors read whole paragraphs as the model does)
         whole_paragraphs=[options.store_windows != "lexical" or d.embedding is None for d in docs],
     )
 
@@ -263,7 +270,7 @@ def _documents_script(texts: Sequence[str]) -> str:
 
 @lru_cache(maxsize=64)
 def _accepts(scorer_type: type[Scorer], keyword: str) -> bool:
-    """Whether ``scorer_type.score`` takes ``keyword`` (``query_embedding``, ``lexical_only``:
+    """Whether ``scorer_type.score`` takes ``keyword`` (``query_embedding``, ``static_only``:
     scorers written before those existed do not, and keep working)."""
     import inspect
 

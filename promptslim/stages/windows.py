@@ -50,10 +50,10 @@ __all__ = [
     "document_scores",
     "document_vectors",
     "later_windows",
-    "lexical_windows",
     "paragraph_ends",
     "paragraph_heads",
     "split_windows",
+    "unembedded_windows",
     "whole_documents",
     "window_embeddings",
 ]
@@ -280,12 +280,13 @@ def window_embeddings(given: Sequence[Any], windowed: Windowed) -> list[Any] | N
     return [None if w.later else given[w.doc] for w in windowed.windows]
 
 
-def lexical_windows(given: Sequence[Any], windowed: Windowed) -> list[bool] | None:
-    """The windows a hybrid scorer scores by BM25 alone under ``store_windows="lexical"``: the
-    later windows of a document whose vector a store gave. Embedding them costs what the
-    store's vector saved (a chunk of four passages is several model calls); leaving them
-    unscored would blind the stage to the document's later parts (the store's vector reads the
-    head). Scored by their terms, they compete where their BM25 puts them. None: none."""
+def unembedded_windows(given: Sequence[Any], windowed: Windowed) -> list[bool] | None:
+    """The windows a hybrid scorer does not embed under ``store_windows="lexical"`` or
+    ``"static"``: the later windows of a document whose vector a store gave. Embedding them
+    costs what the store's vector saved (a chunk of four passages is several model calls);
+    leaving them unscored would blind the stage to the document's later parts (the store's
+    vector reads the head). Scored by their terms (``lexical``), or by their static vectors
+    beside their terms (``static``), they compete where those scores put them. None: none."""
     flags = [given[w.doc] is not None and w.later for w in windowed.windows]
     return flags if any(flags) else None
 
