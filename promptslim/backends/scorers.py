@@ -217,8 +217,8 @@ class HybridScorer(Scorer):
     ) -> None:
         """The dense scores of the ``static`` texts, in place: their static vectors' similarity
         to the query's vector (the store's, else the float model's, whose table it is: a cache
-        hit where the dense side embedded the query with it), calibrated on the texts with a real dense score (``real``),
-        which the static texts then count among."""
+        hit where the dense side embedded the query with it), calibrated on the texts with a
+        real dense score (``real``), which the static texts then count among."""
         import numpy as np
 
         from .embeddings import normalise

@@ -10,10 +10,9 @@ with the query's vector, at a fraction of a millisecond a window.
 - **Distilled once**: each word piece of the model's vocabulary runs through the model alone,
   between the model's special tokens (its own pooling and normalisation), as Model2Vec
   distils a static model. The table lives in ``cache_dir()/static/`` as float16 (23 MB for
-  MiniLM), written
-  through an atomic rename and keyed by the model folder's files and the torch version, like
-  the ONNX export; it takes seconds to build (about 15 s for MiniLM's 30,522 word pieces on
-  two cores) and is read in well under one after that.
+  MiniLM), written through an atomic rename and keyed by the model folder's files and the
+  torch version, like the ONNX export. Building it takes seconds (about 15 s for MiniLM's
+  30,522 word pieces on two cores); later processes read it back.
 - **The model's own space**: the table's rows are the model's sentence vectors of one word
   piece each (less the direction they all share: :func:`centred`), so a text's mean meets the
   store's query vector directly: a soft match of the text's words against what the question

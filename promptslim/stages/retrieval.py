@@ -182,10 +182,12 @@ class RetrievalStage(BaseStage):
     ``static`` gives them a dense score from static vectors (each word piece's vector, distilled
     once from the model and cached on disk: the mean of a window's, against the query's
     vector, on the scale of the windows the model embedded), at the same model cost as
-    ``lexical``. On the shape suite (200 nq20-dev items a shape, store vectors), evidence
-    0.965-0.995 with ``static``, 0.935-0.995 with ``lexical``, 0.99-1.0 with ``embed``, at a
-    cold P99 of at most 18 ms, 28 ms and 147 ms over the shapes of about 2,300 tokens
-    (``benchmarks/bench_shapes.py``: ``vectors_static``, ``vectors_lexical``, ``vectors``).
+    ``lexical`` (the table holds the vocabulary times the model's dimension in memory: 47 MB
+    for MiniLM, several hundred for a multilingual model's 250,000 word pieces). On the shape
+    suite (200 nq20-dev items a shape, store vectors), evidence 0.970-1.000 with ``static``,
+    0.935-0.995 with ``lexical``, 0.990-1.000 with ``embed``, at a cold P99 of at most 20, 23
+    and 132 ms over the shapes of about 2,300 tokens (``benchmarks/bench_shapes.py``:
+    ``vectors_static``, ``vectors_lexical``, ``vectors``).
     ``dense_windows`` (None, the default: every window embedded): bound the dense work of a
     request by construction under ``hybrid``: every window is scored by BM25, each document's
     first window is embedded (or takes a store's vector), and of the later windows only BM25's
