@@ -129,6 +129,7 @@ class HybridScorer(Scorer):
             quantize=quantize,
             store_float=store_float,
         )
+        self._static: StaticVectors | None = None  # looked up once, not per request
 
     def service(self, *, float32: bool = False) -> Any:
         """The embedding service of the dense side (``float32``: its float model's)."""
@@ -137,9 +138,11 @@ class HybridScorer(Scorer):
     def static_vectors(self) -> StaticVectors:
         """The static vectors of the dense side's model (``store_windows="static"``), loaded
         (or distilled and cached) on first use."""
-        from .models import load_static_vectors
+        if self._static is None:
+            from .models import load_static_vectors
 
-        return load_static_vectors(self.model)
+            self._static = load_static_vectors(self.model)
+        return self._static
 
     def index(self, texts: Sequence[str]) -> int:
         """The dense side's (``DenseScorer.index``): BM25 has nothing to compute ahead."""
