@@ -80,7 +80,7 @@ from shapes_lingua import longllmlingua
 
 from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.metrics import evidence_retention, mean_ci
-from promptslim.bench.runner import _context_text
+from promptslim.bench.runner import _context_text, cold_start
 from promptslim.pipeline import Pipeline
 from promptslim.stats import percentile
 from promptslim.tokens import count_documents, get_counter
@@ -107,15 +107,6 @@ def warm_up(runs: dict[str, Callable[[Any], Any]], item: BenchItem) -> None:
             run(item.request)
 
 
-def cold() -> None:
-    """Empty every cache a new request would find empty (documents never seen before)."""
-    from promptslim.backends.embeddings import EmbeddingService
-    from promptslim.backends.lexical import BM25Scorer
-
-    EmbeddingService.clear_all_caches()
-    BM25Scorer.clear_cache()
-
-
 # ---------------------------------------------------------------- measuring
 
 
@@ -131,7 +122,7 @@ def measure(
             prepared[id(run.prepare)] = run.prepare(item)
         request = prepared[id(run.prepare)]
     with run.ingested(request) if isinstance(run, Prepared) else nullcontext():
-        cold()
+        cold_start()
         start = time.perf_counter()
         result = run(request)
         ms = (time.perf_counter() - start) * 1e3

@@ -20,7 +20,7 @@ def prepare_prompts(spec: str, configs_spec: str, limit: int, vectors: bool) -> 
     hands them over (computed here, untimed)."""
     from promptslim.backends.embeddings import EmbeddingService
     from promptslim.bench.datasets import load_dataset
-    from promptslim.bench.runner import parse_configs
+    from promptslim.bench.runner import cold_start, parse_configs
     from promptslim.tokens import count_request
 
     requests = [item.request for item in load_dataset(spec, limit=limit).items]
@@ -38,7 +38,7 @@ def prepare_prompts(spec: str, configs_spec: str, limit: int, vectors: bool) -> 
     for config in parse_configs(configs_spec):
         row = out["configs"].setdefault(config.label, {"tokens": [], "slim_s": []})
         config.pipeline.run(requests[0])  # loading models and encodings is not per request
-        EmbeddingService.clear_all_caches()  # each config embeds what it embeds cold
+        cold_start()  # each config meets the requests unseen
         for request in requests:
             t0 = time.perf_counter()
             result = config.pipeline.run(request)

@@ -13,15 +13,22 @@ and no reordering. Eviction is therefore oldest-inserted first (an entry still i
 evicted is recomputed once). Given ``compute``, a cache is also the memoised function: calling
 it with a key is a lookup, and a miss computes, stores and returns (``dict.__missing__``).
 Writes take a lock, so threads may share a cache.
+
+``clear_memos`` empties every memo of the process at once, as a process that never saw any
+request's text: what measuring a cold request needs (a memo left filled by an earlier config on
+the same item makes a later one look cheaper than a new request is). Caches that are not memos
+of request text opt out (``clears=False``): a store, whose entries are data, and a memo of a
+language's words, which a serving process has all but filled.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Hashable
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["BoundedCache", "CacheInfo", "text_size"]
+__all__ = ["BoundedCache", "CacheInfo", "clear_memos", "text_size"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -44,13 +51,24 @@ def text_size(key: object, value: object) -> int:
     return len(key) + 1 if isinstance(key, str) else 1
 
 
+#: every cache ``clear_memos`` empties, held weakly (an instance's memo goes with it)
+_memos: weakref.WeakSet[BoundedCache[Any, Any]] = weakref.WeakSet()
+
+
+def clear_memos() -> None:
+    """Empty every ``BoundedCache`` made without ``clears=False``."""
+    for cache in list(_memos):
+        cache.clear()
+
+
 class BoundedCache(dict[K, V]):
     """At most ``max_entries`` entries whose sizes sum to at most ``max_size``.
 
     ``put(key, value, size)`` stores an entry charged ``size``; one larger than ``max_size`` on
     its own is not kept. Read with ``get`` or ``in`` as a dict; never write it as one (that
     would bypass the bounds). With ``compute``, ``cache(key)`` and ``cache[key]`` return
-    ``compute(key)``, memoised, each new entry charged ``sizeof(key, value)``.
+    ``compute(key)``, memoised, each new entry charged ``sizeof(key, value)``. ``clears``:
+    whether ``clear_memos`` empties it.
     """
 
     __call__ = dict.__getitem__  # with compute: the memoised function (a C-level call on a hit)
@@ -62,6 +80,7 @@ class BoundedCache(dict[K, V]):
         max_size: int,
         compute: Callable[[K], V] | None = None,
         sizeof: Callable[[K, V], int] = text_size,
+        clears: bool = True,
     ) -> None:
         super().__init__()
         if max_entries < 1 or max_size < 1:
@@ -75,6 +94,8 @@ class BoundedCache(dict[K, V]):
         self._size = 0
         # re-entrant: a weak reference's callback may discard an entry from inside a write
         self._lock = threading.RLock()
+        if clears:
+            _memos.add(self)
 
     def __missing__(self, key: K) -> V:
         if self.compute is None:

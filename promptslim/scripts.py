@@ -32,6 +32,11 @@ CJK_CHAR_WEIGHT = 3
 _CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _SCRIPT_RUN = re.compile(rf"[{_CJK_RANGES}]+|[A-Za-z\u00c0-\u024f]+|[^\W\d_]+")
+# a letter no Latin run holds: a run can only start with one (a run starting with a Latin
+# letter is a Latin run), and full-width letters are among them, so where there is none the
+# text folded or not is Latin letters or no letters
+_OUTSIDE_LATIN = re.compile(r"[^\W\d_A-Za-z\u00c0-\u024f]")
+_LETTER = re.compile(r"[^\W\d_]")
 
 
 def normalise_width(text: str) -> str:
@@ -84,6 +89,8 @@ def dominant_script(text: str) -> str:
     """The script most of the text's letters are in (``cjk``, ``latin``, ``other``), counting
     a CJK character as a word's worth of letters (``CJK_CHAR_WEIGHT``); ``""`` when it has no
     letters."""
+    if _OUTSIDE_LATIN.search(text) is None:  # every run Latin: no need to weigh them
+        return "latin" if _LETTER.search(text) else ""
     weight: dict[str, int] = {}
     for m in _SCRIPT_RUN.finditer(normalise_width(text)):
         kind = _script_of(m.group())
@@ -93,16 +100,9 @@ def dominant_script(text: str) -> str:
     return max(sorted(weight), key=weight.__getitem__) if weight else ""
 
 
-def _document_script(text: str) -> str:
-    # pure ASCII is Latin letters or none: skip the per-word scan (the cost of a warm request)
-    if text.isascii():
-        return "latin" if any(c.isalpha() for c in text) else ""
-    return dominant_script(text)
-
-
 #: ``dominant_script`` of a document, memoised: a request's documents recur across requests,
 #: and the retrieval stage asks twice (which model may read it, how long its windows are).
 #: Bounded by entries and by the characters of text held
 document_script: BoundedCache[str, str] = BoundedCache(
-    max_entries=8_192, max_size=8_000_000, compute=_document_script
+    max_entries=8_192, max_size=8_000_000, compute=dominant_script
 )

@@ -226,9 +226,10 @@ def _stem_word(word: str) -> str:
     return word
 
 
-#: stems by word (a bounded memo: words recur in every request)
+#: stems by word (a bounded memo: words recur in every request, so a cold request still finds
+#: most of its own here, and ``clear_memos`` keeps them)
 _stem: BoundedCache[str, str] = BoundedCache(
-    max_entries=65_536, max_size=2_000_000, compute=_stem_word
+    max_entries=65_536, max_size=2_000_000, compute=_stem_word, clears=False
 )
 
 

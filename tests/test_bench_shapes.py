@@ -187,12 +187,12 @@ def test_the_indexed_config_reads_the_windows_from_redis_and_embeds_nothing(
         indexed, vectors = runs["indexed"], runs["vectors"]
         request = indexed.prepare(shaped)  # the store's vectors
         with indexed.ingested(request):  # the store's ingest indexed the windows into Redis
-            bench_shapes.cold()  # this process's own caches emptied, as measure() does
+            bench_shapes.cold_start()  # this process's own caches emptied, as measure() does
             before = STORE_STATS.counts.get("computed_embedding", 0)
             got = indexed(request)
             # the store's query vector meets the windows (torch's int8 embeds its own query)
             service = indexed.stage.get_scorer().service()
             query = 0 if service.near_float else 1
             assert STORE_STATS.counts.get("computed_embedding", 0) - before == query
-        bench_shapes.cold()
+        bench_shapes.cold_start()
         assert got.to_openai() == vectors(request).to_openai()  # the index changes no output

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from promptslim import scripts
 from promptslim import text as text_module
 from promptslim.backends.compress.extractive import bm25
 from promptslim.backends.summarisers import ExtractiveSummariser
@@ -124,6 +125,22 @@ def test_script_spans_and_dominant_script() -> None:
     assert dominant_script("请把PostgreSQL数据库迁移到新的服务器上") == "cjk"
     assert dominant_script("Migrate the database 到新服务器") == "latin"
     assert dominant_script("123 !!") == ""
+
+
+def _weighed_script(text: str) -> str:
+    """``dominant_script`` the long way: every run weighed, with no shortcut for Latin text."""
+    weight: dict[str, int] = {}
+    for m in scripts._SCRIPT_RUN.finditer(normalise_width(text)):
+        kind = scripts._script_of(m.group())
+        weight[kind] = weight.get(kind, 0) + len(m.group()) * (3 if kind == "cjk" else 1)
+    return max(sorted(weight), key=weight.__getitem__) if weight else ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aZé ß1,.ÀɏɐαЖ世ｈＡ１，\u3000ª²", max_size=30))
+def test_dominant_script_shortcut_agrees_with_weighing_every_run(text: str) -> None:
+    # Latin text (accents included) skips the weighing; mixed text must not
+    assert dominant_script(text) == _weighed_script(text)
 
 
 # ---------------------------------------------------------------- analysis

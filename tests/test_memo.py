@@ -3,12 +3,16 @@ docs/architecture.md)."""
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
 
+from promptslim import scripts
+from promptslim import text as text_module
+from promptslim.backends.tools.store import MemoryToolStore
 from promptslim.counters import TiktokenCounter
-from promptslim.memo import BoundedCache
+from promptslim.memo import BoundedCache, clear_memos
 
 
 def test_entries_bound_evicts_the_oldest_first() -> None:
@@ -28,6 +32,33 @@ def test_size_bound_holds_however_few_the_entries() -> None:
     assert "huge" not in cache and len(cache) == 3
     cache.put("9", "w", 60)  # replacing an entry recharges it
     assert cache.get("9") == "w" and cache.size <= 100
+
+
+def test_clear_memos_empties_every_memo_but_stores_and_word_stems() -> None:
+    memo: BoundedCache[str, int] = BoundedCache(max_entries=8, max_size=100, compute=len)
+    kept: BoundedCache[str, int] = BoundedCache(max_entries=8, max_size=100, clears=False)
+    memo("abc")
+    kept.put("abc", 3, 4)
+    scripts.document_script("Ein Straßenbahn-Depot in Zürich")
+    text_module.analyse("The harbour bridge opened")
+    store = MemoryToolStore()
+    store.put("tool", "ref", b"x" * 100)
+    clear_memos()  # as a process that never saw any request's text
+    assert len(memo) == 0 and memo.size == 0 and kept.get("abc") == 3
+    assert len(scripts.document_script) == 0
+    assert text_module._stem.get("harbour") is not None  # a language's words stay known
+    assert store.get("tool", "ref") == b"x" * 100  # a store's entries are data, not a memo
+
+
+def test_a_memo_that_is_collected_leaves_the_registry() -> None:
+    from promptslim import memo as memo_module
+
+    before = len(memo_module._memos)
+    cache: BoundedCache[str, int] = BoundedCache(max_entries=8, max_size=100)
+    assert len(memo_module._memos) == before + 1
+    del cache
+    gc.collect()
+    assert len(memo_module._memos) == before
 
 
 def test_compute_memoises_and_counts_misses() -> None:

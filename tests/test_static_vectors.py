@@ -27,10 +27,10 @@ pytestmark = pytest.mark.slow
 
 def test_the_table_is_the_model_s_vector_of_each_word_piece() -> None:
     table = load_static_vectors()
-    stored = np.load(static_table_path(str(table.tokenizer.name_or_path)))
+    stored = np.load(static_table_path(table.path))
     model = EmbeddingService.get(backend="torch", quantize=False, max_seq_length=None)
     words = ["bridge", "harbour", "1932"]
-    ids = table.tokenizer.convert_tokens_to_ids(words)
+    ids = [table.tokenizer.token_to_id(w) for w in words]
     expected = model.embed(words)  # each one word piece between [CLS] and [SEP]
     np.testing.assert_allclose(stored[ids], expected, atol=2e-3)  # stored as float16
     # in use, less the direction every row shares
@@ -40,7 +40,7 @@ def test_the_table_is_the_model_s_vector_of_each_word_piece() -> None:
 
 def test_the_table_is_read_back_from_the_cache_not_distilled_again() -> None:
     table = load_static_vectors()
-    path = str(table.tokenizer.name_or_path)
+    path = table.path
     assert static_table_path(path).exists()
 
     def distil_again() -> None:
@@ -48,6 +48,18 @@ def test_the_table_is_read_back_from_the_cache_not_distilled_again() -> None:
 
     again = StaticVectors.load(path, distil_again)
     np.testing.assert_array_equal(again.table, table.table)
+
+
+def test_word_pieces_are_the_model_tokenizer_s_with_nothing_cut() -> None:
+    from transformers import AutoTokenizer
+
+    table = load_static_vectors()
+    texts = ["Zürich's Ångström café", "東京タワー 1958", "harbour " * 700, ""]
+    expected = AutoTokenizer.from_pretrained(table.path)(
+        texts, add_special_tokens=False, truncation=False, verbose=False
+    )["input_ids"]
+    got = [e.ids for e in table.tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
+    assert got == expected and len(got[2]) == 700  # past the model's 512: no truncation
 
 
 def test_texts_get_unit_rows_and_an_empty_text_a_zero_row() -> None:

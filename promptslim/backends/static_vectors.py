@@ -32,7 +32,7 @@ from .model_cache import atomic_write, converted_path
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["StaticVectors", "calibrated", "centred", "static_table_path"]
+__all__ = ["StaticVectors", "calibrated", "centred", "static_table_path", "word_pieces"]
 
 #: word pieces per model call while distilling (each input is three word pieces long)
 _DISTIL_BATCH = 1024
@@ -48,11 +48,13 @@ def static_table_path(path: str) -> Path:
 class StaticVectors:
     """Unit vectors of texts as the mean of their word pieces' rows in ``table`` (one row per
     id of ``tokenizer``'s vocabulary; float32 in memory, 47 MB for MiniLM: reading rows of a
-    float16 table costs several times the lookup)."""
+    float16 table costs several times the lookup). ``tokenizer``: a ``tokenizers.Tokenizer``
+    (see :func:`word_pieces`); ``path``: the model folder both come from."""
 
-    def __init__(self, tokenizer: Any, table: np.ndarray) -> None:
+    def __init__(self, tokenizer: Any, table: np.ndarray, path: str) -> None:
         self.tokenizer = tokenizer
         self.table = table
+        self.path = path
 
     @classmethod
     def load(cls, path: str, load_model: Any) -> StaticVectors:
@@ -62,9 +64,7 @@ class StaticVectors:
 
         target = static_table_path(path)
         if target.exists():
-            from transformers import AutoTokenizer
-
-            return cls(AutoTokenizer.from_pretrained(path), centred(np.load(target)))
+            return cls(word_pieces(path), centred(np.load(target)), path)
         st = load_model()
         table = distil(st)
 
@@ -73,21 +73,37 @@ class StaticVectors:
                 np.save(f, table)
 
         atomic_write(target, write)
-        return cls(st.tokenizer, centred(table))
+        return cls(word_pieces(path), centred(table), path)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """One unit row per text (a zero row for a text with no word piece)."""
         import numpy as np
 
-        ids = self.tokenizer(
-            list(texts), add_special_tokens=False, truncation=False, verbose=False
-        )["input_ids"]
+        encodings = self.tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
         out = np.zeros((len(texts), self.table.shape[1]), dtype=np.float32)
-        for i, row in enumerate(ids):
-            if row:
-                out[i] = self.table[row].mean(axis=0)
+        for i, encoding in enumerate(encodings):
+            if encoding.ids:
+                out[i] = self.table[encoding.ids].mean(axis=0)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.where(norms > 0, norms, 1.0)
+
+
+def word_pieces(path: str) -> Any:
+    """The ``tokenizers.Tokenizer`` behind the model's fast tokenizer, loaded for the table
+    alone, with no truncation and no padding. Texts go to it straight: its ``encode_batch_fast``
+    gives the ids without the character offsets, which are most of the wrapper's cost past the
+    word pieces themselves (a per-request cost here, over every later window's text)."""
+    from transformers import AutoTokenizer
+
+    from ..errors import ConfigError
+
+    wrapper = AutoTokenizer.from_pretrained(path)
+    if not getattr(wrapper, "is_fast", False):
+        raise ConfigError(f"static vectors need a fast (Rust) tokenizer; {path!r} has none")
+    tokenizer = wrapper.backend_tokenizer
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
 
 
 def distil(st: Any) -> np.ndarray:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from ..errors import BackendError, BackendUnavailable, PromptSlimError
+from ..memo import clear_memos
 from .backends import Measurement, ModelBackend
 from .configs import BASELINE, FULL_STAGES, BenchConfig, build_config, parse_configs
 from .datasets import BenchItem, LoadedDataset
@@ -31,6 +32,7 @@ __all__ = [
     "ItemResult",
     "Progress",
     "build_config",
+    "cold_start",
     "parse_configs",
     "run_bench",
     "segment_tokens",
@@ -75,9 +77,7 @@ def run_item(
     row = ItemResult(config=config.label, item_id=item.id)
     row.segments_in = segment_tokens(item.request)
     try:
-        # every config meets the item's documents unseen: otherwise a config run after another
-        # would find its embeddings cached and look cheaper than it is per new request
-        _clear_embedding_caches()
+        cold_start()
         start = time.perf_counter()
         result = config.pipeline.run(item.request)
         row.slim_s = time.perf_counter() - start
@@ -236,7 +236,11 @@ def _finished_items(rows: Sequence[ItemResult], labels: Sequence[str]) -> set[st
     return {item for item, got in seen.items() if want <= got}
 
 
-def _clear_embedding_caches() -> None:
+def cold_start() -> None:
+    """Forget every text seen so far, as a new process would (models stay loaded): each config
+    then meets an item's documents unseen. Otherwise a config run after another would find their
+    embeddings, token counts and terms memoised and look cheaper than it is per new request."""
+    clear_memos()
     embeddings = sys.modules.get("promptslim.backends.embeddings")
     if embeddings is not None:  # never import it (and torch) just to clear it
         embeddings.EmbeddingService.clear_all_caches()

@@ -64,7 +64,7 @@ class MemoryToolStore(ToolStore):
     def __init__(self, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = _check_bytes(max_bytes)
         self._data: BoundedCache[tuple[str, str], bytes] = BoundedCache(
-            max_entries=1 << 30, max_size=self.max_bytes
+            max_entries=1 << 30, max_size=self.max_bytes, clears=False
         )
 
     def get(self, namespace: str, key: str) -> bytes | None:
