@@ -292,11 +292,13 @@ def _analyse_text(key: tuple[str, str]) -> tuple[str, ...]:
     terms = list(_compounds(folded))
     ascii_only = folded.isascii()
     words = _WORD if ascii_only else _unicode_words()
+    mixed = False  # whether any word may hold a bigrammed run: one search, not one a word
     if not ascii_only:
         folded = unicodedata.normalize("NFC", folded).translate(_OPTIONAL_MARKS)
-    for m in words.finditer(folded):
-        word = m.group().replace("’", "'")
-        if not ascii_only and _BIGRAMMED.search(word):
+        folded = folded.replace("’", "'")
+        mixed = _BIGRAMMED.search(folded) is not None
+    for word in words.findall(folded):
+        if mixed and _BIGRAMMED.search(word):
             terms.extend(_mixed_terms(word, segmenter))
             continue
         word = word.removesuffix("'s")
