@@ -31,8 +31,10 @@ the committed sample when that is not set), every item is re-cut into the shapes
 
 Per shape and config: ``evidence`` (a gold answer still in what the model reads, with a
 bootstrap CI), ``token_ratio`` (document tokens kept / given, mean over items),
-``cold_p50_ms`` / ``cold_p99_ms`` (one ``Pipeline.run``, every cache emptied first: the
-embedding cache, BM25's term counts), and ``evidence_by_position`` for the chunk shapes.
+``cold_p50_ms`` / ``cold_p99_ms`` (one ``Pipeline.run`` after ``bench.runner.cold_start``:
+embeddings and every memo of text emptied, so each config meets the item's documents unseen,
+the one run after another on the same item included; word stems stay, as in any serving
+process), and ``evidence_by_position`` for the chunk shapes.
 Configs, side by side on the same items in one run (interleaved per item):
 
 - ``default``: the full default pipeline (``full``: prefix, history, retrieval, compress);

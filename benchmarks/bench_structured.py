@@ -21,7 +21,7 @@ the default pipeline on those (``structured_data``, seeded):
 
 Per shape and config, as in ``bench_shapes``: ``evidence`` (a gold answer still in what the
 model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``cold_p50_ms`` /
-``cold_p99_ms`` (one ``Pipeline.run``, every cache emptied first). Configs side by side,
+``cold_p99_ms`` (one ``Pipeline.run`` after ``cold_start``, as there). Configs side by side,
 interleaved per item: ``default`` (the full pipeline), ``bm25`` (``retrieval:scorer=bm25``)
 and ``dense_topk`` (plain dense top-k at the model's full length, a fifth of the candidates:
 what a user has without promptslim). The headline is the default's: ``evidence_min`` (the
