@@ -51,13 +51,17 @@ def text_size(key: object, value: object) -> int:
     return len(key) + 1 if isinstance(key, str) else 1
 
 
-#: every cache ``clear_memos`` empties, held weakly (an instance's memo goes with it)
+#: every cache ``clear_memos`` empties, held weakly (an instance's memo goes with it); stages
+#: made on several threads at once add theirs, so the set is read and written under a lock
 _memos: weakref.WeakSet[BoundedCache[Any, Any]] = weakref.WeakSet()
+_memos_lock = threading.Lock()
 
 
 def clear_memos() -> None:
     """Empty every ``BoundedCache`` made without ``clears=False``."""
-    for cache in list(_memos):
+    with _memos_lock:
+        caches = list(_memos)
+    for cache in caches:
         cache.clear()
 
 
@@ -95,7 +99,8 @@ class BoundedCache(dict[K, V]):
         # re-entrant: a weak reference's callback may discard an entry from inside a write
         self._lock = threading.RLock()
         if clears:
-            _memos.add(self)
+            with _memos_lock:
+                _memos.add(self)
 
     def __missing__(self, key: K) -> V:
         if self.compute is None:
