@@ -34,7 +34,9 @@ bootstrap CI), ``token_ratio`` (document tokens kept / given, mean over items),
 ``cold_p50_ms`` / ``cold_p99_ms`` (one ``Pipeline.run`` after ``bench.runner.cold_start``:
 embeddings and every memo of text emptied, so each config meets the item's documents unseen,
 the one run after another on the same item included; word stems stay, as in any serving
-process), and ``evidence_by_position`` for the chunk shapes.
+process), and ``evidence_by_position`` for the chunk shapes. ``reference_loop_ms``: a fixed
+Python loop timed once per item, outside the timings: how fast the host ran Python, the gauge
+to compare these timings with another run's by (shared VMs differ by up to 2x).
 Configs, side by side on the same items in one run (interleaved per item):
 
 - ``default``: the full default pipeline (``full``: prefix, history, retrieval, compress);
@@ -75,7 +77,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import data_file, emit, machine, parser
+from common import data_file, emit, machine, parser, reference_loop_ms
 from shapes_configs import Prepared, configs, redis_tier
 from shapes_data import build_shapes
 from shapes_lingua import longllmlingua
@@ -84,7 +86,7 @@ from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.metrics import evidence_retention, mean_ci
 from promptslim.bench.runner import _context_text, cold_start
 from promptslim.pipeline import Pipeline
-from promptslim.stats import percentile
+from promptslim.stats import percentile, spread
 from promptslim.tokens import count_documents, get_counter
 from promptslim.types import Document
 
@@ -159,12 +161,18 @@ def summarise(rows: list[dict[str, float]], positions: list[int | None]) -> dict
 
 
 def run_suite(
-    shapes: dict[str, list[BenchItem]], runs: dict[str, Callable[[Any], Any]]
+    shapes: dict[str, list[BenchItem]],
+    runs: dict[str, Callable[[Any], Any]],
+    gauge: list[float] | None = None,
 ) -> dict[str, dict[str, Any]]:
+    """Every config on every item of every shape; ``gauge`` gets ``reference_loop_ms`` once
+    per item, outside the timings (how fast the machine ran Python meanwhile)."""
     results: dict[str, dict[str, Any]] = {}
     for shape, items in shapes.items():
         rows: dict[str, list[dict[str, float]]] = {label: [] for label in runs}
         for item in items:
+            if gauge is not None:
+                gauge.append(reference_loop_ms())
             prepared: dict[int, Any] = {}
             for label, run in runs.items():  # interleaved: drift hits every config alike
                 rows[label].append(measure(item, run, prepared))
@@ -248,7 +256,8 @@ def main() -> None:
         if only is not None:
             runs = {k: v for k, v in runs.items() if k in only}
         warm_up(runs, shapes[next(iter(shapes))][0])
-        results = run_suite(shapes, runs)
+        gauge: list[float] = []
+        results = run_suite(shapes, runs, gauge)
     lingua = args.llmlingua if args.llmlingua is not None else (1 if args.quick else 2)
     if args.only and "longllmlingua" not in args.only.split(","):
         lingua = 0
@@ -256,6 +265,9 @@ def main() -> None:
     out = {
         "benchmark": "bench_shapes",
         "machine": machine(),
+        # a fixed Python loop's time beside the items: how fast this host ran Python, to
+        # compare the timings with another run's (shared VMs differ by up to 2x)
+        "reference_loop_ms": {k: round(v, 3) for k, v in spread(gauge).items()},
         "data": nq.name,
         "items": n,
         "skipped": nq.skipped,

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from .scripts import fold_alnum_width, normalise_width
 from .spans import Span
 
-__all__ = ["PATTERNS", "Span", "find_protected_spans", "may_match", "merge_spans"]
+__all__ = ["BOUNDARY_FREE_KINDS", "PATTERNS", "Span", "find_protected_spans", "may_match", "merge_spans"]
 
 
 # ---------------------------------------------------------------- shared patterns
@@ -35,8 +35,12 @@ _NO_LETTER = rf"(?u:(?![^\W\d_{_NOT_URL}]))"
 _ZH_NUM = "〇零一二两三四五六七八九十"
 _ZH_PERIOD = "凌晨|清晨|早上|早晨|上午|中午|午后|下午|傍晚|晚上|夜里|夜间|半夜|深夜"
 _ZH_HOUR = rf"(?:\d{{1,2}}|[{_ZH_NUM}]{{1,3}})"
+# A pattern that starts with a digit lets ``re`` skip ahead to the next digit; one that starts
+# with ``\b`` is tried at every position of the text. ``\d(?<!\w\d)`` is ``\b\d`` (ASCII
+# \w): a digit with no word character before it
+_WORD_START_DIGIT = r"\d(?<!\w\d)"
 # 2026/11/30, 2026.11.30: the one form of ``zh_date`` without a Chinese character
-_SLASH_DATE = r"\b\d{4}[/.]\d{1,2}[/.]\d{1,2}\b"
+_SLASH_DATE = rf"{_WORD_START_DIGIT}\d{{3}}[/.]\d{{1,2}}[/.]\d{{1,2}}\b"
 # 11/30/2026, 30/11/26: the one form of ``date`` without a month or weekday name
 _NUMERIC_DATE = r"\d{1,2}/\d{1,2}/\d{2,4}"
 
@@ -64,7 +68,9 @@ PATTERNS: dict[str, re.Pattern[str]] = {
         r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{12,}\b|\b0x[0-9a-fA-F]+\b", _A
     ),
     "iso_datetime": re.compile(
-        r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b", _A
+        rf"{_WORD_START_DIGIT}\d{{3}}-\d{{2}}-\d{{2}}"
+        r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b",
+        _A,
     ),
     "date": re.compile(
         rf"\b(?:{_WEEKDAYS},?\s+)?(?:\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTHS}\.?,?\s+\d{{4}}"
@@ -74,11 +80,11 @@ PATTERNS: dict[str, re.Pattern[str]] = {
         _A,
     ),
     "time": re.compile(
-        rf"\b\d{{1,2}}:\d{{2}}(?::\d{{2}})?\s*(?:(?:[ap]\.?m\.?|UTC|GMT|Z){_NO_LETTER})?(?![\w:])", re.IGNORECASE | _A
+        rf"{_WORD_START_DIGIT}\d?:\d{{2}}(?::\d{{2}})?\s*(?:(?:[ap]\.?m\.?|UTC|GMT|Z){_NO_LETTER})?(?![\w:])", re.IGNORECASE | _A
     ),
-    "unix_timestamp": re.compile(r"\b1[5-9]\d{8}(?:\d{3})?\b", _A),
+    "unix_timestamp": re.compile(r"1(?<!\w1)[5-9]\d{8}(?:\d{3})?\b", _A),
     # "3 pm", "11:30am" without seconds is "time"; this catches the colon-less clock times
-    "time_ampm": re.compile(rf"\b\d{{1,2}}\s?(?:[ap]\.m\.|[ap]m)(?!\w){_NO_LETTER}", re.IGNORECASE | _A),
+    "time_ampm": re.compile(rf"{_WORD_START_DIGIT}\d?\s?(?:[ap]\.m\.|[ap]m)(?!\w){_NO_LETTER}", re.IGNORECASE | _A),
     # 2026年11月30日, 二〇二六年十一月, 11月30日 / 30号, 2026/11/30, 2026.11.30
     "zh_date": re.compile(
         rf"(?:\d{{4}}|[〇零一二三四五六七八九]{{4}})\s?年\s?(?:\d{{1,2}}|[{_ZH_NUM}]{{1,3}})\s?月"
@@ -175,7 +181,7 @@ _NEEDS_ANY = {kind: _any_of(needles) for kind, (needles, _) in _NEEDS.items() if
 # without one through all of its alternatives at every word
 _REDUCED: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
     "zh_date": (re.compile("月"), re.compile(_SLASH_DATE, _A)),
-    "date": (_any_of(_DATE_NAMES), re.compile(rf"\b{_NUMERIC_DATE}\b", _A)),
+    "date": (_any_of(_DATE_NAMES), re.compile(rf"{_WORD_START_DIGIT}\d?/\d{{1,2}}/\d{{2,4}}\b", _A)),
 }
 
 
@@ -189,6 +195,12 @@ def may_match(kind: str, text: str) -> bool:
     if found is not None and found.search(text):
         return True
     return needs[1] and _ASCII_DIGIT.search(text) is not None
+
+#: kinds whose matches hold only ASCII letters, digits and ``- . _ + @`` (or the full-width
+#: forms that fold to them): no white space, line break, ellipsis, CJK ender or character, so
+#: no place a sentence ends (``text.sentence_bounds``) or a long one is cut (at spaces) ever
+#: lies inside one. Finding sentences and units need not scan for them; compression does
+BOUNDARY_FREE_KINDS = frozenset({"email", "uuid", "jwt", "api_key", "hex_id", "unix_timestamp"})
 
 #: kinds protected by default in compression (docs/architecture.md, invariant 5)
 PROTECTED_KINDS: tuple[str, ...] = (

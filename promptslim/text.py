@@ -94,9 +94,11 @@ _BOUNDARY = re.compile(
 # at every position (2x faster)
 _PLAIN_BOUNDARY = re.compile(rf"[.!?{_SPACED_ENDERS}\n](?:(?<=\n)\s*|[{_CLOSERS}]*\s+)")
 _NEEDS_FULL_BOUNDARY = re.compile(f"[{_CJK_RANGES}{_ZH_ENDERS}…{_SPACE_ENDED}]")
-# what the regions a sentence never ends inside cannot be found without (``_NEEDS`` of the
-# guard kinds, and a bracket for JSON): ASCII text with none of them has no such region
-_GUARD_KINDS = ("code_block", "url", "email", "uuid", "quoted")
+# the regions a sentence never ends inside (besides JSON): the protected kinds that can hold
+# a place one would end at (``BOUNDARY_FREE_KINDS``' cannot: an email or a uuid needs no
+# guard); and what they cannot be found without (``_NEEDS`` of the guard kinds, and a bracket
+# for JSON): ASCII text with none of them has no such region
+_GUARD_KINDS = ("code_block", "url", "quoted")
 _GUARD_NEEDS = ("{", "[", *(n for kind in _GUARD_KINDS for n in _NEEDS[kind][0]))
 _GUARD_FOUND = _any_of(_GUARD_NEEDS)
 
@@ -122,6 +124,11 @@ def sentence_bounds(text: str) -> list[tuple[int, int]]:
         if not text.isascii() or _GUARD_FOUND.search(text)
         else []
     )
+    return _bounds_outside(text, guard)
+
+
+def _bounds_outside(text: str, guard: Sequence[Span]) -> list[tuple[int, int]]:
+    """``sentence_bounds`` with no sentence ending inside ``guard`` (merged, sorted spans)."""
     guard_starts = [s.start for s in guard]
     bounds: list[tuple[int, int]] = []
     start = 0

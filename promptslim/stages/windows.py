@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backends.compress.extractive import UNIT_CHARS, cut_long, split_units
 from ..layout import line_layout
+from ..protected import BOUNDARY_FREE_KINDS, PROTECTED_KINDS
 from ..scripts import CJK_CHAR_WEIGHT, document_script
 from ..text import Span, find_protected_spans
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
+    "UNIT_KINDS",
     "Window",
     "Windowed",
     "document_scores",
@@ -70,6 +72,10 @@ _SLACK = 1.25
 _PART_END = re.compile(r"\s+|[,;]")
 # a window at least this full ends at a paragraph break rather than run into the next one
 _MIN_FILL = 0.4
+#: the protected kinds that can change a document's units: the others' spans never hold a
+#: place where a unit ends or is cut (``BOUNDARY_FREE_KINDS``), so scanning a whole document
+#: for them would cost a cold request its time and change nothing
+UNIT_KINDS = tuple(k for k in PROTECTED_KINDS if k not in BOUNDARY_FREE_KINDS)
 
 
 @dataclass(frozen=True)
@@ -213,7 +219,9 @@ def split_windows(
     # a document of about one window needs no sentence split (nor protected spans) at all
     units = [
         document_units(
-            t, find_protected_spans(t, extra=protect), min(UNIT_CHARS, _sized(size, dense[d]))
+            t,
+            find_protected_spans(t, extra=protect, kinds=UNIT_KINDS),
+            min(UNIT_CHARS, _sized(size, dense[d])),
         )
         if len(t) > _SLACK * _sized(size, dense[d])
         else [Span(0, len(t), "sentence")]
