@@ -200,6 +200,9 @@ _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
 #: words joined by - _ . : / into one token (``db-4471``, ``v2.3.1``, ``parse_config``); the
 #: look-behind lets a match start at a word's start only, not inside every word it fails on
 _COMPOUND = re.compile(r"(?<![^\W_])[^\W_]+(?:[-_.:/][^\W_]+)+", re.UNICODE)
+#: a separator between two word characters, as every compound holds one: the pattern starts
+#: with the separator, so ``re`` skips to the next - _ . : / rather than try every position
+_JOINT = re.compile(r"[-_.:/](?<=[^\W_][-_.:/])(?=[^\W_])", re.UNICODE)
 _CJK = re.compile(f"[{_CJK_RANGES}]+")
 #: scripts written without spaces between words (Thai, Lao, Myanmar, Khmer): their runs become
 #: character bigrams, as kana and hangul do (no segmenter for them ships with promptslim)
@@ -330,6 +333,8 @@ def _unicode_words() -> Any:
 def _compounds(text: str) -> Iterator[str]:
     """The identifier-like compounds of ``text`` (prose such as "well-known" has no digit;
     CJK runs get their own analysers)."""
+    if _JOINT.search(text) is None:  # every compound holds one: most prose has none
+        return
     for m in _COMPOUND.finditer(text):
         compound = m.group()
         if ("_" in compound or any(c.isdigit() for c in compound)) and not _BIGRAMMED.search(

@@ -1,6 +1,8 @@
 """The digit-first forms of the protected patterns (``\\d(?<!\\w\\d)`` for ``\\b\\d``: ``re``
 skips ahead to the next digit instead of trying every position) match exactly what the
-``\\b`` forms they replace match, on text dense with digits, separators and word edges."""
+``\\b`` forms they replace match, on text dense with digits, separators and word edges; and
+the analyser's compounds, looked for only where a separator joins two word characters, are
+what the scan of the whole text finds."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from promptslim.protected import _NO_LETTER, _REDUCED, PATTERNS
+from promptslim.text import _BIGRAMMED, _COMPOUND, _compounds
 
 _A = re.ASCII
 _I = re.IGNORECASE
@@ -68,3 +71,27 @@ def test_the_edge_forms_are_the_ones_replaced() -> None:
     assert found == set(_WORD_EDGE_FORMS)
     assert _ZH_DATE_EDGE_FORM.pattern != PATTERNS["zh_date"].pattern
     assert _spans(PATTERNS["iso_datetime"], "x2026-12-05 2026-12-05") == [(12, 22)]
+
+
+def _compounds_scanned(text: str) -> list[str]:
+    """``_compounds`` as it was: the compound pattern over the whole text."""
+    return [
+        m.group()
+        for m in _COMPOUND.finditer(text)
+        if ("_" in m.group() or any(c.isdigit() for c in m.group()))
+        and not _BIGRAMMED.search(m.group())
+    ]
+
+
+_JOINED = ["db-4471", "v2.3.1", "parse_config", "well-known", "U.S.", "a..b", "__a_b", "x:1",
+           " ", "中文-3", "a/b/2", "3.5", "."]  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from("ab1_-.:/ \n'²é中x9"), max_size=60)
+    | st.lists(st.sampled_from(_JOINED), max_size=8).map("".join)
+)
+def test_compounds_are_what_the_whole_scan_finds(text: str) -> None:
+    assert list(_compounds(text)) == _compounds_scanned(text)
+    assert _compounds_scanned("see db-4471 and v2.3.1 now") == ["db-4471", "v2.3.1"]

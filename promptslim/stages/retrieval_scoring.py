@@ -85,7 +85,9 @@ def score_documents(
     if read is not None and _accepts(type(scorer), "shortlist"):
         # the dense work bounded by construction: BM25 picks which later windows are embedded
         extra["shortlist"], extra["shortlist_size"], extra["shortlist_each"] = read
-    scored = _run_scorer(options, scorer, query, texts, extra, query_embedding, log)
+    scored = _run_scorer(
+        options, scorer, (query, [d.text for d in docs]), texts, extra, query_embedding, log
+    )
     window_scores = np.asarray(scored.scores, dtype=np.float64)
     if len(texts) == len(docs):
         return window_scores, scored.vectors, (windowed, window_scores)
@@ -99,7 +101,7 @@ def score_documents(
 def _run_scorer(
     options: RetrievalOptions,
     scorer: Scorer,
-    query: str,
+    asked: tuple[str, list[str]],
     texts: list[str],
     vectors_given: dict[str, Any],
     query_embedding: Sequence[float] | None,
@@ -107,11 +109,13 @@ def _run_scorer(
 ) -> Scored:
     """The scorer on the windows' texts, with ``vectors_given`` (its keyword arguments: the
     embeddings, the query's, the windows not to embed); BM25 in its place on non-English text
-    under the English default model, or when it fails or runs past ``time_limit_ms`` (not
-    ``strict``)."""
+    under the English default model (read from ``asked``: the query, then the documents' own
+    texts, whose scripts the window cut has already found, not each window's again), or when
+    it fails or runs past ``time_limit_ms`` (not ``strict``)."""
     from ..backends.lexical import BM25Scorer
 
-    if english_model_on_foreign_text(options, query, texts):
+    query, documents = asked
+    if english_model_on_foreign_text(options, query, documents):
         # the default MiniLM is English-only: on Chinese (or other non-Latin) text its
         # similarities are noise that would drown BM25 in the fusion
         log.warning(
