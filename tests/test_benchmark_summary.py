@@ -35,6 +35,11 @@ def test_every_goal_row_names_its_goal_figure_verdict_and_machine(tmp_path: Path
             "Test CPU, 4 CPUs",
         ),
     ]
+    # where the run timed the reference loop, the machine column says how fast the host was
+    gauged = {**result, "reference_loop_ms": {"n": 3, "p50": 0.571}}
+    (tmp_path / "bench_overhead.json").write_text(json.dumps(gauged))
+    machines = {r[4] for r in summary.rows(tmp_path) if r[0] == "bench_overhead"}
+    assert machines == {"Test CPU, 4 CPUs, reference loop 0.57 ms"}
     # a benchmark with no saved run is a missed goal, not a missing row
     assert ("bench_prefix", "stage_p99_ms <= 1", "no saved run", "no", "") in summary.rows(tmp_path)
 
