@@ -21,7 +21,8 @@ the default pipeline on those (``structured_data``, seeded):
 
 Per shape and config, as in ``bench_shapes``: ``evidence`` (a gold answer still in what the
 model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``cold_p50_ms`` /
-``cold_p99_ms`` (one ``Pipeline.run`` after ``cold_start``, as there). Configs side by side,
+``cold_p99_ms`` (one ``Pipeline.run`` after ``cold_start``, as there), and beside them
+``reference_loop_ms``, how fast the host ran Python (as there). Configs side by side,
 interleaved per item: ``default`` (the full pipeline), ``bm25`` (``retrieval:scorer=bm25``)
 and ``dense_topk`` (plain dense top-k at the model's full length, a fifth of the candidates:
 what a user has without promptslim). The headline is the default's: ``evidence_min`` (the
@@ -52,6 +53,7 @@ from structured_data import build
 
 from promptslim.bench.datasets import load_dataset
 from promptslim.bench.runner import build_config
+from promptslim.stats import spread
 from promptslim.types import Budget
 
 #: less than one ``records`` export (40 accounts, about 1,000-1,300 tokens), and a sixth of a
@@ -108,12 +110,14 @@ def main() -> None:
         "dense_topk": dense_topk(),
     }
     warm_up(runs, shapes[next(iter(shapes))][0])
-    results = run_suite(shapes, runs)
+    gauge: list[float] = []  # how fast the host ran Python beside the items (bench_shapes)
+    results = run_suite(shapes, runs, gauge)
     for row, (shape, specs) in BUDGETED.items():
-        results |= run_suite({row: shapes[shape]}, under_budget(specs))
+        results |= run_suite({row: shapes[shape]}, under_budget(specs), gauge)
     out = {
         "benchmark": "bench_structured",
         "machine": machine(),
+        "reference_loop_ms": {k: round(v, 3) for k, v in spread(gauge).items()},
         "data": nq.name,
         "items": n,
         "seed": args.seed,
