@@ -212,3 +212,28 @@ def test_every_document_is_kept_or_reported_and_next_pieces_are_kept_ones(
     event("a next piece kept" if report.details.get("next_pieces") else "none kept")
     for added in report.details.get("next_pieces", []):
         assert added["id"] in kept and added["after"].removeprefix("document:") in kept
+
+
+@pytest.mark.parametrize("scorer", ["hybrid", "bm25"])
+def test_at_max_k_the_next_piece_takes_the_last_place(scorer: str) -> None:
+    alone, _, _ = run(RetrievalStage(scorer=scorer, next_pieces=0, max_k=2), pieces())
+    assert len(alone) == 2 and "second" not in alone
+    kept, dropped, details = run(RetrievalStage(scorer=scorer, max_k=2), pieces())
+    assert len(kept) == 2 and "first" in kept and "second" in kept  # max_k stays a hard cap
+    (displaced,) = set(alone) - set(kept)
+    assert f"document:{displaced}" in dropped and "document:second" not in dropped
+    result = RetrievalStage(scorer=scorer, max_k=2).run(
+        Request(messages=[{"role": "user", "content": QUESTION}], documents=pieces())
+    )
+    (change,) = [c for c in result.report.stages[0].changes if c.target.endswith(displaced)]
+    assert change.kind == "dropped"
+    assert (
+        change.reason
+        == "beyond the hard cap max_k=2: its place went to the next piece of document:first"
+    )
+    assert details["next_pieces"] == [{"id": "second", "after": "document:first"}]
+
+
+def test_a_next_piece_never_displaces_the_piece_it_follows() -> None:
+    kept, _, details = run(RetrievalStage(max_k=1), pieces())
+    assert kept == ["first"] and "next_pieces" not in details

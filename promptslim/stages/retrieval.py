@@ -15,7 +15,10 @@ The default cut-off is ``fraction`` at 0.5: a document stays when its score is c
 best candidate's than to the worst's. It asks nothing of the score scale (it is invariant to
 shifting and scaling, so it means the same for BM25, cosine and fused scores) and it keeps every
 document that is about as good as the best, where the sharper ``gap`` rule bets everything on
-one gap being the edge of the relevant set. k is then
+one gap being the edge of the relevant set. A heading that tops the ranking (a candidate short
+beside the others, under ``heading_share`` of the median one's tokens, that ends no sentence:
+a title a splitter cut off on its own) does not set the best of that scale; the best other
+candidate does, and the heading, scoring above it, stays. k is then
 never fewer than ``min_k`` (default 1: a request that came with documents keeps at least one;
 ``min_k=0`` allows none, when none fits the budget). Among the documents that can be kept,
 near-duplicates of a better one are removed (embedding cosine, or word-shingle overlap when there are no
@@ -27,9 +30,10 @@ the reason; empty documents are dropped and reported, never fatal. A report entr
 document ``document:{id}``; when two documents of a request share an id, ``document:{id}#{i}``
 with ``i`` its index in ``Request.documents``, so the entry says which namesake it is.
 
-The stage is five modules, one idea each: its options (``retrieval_options``, the one
+The stage is six modules, one idea each: its options (``retrieval_options``, the one
 pydantic model the constructor, ``Pipeline.from_config`` and the bench shorthand validate
-with), scoring (``retrieval_scoring``), choosing and ordering (``retrieval_select``), the
+with), scoring (``retrieval_scoring``), the relevance cut-off (``retrieval_cutoff``),
+choosing and ordering (``retrieval_select``), the
 piece after the best one where metadata places documents in their source
 (``retrieval_pieces``), and the stage itself, here.
 
@@ -96,6 +100,7 @@ from ..query import ask_of
 from ..tokens import count_document
 from ..types import Budget, Document, Request
 from .base import BaseStage, StageLog
+from .retrieval_cutoff import headings, relevance_cutoff, relevance_k
 from .retrieval_options import (  # noqa: F401  (re-exported: the old import path)
     DEFAULT_COSINE_THRESHOLD,
     DEFAULT_MAX_WINDOWS,
@@ -120,8 +125,6 @@ from .retrieval_select import (  # noqa: F401  (_edges, _shingles re-exported fo
     fit_budget,
     mmr,
     order_kept,
-    relevance_cutoff,
-    relevance_k,
     select_parts_of,
     walk,
 )
@@ -159,6 +162,9 @@ class RetrievalStage(BaseStage):
     ``dense_min_spread``: for ``hybrid``'s weighted fusion, dense similarities spread less than
     this are scaled as if spread this far, so near-equal ones (look-alike code, records,
     tables) count in proportion rather than as much as BM25's whole range (``DENSE_MIN_SPREAD``).
+    ``heading_share`` (0.5; 0 turns it off): a candidate with fewer tokens than this share of
+    the median candidate's and no sentence end is a heading, and does not set the best of the
+    ``fraction`` cut-off's scale (the module docstring).
     ``dedup_threshold``: None takes the method's default (cosine 0.95, shingle Jaccard 0.8); a
     near-duplicate by embedding must also share half its 5-word shingles with the one kept.
     ``mmr_lambda``: None turns MMR off; 1.0 is pure relevance, 0.0 pure diversity.
@@ -201,8 +207,9 @@ class RetrievalStage(BaseStage):
     documents' metadata places them in the source a splitter cut them from (LangChain's keys
     under ``add_start_index=True``; the LlamaIndex integration fills them from each node), the
     piece that goes on from each of the ``next_pieces`` best kept documents is kept too, its
-    opening up to ``window_chars``, though the cut-off dropped it (``retrieval_pieces``): the
-    piece after the one that names a subject often states the answer without naming it.
+    opening up to ``window_chars``, though the cut-off or ``max_k`` dropped it
+    (``retrieval_pieces``; at ``max_k`` it takes the place of the last other document kept):
+    the piece after the one that names a subject often states the answer without naming it.
     A scorer other than BM25 that is missing (extra not installed), fails or runs past
     ``time_limit_ms`` is replaced by BM25 for that request, with a warning; ``strict=True``
     raises instead.
@@ -226,6 +233,7 @@ class RetrievalStage(BaseStage):
         min_k: int = 1,
         cutoff: Cutoff = "fraction",
         cutoff_fraction: float = 0.5,
+        heading_share: float = 0.5,
         dedup: Dedup = "auto",
         dedup_threshold: float | None = None,
         mmr_lambda: float | None = None,
@@ -353,14 +361,17 @@ class RetrievalStage(BaseStage):
         score_of = {i: float(scores[j]) for j, i in enumerate(valid)}
         # best first; equal scores keep their original order (deterministic)
         ranked = sorted(valid, key=lambda i: (-score_of[i], i))
-        k_rel = relevance_k(options, ranked, score_of, parts, len(valid))
+        heads = headings([d.text for d in documents], tokens, options.heading_share, valid)
+        k_rel = relevance_k(options, ranked, score_of, parts, heads)
         selected = choose(options, ranked, k_rel, documents, vectors, valid, score_of, tokens, log)
 
         tokens_given = sum(tokens)
         trimmed: dict[int, str] = {}
         if parts is not None and options.select_within:
             trimmed = select_parts_of(options, selected, documents, valid, parts, tokens, log)
-        selected = keep_next_pieces(options, selected, documents, valid, parts, tokens, trimmed, log)
+        selected = keep_next_pieces(
+            options, selected, documents, valid, parts, tokens, trimmed, log
+        )
         kept = fit_budget(options, request, budget, selected, documents, tokens, score_of, log)
         log.details.update(
             scorer="bm25" if "fallback" in log.details else self.get_scorer().name,

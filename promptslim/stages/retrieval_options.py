@@ -75,6 +75,7 @@ class RetrievalOptions(BaseModel):
     min_k: int = Field(default=1, ge=0, strict=True)
     cutoff: Cutoff = "fraction"
     cutoff_fraction: float = _unit(0.5)
+    heading_share: float = _unit(0.5)
     dedup: Dedup = "auto"
     dedup_threshold: float | None = Field(
         default=None, gt=0.0, le=1.0, strict=True, allow_inf_nan=False

@@ -18,7 +18,7 @@ from ..tokens import count_document
 from ..types import Document
 from .base import StageLog
 from .retrieval_options import RetrievalOptions
-from .retrieval_targets import CUT_OFF, document_target
+from .retrieval_targets import CUT_OFF, HARD_CAP, document_target, drop
 from .window_select import selected_text
 
 if TYPE_CHECKING:
@@ -63,24 +63,27 @@ def keep_next_pieces(
     log: StageLog,
 ) -> list[int]:
     """``selected`` and, after it, the next piece of each of its ``next_pieces`` best that the
-    relevance cut-off dropped (never one dropped as a near-duplicate or by MMR, and not past
-    ``max_k``); ``tokens`` and ``trimmed`` updated, the piece's drop record replaced by what
-    was kept of it and why."""
+    relevance cut-off or ``max_k`` dropped (never one dropped as a near-duplicate or by MMR);
+    ``tokens`` and ``trimmed`` updated, the piece's drop record replaced by what was kept of
+    it and why. ``max_k`` stays a hard cap: at it, the piece takes the place of the last
+    selected document that is neither one of those best nor a piece kept after one."""
     if not options.next_pieces or not selected:
         return selected
     following = next_piece_of(documents, valid, options.piece_keys)
     out = list(selected)
+    anchors = set(selected[: options.next_pieces])
     for i in selected[: options.next_pieces]:
         j = following.get(i)
-        if j is None or j in out or (options.max_k is not None and len(out) >= options.max_k):
+        if j is None or j in out:
             continue
-        record = _drop_record(log, document_target(documents, j))
-        if record is None:
+        target, after = document_target(documents, j), document_target(documents, i)
+        record = _drop_record(log, target)
+        if record is None or not _room(options, out, anchors, (documents, tokens), log, after):
             continue
         del log.changes[record]
         out.append(j)
+        anchors.add(j)
         text = _opening(options, documents[j].text, parts, valid.index(j))
-        target, after = document_target(documents, j), document_target(documents, i)
         log.details.setdefault("next_pieces", []).append({"id": documents[j].id, "after": after})
         if text is None:
             continue
@@ -91,12 +94,35 @@ def keep_next_pieces(
     return out
 
 
+def _room(
+    options: RetrievalOptions,
+    out: list[int],
+    anchors: set[int],
+    counted: tuple[Sequence[Document], list[int]],
+    log: StageLog,
+    after: str,
+) -> bool:
+    """Whether ``out`` has room for one more under ``max_k``, making it when it can: the last
+    document of ``out`` outside ``anchors`` is dropped (``counted``: the documents and their
+    tokens), its report saying for what."""
+    if options.max_k is None or len(out) < options.max_k:
+        return True
+    spare = next((k for k in reversed(out) if k not in anchors), None)
+    if spare is None:
+        return False
+    out.remove(spare)
+    reason = f"{HARD_CAP} max_k={options.max_k}: its place went to the next piece of {after}"
+    documents, tokens = counted
+    drop(log, documents, spare, tokens[spare], None, reason)
+    return True
+
+
 def _drop_record(log: StageLog, target: str) -> int | None:
-    """Where ``target``'s drop by the relevance cut-off is in ``log``; None when it was not
-    dropped by it (a near-duplicate, or past the hard cap, stays dropped)."""
+    """Where ``target``'s drop by the relevance cut-off or the hard cap is in ``log``; None
+    when it was dropped for another reason (a near-duplicate stays dropped) or not at all."""
     for at, change in enumerate(log.changes):
         if change.kind == "dropped" and change.target == target:
-            return at if change.reason.startswith(CUT_OFF) else None
+            return at if change.reason.startswith((CUT_OFF, HARD_CAP)) else None
     return None
 
 

@@ -1,6 +1,7 @@
-"""How the retrieval stage chooses among scored documents: the relevance cut-off, the walk down
-the ranking (hard cap, ``min_k``, near-duplicates), MMR, the documents budget, the parts kept
-inside long documents, and the order the kept ones go in. Pure functions of the options and
+"""How the retrieval stage chooses among the scored documents that pass the relevance cut-off
+(``retrieval_cutoff``): the walk down the ranking (hard cap, ``min_k``, near-duplicates), MMR,
+the documents budget, the parts kept inside long documents, and the order the kept ones go
+in. Pure functions of the options and
 the scores; every dropped document is recorded in the stage's log with its reason."""
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ from .base import StageLog
 from .retrieval_options import (
     DEFAULT_COSINE_THRESHOLD,
     DEFAULT_SHINGLE_THRESHOLD,
-    Cutoff,
     Order,
     RetrievalOptions,
 )
-from .retrieval_targets import CUT_OFF, Documents, document_target, drop
+from .retrieval_targets import CUT_OFF, HARD_CAP, Documents, document_target, drop
 from .window_select import Selection, select_parts
 
 if TYPE_CHECKING:
@@ -38,8 +38,6 @@ __all__ = [
     "fit_budget",
     "mmr",
     "order_kept",
-    "relevance_cutoff",
-    "relevance_k",
     "select_parts_of",
     "walk",
 ]
@@ -53,32 +51,6 @@ _COPY_JACCARD = 0.5
 # a CJK character is a shingle token of its own: Chinese text has no spaces between words
 _CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _WORDS = re.compile(f"[{_CJK_CHARS}]|[^\\W{_CJK_CHARS}]+")
-
-
-def relevance_cutoff(
-    scores: Sequence[float], *, rule: Cutoff, fraction: float, window: int | None = None
-) -> int:
-    """How many of ``scores`` (sorted best first) pass the relevance cut-off.
-
-    Both rules are invariant to shifting and scaling the scores, so they mean the same for
-    BM25, cosine and fused scores. ``gap``: cut at the largest drop between neighbours among
-    the first ``window + 1`` scores. ``fraction``: keep scores at least ``fraction`` of the way
-    from the worst candidate to the best. ``none``: keep all.
-    """
-    n = len(scores)
-    if n <= 1 or rule == "none":
-        return n
-    top, low = float(scores[0]), float(min(scores))
-    if top - low <= 1e-12:  # nothing tells the candidates apart
-        return n
-    if rule == "fraction":
-        threshold = low + fraction * (top - low)
-        return sum(1 for s in scores if s >= threshold - 1e-12)
-    m = n if window is None else min(n, window + 1)
-    gaps = [float(scores[i]) - float(scores[i + 1]) for i in range(m - 1)]
-    if not gaps:
-        return min(n, window or n)
-    return 1 + max(range(len(gaps)), key=lambda i: (gaps[i], -i))
 
 
 def _edges(items: list[int]) -> list[int]:
@@ -103,31 +75,6 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a or not b:
         return 0.0
     return len(a & b) / len(a | b)
-
-
-def relevance_k(
-    options: RetrievalOptions,
-    ranked: list[int],
-    score_of: dict[int, float],
-    parts: Parts | None,
-    n_valid: int,
-) -> int:
-    """How many of ``ranked`` pass the relevance cut-off. It is taken on the ranking itself: a
-    near-duplicate scores like its twin, so it moves neither the best-to-worst range nor the
-    largest gap."""
-    k_rel = relevance_cutoff(
-        [score_of[i] for i in ranked],
-        rule=options.cutoff,
-        fraction=options.cutoff_fraction,
-        window=options.max_k,
-    )
-    if parts is not None and options.cutoff == "fraction" and len(parts[1]) > n_valid:
-        # long documents: the scale runs from the worst window to the best, as it would
-        # were every window a passage of its own (a document's best window is its score)
-        low = float(parts[1].min())
-        threshold = low + options.cutoff_fraction * (float(parts[1].max()) - low) - 1e-12
-        k_rel = sum(1 for i in ranked if score_of[i] >= threshold)
-    return k_rel
 
 
 def choose(
@@ -217,7 +164,7 @@ def walk(
             reason = (
                 f"{CUT_OFF} ({options.cutoff})"
                 if rank >= k_rel
-                else f"beyond the hard cap max_k={options.max_k}"
+                else f"{HARD_CAP} max_k={options.max_k}"
             )
             drop(log, documents, i, tokens[i], score_of[i], reason)
             continue

@@ -9,11 +9,12 @@ from collections.abc import Sequence
 from ..types import Document
 from .base import StageLog
 
-__all__ = ["CUT_OFF", "Documents", "document_target", "drop"]
+__all__ = ["CUT_OFF", "HARD_CAP", "Documents", "document_target", "drop"]
 
-#: the start of the reason a document below the relevance cut-off is dropped with (the piece
-#: after a kept one may be kept past it: ``retrieval_pieces``)
+#: the starts of the reasons a document below the relevance cut-off, or past ``max_k``, is
+#: dropped with (the piece after a kept one may be kept all the same: ``retrieval_pieces``)
 CUT_OFF = "below the relevance cut-off"
+HARD_CAP = "beyond the hard cap"
 
 
 class Documents(list[Document]):
