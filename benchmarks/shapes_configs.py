@@ -29,7 +29,8 @@ STATIC = "prefix+history+retrieval:store_windows=static+compress"
 
 def dense_topk() -> Callable[[Any], Any]:
     """Plain dense top-k (a vector store's answer): whole documents at the model's full length,
-    k = a fifth of the candidates, no cut-off, no windows, no selection inside."""
+    k = a fifth of the candidates, no cut-off, no windows, no selection inside, no piece kept
+    for following a kept one."""
     stages: dict[int, Pipeline] = {}
 
     def run(request: Any) -> Any:
@@ -38,7 +39,7 @@ def dense_topk() -> Callable[[Any], Any]:
             stage = RetrievalStage(
                 scorer="dense", max_seq_length=None, quantize=False, max_k=k, min_k=k,
                 cutoff="none", dedup="none", order="score", window_chars=None,
-                select_within=False,
+                select_within=False, next_pieces=0,
             )  # fmt: skip
             stages[k] = Pipeline([stage])
         return stages[k].run(request)

@@ -191,8 +191,8 @@ class RetrievalStage(BaseStage):
     ``lexical`` (the table holds the vocabulary times the model's dimension in memory: 47 MB
     for MiniLM, several hundred for a multilingual model's 250,000 word pieces). On the shape
     suite (200 nq20-dev items a shape, store vectors), evidence 0.970-1.000 with ``static``,
-    0.935-0.995 with ``lexical``, 0.990-1.000 with ``embed``, at a cold P99 of at most 16, 17
-    and 84 ms over the shapes of about 2,300 tokens (``benchmarks/bench_shapes.py``:
+    0.935-0.995 with ``lexical``, 0.990-1.000 with ``embed``, at a cold P99 of at most 15, 17
+    and 72 ms over the shapes of about 2,300 tokens (``benchmarks/bench_shapes.py``:
     ``vectors_static``, ``vectors_lexical``, ``vectors``).
     ``dense_windows`` (None, the default: every window embedded): bound the dense work of a
     request by construction under ``hybrid``: every window is scored by BM25, each document's
