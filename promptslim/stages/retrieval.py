@@ -33,9 +33,8 @@ with ``i`` its index in ``Request.documents``, so the entry says which namesake 
 The stage is six modules, one idea each: its options (``retrieval_options``, the one
 pydantic model the constructor, ``Pipeline.from_config`` and the bench shorthand validate
 with), scoring (``retrieval_scoring``), the relevance cut-off (``retrieval_cutoff``),
-choosing and ordering (``retrieval_select``), the
-piece after the best one where metadata places documents in their source
-(``retrieval_pieces``), and the stage itself, here.
+choosing and ordering (``retrieval_select``), the piece after the best one where metadata
+places documents in their source (``retrieval_pieces``), and the stage itself, here.
 
 When even the best document alone does not fit the documents budget, the default
 (``on_overflow="keep_best"``) keeps it anyway, says so in a warning and in

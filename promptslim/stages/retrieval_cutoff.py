@@ -56,7 +56,8 @@ def relevance_k(
 ) -> int:
     """How many of ``ranked`` pass the relevance cut-off. It is taken on the ranking itself: a
     near-duplicate scores like its twin, so it moves neither the best-to-worst range nor the
-    largest gap. ``headings`` (``headings``) do not set the top of the fraction rule's scale."""
+    largest gap. ``headings``: the candidates that read as headings (:func:`headings`), which
+    do not set the top of the fraction rule's scale."""
     if not ranked or options.cutoff != "fraction":
         return relevance_cutoff(
             [score_of[i] for i in ranked],

@@ -1,8 +1,8 @@
 """How the retrieval stage chooses among the scored documents that pass the relevance cut-off
 (``retrieval_cutoff``): the walk down the ranking (hard cap, ``min_k``, near-duplicates), MMR,
 the documents budget, the parts kept inside long documents, and the order the kept ones go
-in. Pure functions of the options and
-the scores; every dropped document is recorded in the stage's log with its reason."""
+in. Pure functions of the options and the scores; every dropped document is recorded in the
+stage's log with its reason."""
 
 from __future__ import annotations
 
