@@ -134,12 +134,21 @@ def measure(
 
 
 def row(item: BenchItem, kept: list[Document], messages: list[Any], ms: float) -> dict[str, float]:
-    """One measured request: time, document tokens kept / given, evidence in what is sent."""
+    """One measured request: time, document tokens kept / given (a request without documents:
+    tool-message tokens), evidence in what is sent."""
     counter = get_counter(item.request.tokenizer)
-    given = count_documents(item.request.documents, counter) or 1
-    ratio = count_documents(kept, counter) / given
+    given = count_documents(item.request.documents, counter)
+    if given:
+        ratio = count_documents(kept, counter) / given
+    else:
+        sent = item.request.to_openai()["messages"]
+        ratio = _tool_tokens(messages, counter) / max(1, _tool_tokens(sent, counter))
     evidence = evidence_retention(_context_text(messages), item.answers)
     return {"ms": ms, "ratio": ratio, "evidence": evidence}
+
+
+def _tool_tokens(messages: list[Any], counter: Any) -> int:
+    return sum(counter.count(m.get("content") or "") for m in messages if m.get("role") == "tool")
 
 
 def summarise(rows: list[dict[str, float]], positions: list[int | None]) -> dict[str, Any]:

@@ -17,7 +17,12 @@ the default pipeline on those (``structured_data``, seeded):
   passage lose its title; ``langchain500_placed``: the same pieces with the source and start
   LangChain records under ``add_start_index=True``, which the retrieval stage reads to keep the
   piece after the best one) and ``tokens256`` (cut by LangChain's token splitter at 256
-  tokens, inside sentences).
+  tokens, inside sentences);
+- an agent's search results (``search_json``, ``search_results``): the NQ passages as a search
+  tool's JSON answer in the tool message, the request without documents. Side by side:
+  ``default`` (the default pipeline, whose tools stage sends a document list to a retrieval
+  stage) and ``crusher`` (``tools:documents=false``: the JSON crusher alone, as for records).
+  Their ``token_ratio`` is of the tool message's tokens.
 
 Per shape and config, as in ``bench_shapes``: ``evidence`` (a gold answer still in what the
 model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``cold_p50_ms`` /
@@ -49,7 +54,7 @@ from typing import Any
 from bench_shapes import dataset_path, run_suite, table, warm_up
 from common import emit, machine, parser
 from shapes_configs import dense_topk
-from structured_data import build
+from structured_data import SEARCH, build
 
 from promptslim.bench.datasets import load_dataset
 from promptslim.bench.runner import build_config
@@ -66,6 +71,14 @@ BUDGETED = {
         {"default": "full", "whole_json": "prefix+history+retrieval+compress:crush_json=false"},
     ),
     "transcript4_budget": ("transcript4", {"default": "full"}),
+}
+
+
+#: the search-result rows' configs: the default pipeline (its tools stage sends a document
+#: list to a retrieval stage) and the tools stage with the JSON crusher alone
+SEARCH_CONFIGS = {
+    "default": "prefix+tools+history+retrieval+compress",
+    "crusher": "prefix+tools:documents=false+history+retrieval+compress",
 }
 
 
@@ -109,9 +122,13 @@ def main() -> None:
         "bm25": build_config("retrieval:scorer=bm25").pipeline.run,
         "dense_topk": dense_topk(),
     }
+    search = {name: shapes.pop(name) for name in SEARCH}
+    searched = {label: build_config(spec).pipeline.run for label, spec in SEARCH_CONFIGS.items()}
     warm_up(runs, shapes[next(iter(shapes))][0])
+    warm_up(searched, search[next(iter(search))][0])
     gauge: list[float] = []  # how fast the host ran Python beside the items (bench_shapes)
     results = run_suite(shapes, runs, gauge)
+    results |= run_suite(search, searched, gauge)
     for row, (shape, specs) in BUDGETED.items():
         results |= run_suite({row: shapes[shape]}, under_budget(specs), gauge)
     out = {

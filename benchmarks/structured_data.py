@@ -19,7 +19,13 @@ Two kinds, each seeded so a run is reproducible:
   them under ``add_start_index=True``: ``shapes_data.placed_pieces``), and ``transcript4``
   (four titled passages to a chunk as speech-to-text writes them: lower case, no punctuation,
   one run-on line, so no sentence ends; the evidence check normalises case and punctuation
-  away, so the answers count as they are).
+  away, so the answers count as they are);
+- **the NQ passages as an agent's search results** (``SEARCH``): the user asks the question,
+  the assistant calls a search tool with it, and the tool's message is the item's 20 passages
+  in their order as JSON, ``search_json`` as a list of ``name``/``url``/``snippet`` objects
+  (Bing's shape) and ``search_results`` as ``{"query", "results": [{"title", "url",
+  "content", "score"}]}`` (Tavily's). The request has no documents: what is cut is the tool
+  message.
 """
 
 from __future__ import annotations
@@ -35,9 +41,9 @@ from shapes_data import placed_pieces, resplit, small_splitters
 
 from promptslim.bench.datasets import BenchItem
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
-from promptslim.types import Document, Message
+from promptslim.types import Document, Message, Request
 
-__all__ = ["FOOTER", "GENERATED", "NAV", "PROSE", "TEMPLATE", "build", "html_pages"]
+__all__ = ["FOOTER", "GENERATED", "NAV", "PROSE", "SEARCH", "TEMPLATE", "build", "html_pages"]
 
 #: documents in each generated item, and records in each document
 DOCUMENTS = 5
@@ -252,11 +258,55 @@ PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
 }
 
 
+def _page(title: str) -> str:
+    return "https://en.wikipedia.org/wiki/" + title.replace(" ", "_")
+
+
+def _searched(item: BenchItem, result: object) -> BenchItem:
+    """``item``'s question asked of an assistant that searched, ``result`` the tool's answer."""
+    question = item.request.query or item.request.effective_query
+    call = {
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": "web_search", "arguments": json.dumps({"query": question})},
+    }
+    messages = [
+        {"role": "system", "content": "You answer questions. Search the web when you need to."},
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_0", "content": json.dumps(result, ensure_ascii=False)},
+    ]
+    request = Request.from_openai({"messages": messages})
+    return BenchItem(item.id, request, item.answers, item.metadata)
+
+
+def search_json(item: BenchItem, rng: random.Random) -> BenchItem:
+    docs = item.request.documents
+    hits = [{"name": d.title, "url": _page(d.title or ""), "snippet": d.text} for d in docs]
+    return _searched(item, hits)
+
+
+def search_results(item: BenchItem, rng: random.Random) -> BenchItem:
+    docs = item.request.documents
+    hits = [
+        {"title": d.title, "url": _page(d.title or ""), "content": d.text, "score": 0.9 - i / 50}
+        for i, d in enumerate(docs)
+    ]
+    return _searched(item, {"query": item.request.query, "results": hits, "response_time": 1.2})
+
+
+#: the NQ passages as a search tool's results, by name
+SEARCH: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
+    "search_json": search_json,
+    "search_results": search_results,
+}
+
+
 def build(nq: list[BenchItem], n: int, seed: int = 0) -> dict[str, list[BenchItem]]:
     """Every shape: ``n`` generated items each, and the NQ shapes of ``nq``; the same ``seed``,
     the same items."""
     rng = random.Random(seed)
     shapes = {name: [make(rng, i) for i in range(n)] for name, make in GENERATED.items()}
-    for name, relay in PROSE.items():
+    for name, relay in (PROSE | SEARCH).items():
         shapes[name] = [relay(item, rng) for item in nq]
     return shapes

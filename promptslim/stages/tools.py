@@ -25,6 +25,7 @@ import json
 from typing import Any
 
 from ..backends.tools import TOOL_COMPRESSORS, Compressed, ToolCompressor, ToolContext
+from ..backends.tools.documents import find_documents, parse_json
 from ..backends.tools.expand import EXPAND_TOOL, EXPAND_TOOL_NAME, answer_expand_call
 from ..backends.tools.router import route
 from ..backends.tools.store import ToolStore, tool_store_from_spec
@@ -33,6 +34,7 @@ from ..memo import BoundedCache
 from ..tokens import count_message
 from ..types import Budget, FunctionCall, Message, Request
 from .base import BaseStage, StageLog
+from .tools_documents import ToolDocuments
 from .tools_options import DEFAULT_TOOL_COMPRESSORS, ToolsOptions
 
 __all__ = ["ToolsStage"]
@@ -64,6 +66,7 @@ class ToolsStage(BaseStage):
         namespace: str = "default",
         expand_tool: bool = False,
         memo_chars: int = 32_000_000,
+        documents: bool | dict[str, Any] = True,
     ) -> None:
         ToolsOptions.parse(
             min_chars=min_chars,
@@ -73,6 +76,7 @@ class ToolsStage(BaseStage):
             namespace=namespace,
             expand_tool=expand_tool,
             memo_chars=memo_chars,
+            documents=documents,
         )
         # every setting under its own name, as given: get_params reads them back
         self.min_chars = min_chars
@@ -82,13 +86,28 @@ class ToolsStage(BaseStage):
         self.namespace = namespace
         self.expand_tool = expand_tool
         self.memo_chars = memo_chars
+        self.documents = documents
         self._store = tool_store_from_spec(store)
         self._backends = self._build(self.compressors, options or {})
-        settings = [min_chars, *(f"{n}{b.get_params()}" for n, b in sorted(self._backends.items()))]
+        self._documents = (
+            ToolDocuments({} if documents is True else documents)
+            if documents is not False
+            else None
+        )
+        settings = [
+            min_chars,
+            documents,
+            *(f"{n}{b.get_params()}" for n, b in sorted(self._backends.items())),
+        ]
         self._settings = repr(settings)
         self._memo: BoundedCache[str, Compressed | bool] = BoundedCache(
             max_entries=1 << 20, max_size=memo_chars
         )
+
+    def warm_up(self) -> None:
+        """Load what the first document list would (``documents``): the scorer's model."""
+        if self._documents is not None:
+            self._documents.warm_up()
 
     def answer_expand(self, call: Any) -> dict[str, Any]:
         """The tool message answering a model's ``promptslim_expand`` call, from this stage's
@@ -139,7 +158,7 @@ class ToolsStage(BaseStage):
             text = m.text
             if len(text) < self.min_chars:
                 continue
-            out, cached = self._compressed(text, _context(query, call, request.protect))
+            out, cached = self._compressed(text, _context(query, call, request.protect), log)
             if out is None:
                 continue
             if new is None:
@@ -159,14 +178,17 @@ class ToolsStage(BaseStage):
             return request
         return request.replace(messages=new if new is not None else messages, tools=tools)
 
-    def _compressed(self, text: str, context: ToolContext) -> tuple[Compressed | None, bool]:
+    def _compressed(
+        self, text: str, context: ToolContext, log: StageLog
+    ) -> tuple[Compressed | None, bool]:
         """The result's compression, from the memo when this content was seen in this turn
-        context before (then the store already holds its originals)."""
+        context before (then the store already holds its originals): a document list's by
+        ``documents``, any other result's by the compressor its content routes to."""
         key = _key(self._settings, context, text)
         hit = self._memo.get(key)
         if hit is not None:
             return (hit if isinstance(hit, Compressed) else None), True
-        out = route(text, context, self._backends)
+        out = self._route(text, context, log)
         if out is not None:
             for e in out.elisions:
                 self._store.put(self.namespace, e.id, e.original.encode("utf-8", "surrogatepass"))
@@ -177,6 +199,17 @@ class ToolsStage(BaseStage):
             size = 64
         self._memo.put(key, out if out is not None else False, size)  # False: left as it was
         return out, False
+
+    def _route(self, text: str, context: ToolContext, log: StageLog) -> Compressed | None:
+        """A document list to ``documents`` (its answer final: kept whole when it keeps every
+        item), anything else to the compressor its content routes to, JSON parsed once."""
+        parsed = None
+        if self._documents is not None:
+            parsed = parse_json(text)
+            found = find_documents(parsed, text) if parsed is not None else None
+            if found is not None:
+                return self._documents.compress(found, context, log.warnings)
+        return route(text, context, self._backends, parsed=parsed)
 
 
 def _key(settings: str, context: ToolContext, text: str) -> str:

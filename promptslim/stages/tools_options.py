@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from .options import parse_options
 
@@ -30,6 +30,7 @@ class ToolsOptions(BaseModel):
     namespace: str = Field(default="default", min_length=1, strict=True)
     expand_tool: bool = Field(default=False, strict=True)
     memo_chars: int = Field(default=32_000_000, ge=1, strict=True)
+    documents: StrictBool | dict[str, Any] = True
 
     @field_validator("compressors", mode="before")
     @classmethod

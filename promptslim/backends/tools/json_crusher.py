@@ -34,7 +34,7 @@ from .json_status import Paths, status_note
 from .json_values import MAX_DEPTH, Num, Obj, TooDeep, dump_json, items_leaves, load_json
 from .match import Matcher, matcher_for
 
-__all__ = ["JsonCompressor", "NotJson", "dump_json", "load_json"]
+__all__ = ["JsonCompressor", "NotJson", "dump_json", "load_json", "matching_items"]
 
 # an array of scalars shorter than this stays whole: a marker (about 40 characters with its
 # id) would cost about what the items it replaced do (seven days of counts, a few tags)
@@ -110,16 +110,22 @@ class JsonCompressor(ToolCompressor):
         except NotJson:
             return None  # the text compressor's business
 
-    def compress_json(self, text: str, context: ToolContext) -> Compressed | None:
+    def compress_json(
+        self, text: str, context: ToolContext, *, parsed: Any = None
+    ) -> Compressed | None:
         """``compress``, telling apart text that is not JSON (``NotJson`` raised) from JSON
-        with nothing to crush (None), so the router need not parse it a second time."""
+        with nothing to crush (None), so the router need not parse it a second time.
+        ``parsed``: the text's value from ``load_json``, where the caller has it already."""
         stripped = text.strip()
         if not stripped or stripped[0] not in "[{":
             raise NotJson("not a JSON object or array")
-        try:
-            data = load_json(stripped)
-        except (ValueError, RecursionError) as exc:
-            raise NotJson(str(exc)) from exc
+        if parsed is not None:
+            data = parsed
+        else:
+            try:
+                data = load_json(stripped)
+            except (ValueError, RecursionError) as exc:
+                raise NotJson(str(exc)) from exc
         try:
             ascii_only = text.isascii() and "\\u" in text
             run = _Run(self, matcher_for(context), stripped, ascii_only)
@@ -255,33 +261,7 @@ class _Run:
         return marker(len(gap), "items" if len(gap) > 1 else "item", ident, note)
 
     def _matches(self, leaves: list[list[tuple[str, Any]]]) -> set[int]:
-        m = self.matcher
-        if m.empty:
-            return set()
-        # each item's scalars as text (``str`` of a Num is its spelling), map()ed: per leaf
-        # work in C, not in a comprehension
-        texts = ["\x1f".join(map(str, map(_value, lv))) for lv in leaves]
-        found, words = m.hits_per_part(texts)
-        for lv, hits in zip(leaves, found):
-            if not hits:
-                continue  # most items: no literal, nothing to filter
-            # a number names an item only as a whole value (``21`` is in every 2021 date)
-            numeric = {h for h in hits if h.isdigit()}
-            if numeric:
-                hits -= numeric - set(map(str, map(_value, lv)))
-        # a literal that most items hold (the repository every URL names) picks out nothing
-        spread = Counter(h for hits in found for h in hits)
-        limit = max(2, len(leaves) // 4)
-        score = [sum(1 for h in hits if spread[h] <= limit) if hits else 0 for hits in found]
-        ranked = sorted((i for i, s in enumerate(score) if s), key=lambda i: (-score[i], i))
-        chosen = set(ranked[: self.cfg.max_matches])
-        if words and self.cfg.word_matches:
-            floor = max(2.0, statistics.median(words) + 1)
-            ranked = sorted(
-                (i for i, w in enumerate(words) if w >= floor), key=lambda i: (-words[i], i)
-            )
-            chosen |= set(ranked[: self.cfg.word_matches])
-        return chosen
+        return matching_items(self.matcher, leaves, self.cfg.max_matches, self.cfg.word_matches)
 
     def _anomalies(self, leaves: list[list[tuple[str, Any]]], paths: Paths) -> set[int]:
         status = paths.status
@@ -352,6 +332,40 @@ class _Run:
             extra.add(i)
             shown.update(map(_path, lv))
         return extra
+
+
+def matching_items(
+    m: Matcher, leaves: list[list[tuple[str, Any]]], max_matches: int, word_matches: int
+) -> set[int]:
+    """The items (by their leaves) that the turn names: up to ``max_matches`` holding its
+    literals, most distinct ones first, and up to ``word_matches`` matching the most query
+    words (well above the array's median)."""
+    if m.empty:
+        return set()
+    # each item's scalars as text (``str`` of a Num is its spelling), map()ed: per leaf
+    # work in C, not in a comprehension
+    texts = ["\x1f".join(map(str, map(_value, lv))) for lv in leaves]
+    found, words = m.hits_per_part(texts)
+    for lv, hits in zip(leaves, found):
+        if not hits:
+            continue  # most items: no literal, nothing to filter
+        # a number names an item only as a whole value (``21`` is in every 2021 date)
+        numeric = {h for h in hits if h.isdigit()}
+        if numeric:
+            hits -= numeric - set(map(str, map(_value, lv)))
+    # a literal that most items hold (the repository every URL names) picks out nothing
+    spread = Counter(h for hits in found for h in hits)
+    limit = max(2, len(leaves) // 4)
+    score = [sum(1 for h in hits if spread[h] <= limit) if hits else 0 for hits in found]
+    ranked = sorted((i for i, s in enumerate(score) if s), key=lambda i: (-score[i], i))
+    chosen = set(ranked[:max_matches])
+    if words and word_matches:
+        floor = max(2.0, statistics.median(words) + 1)
+        ranked = sorted(
+            (i for i, w in enumerate(words) if w >= floor), key=lambda i: (-words[i], i)
+        )
+        chosen |= set(ranked[:word_matches])
+    return chosen
 
 
 def _small_scalars(items: list[Any]) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from . import Compressed, ToolCompressor, ToolContext
 from .code import looks_like_code
@@ -63,9 +64,14 @@ def candidates(text: str, context: ToolContext) -> tuple[str, ...]:
 
 
 def route(
-    text: str, context: ToolContext, compressors: Mapping[str, ToolCompressor]
+    text: str,
+    context: ToolContext,
+    compressors: Mapping[str, ToolCompressor],
+    *,
+    parsed: Any = None,
 ) -> Compressed | None:
-    """The first candidate's result that shrinks the text (None: send it unchanged)."""
+    """The first candidate's result that shrinks the text (None: send it unchanged).
+    ``parsed``: the text's JSON value (``load_json``), where the caller has parsed it."""
     for name in _candidates(text, context):
         compressor = compressors.get(name)
         if compressor is None:
@@ -73,7 +79,7 @@ def route(
         if isinstance(compressor, JsonCompressor):
             try:
                 # valid JSON with nothing to crush stays as it is, not text-compressed
-                return compressor.compress_json(text, context)
+                return compressor.compress_json(text, context, parsed=parsed)
             except NotJson:
                 continue
         out = compressor.compress(text, context)

@@ -1,0 +1,277 @@
+"""Document lists in tool results: a search or retrieval tool that returns its hits as a JSON
+array of passages (``[{"title": ..., "snippet": ...}, ...]``, or ``{"results": [...]}``).
+
+Such an array is not records: which item matters depends on what each one says, not on a
+status field or an outlier, and the answer may sit anywhere in a passage, where a long string's
+head is what the JSON crusher keeps. This module finds the array and writes it back once
+something else (the tools stage's retrieval stage) has chosen what of it to keep: the items
+left out become one marker per run, the parts left out of a kept passage one marker each,
+every original in an ``Elision``. What counts as a document list:
+
+- an array of at least ``MIN_ITEMS`` items (at most ``MAX_ITEMS``), at the top or under an
+  object's member up to ``SEARCH_DEPTH`` levels down;
+- each item a string, or an object with a string member (the same name in at least
+  ``BODY_SHARE`` of them) that is its body: the longest string member of most items;
+- bodies that read as prose (median at least ``MIN_BODY_CHARS`` characters, ``LETTER_SHARE``
+  of them letters or white space and at most ``TOKEN_SHARE`` in runs of Latin letters with no
+  space: no ids, URLs, keys, encoded blobs or code; lines of ``MIN_LINE_CHARS`` on average:
+  no diff or listing) and make up at least ``PROSE_SHARE`` of
+  the whole result's characters: an API listing whose objects carry a description among
+  dozens of fields stays the JSON crusher's business.
+
+Items that hold one of the turn's literals (``literal_items``: an id the question names) stay
+whatever the ranking says, as the crusher keeps them.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...scripts import dominant_script
+from . import Compressed, Elision, ToolContext, elision_id, marker
+from .json_crusher import matching_items
+from .json_values import Obj, dump_json, items_leaves, load_json
+from .match import matcher_for
+
+__all__ = ["DocumentList", "find_documents", "literal_items", "parse_json", "render_documents"]
+
+MIN_ITEMS = 3
+MAX_ITEMS = 500
+SEARCH_DEPTH = 2
+BODY_SHARE = 0.8
+MIN_BODY_CHARS = 150
+LETTER_SHARE = 0.8
+MIN_LINE_CHARS = 60
+TOKEN_SHARE = 0.2
+#: a run of characters with no white space long enough to be a token, not a word
+_LONG_RUN = re.compile(r"\S{40,}")
+PROSE_SHARE = 0.5
+#: items kept for the turn's literals, as the JSON crusher's ``max_matches``
+MAX_LITERAL_ITEMS = 8
+#: member names that title an item (compared in lower case)
+TITLE_KEYS = ("title", "name", "heading", "headline", "subject")
+_MAX_TITLE = 300
+
+#: where an array sits: the member names (or indexes into an object's pairs) from the top
+Path = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DocumentList:
+    """A document list found in a tool result: the parsed JSON, where the array is, and per
+    item its body and title (``body_key`` None: the items are the bodies themselves)."""
+
+    data: Any
+    path: Path
+    where: str
+    body_key: str | None
+    bodies: tuple[str, ...]
+    titles: tuple[str | None, ...]
+    ascii_only: bool
+
+    @property
+    def items(self) -> list[Any]:
+        value = self.data
+        for at in self.path:
+            value = value[at][1]
+        return list(value)
+
+
+def parse_json(text: str) -> Any:
+    """``text``'s JSON value as ``load_json`` reads it, or None when it is not a JSON object
+    or array (what ``find_documents`` and the JSON compressor both take)."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "[{":
+        return None
+    try:
+        return load_json(stripped)
+    except (ValueError, RecursionError):
+        return None
+
+
+def find_documents(data: Any, text: str) -> DocumentList | None:
+    """The document list in ``data`` (``text`` parsed by ``parse_json``), or None."""
+    best: DocumentList | None = None
+    ascii_only = text.isascii() and "\\u" in text
+    for path, where, array in _arrays(data, (), "$", 0):
+        found = _documents(data, path, where, array, ascii_only)
+        if found is not None and (best is None or _chars(found) > _chars(best)):
+            best = found
+    if best is None or _chars(best) < PROSE_SHARE * len(text.strip()):
+        return None
+    return best
+
+
+def literal_items(found: DocumentList, context: ToolContext) -> set[int]:
+    """The items that hold a literal of the turn (an id or a number the query or the call
+    names, in any member), as the JSON crusher finds them: they stay whatever their text."""
+    leaves = items_leaves(found.items, len(found.path) + 1)
+    return matching_items(matcher_for(context), leaves, MAX_LITERAL_ITEMS, 0)
+
+
+def _chars(found: DocumentList) -> int:
+    return sum(map(len, found.bodies))
+
+
+def _arrays(value: Any, path: Path, where: str, depth: int) -> list[tuple[Path, str, list[Any]]]:
+    """The arrays at ``value`` and under its object members, ``SEARCH_DEPTH`` levels down."""
+    if type(value) is Obj:
+        if depth >= SEARCH_DEPTH:
+            return []
+        found: list[tuple[Path, str, list[Any]]] = []
+        for j, (key, member) in enumerate(value):
+            found += _arrays(member, (*path, j), f"{where}.{key}", depth + 1)
+        return found
+    return [(path, where, value)] if isinstance(value, list) else []
+
+
+def _documents(
+    data: Any, path: Path, where: str, items: list[Any], ascii_only: bool
+) -> DocumentList | None:
+    if not MIN_ITEMS <= len(items) <= MAX_ITEMS:
+        return None
+    titles: list[str | None] = [None] * len(items)
+    if all(type(v) is str for v in items):
+        bodies, key = list(items), None
+    else:
+        key = _body_key(items)
+        if key is None:
+            return None
+        members = [_members(v) for v in items]
+        bodies = [m[key] if type(m.get(key)) is str else "" for m in members]
+        titles = [_title(m, key) for m in members]
+    if not _prose(bodies):
+        return None
+    return DocumentList(data, path, where, key, tuple(bodies), tuple(titles), ascii_only)
+
+
+def _members(item: Any) -> dict[str, Any]:
+    """An item's members by name, the first of a repeated name (``_trimmed`` edits that one;
+    a number is a ``Num``, so ``type(v) is str`` tells strings from it)."""
+    out: dict[str, Any] = {}
+    if type(item) is Obj:
+        for k, v in item:
+            out.setdefault(k, v)
+    return out
+
+
+def _body_key(items: list[Any]) -> str | None:
+    """The member name that is the longest string of most items (None when none is)."""
+    longest: Counter[str] = Counter()
+    for item in items:
+        if type(item) is not Obj:
+            continue
+        strings = [(len(v), k) for k, v in item if type(v) is str]
+        if strings:
+            longest[max(strings)[1]] += 1
+    if not longest:
+        return None
+    key, count = longest.most_common(1)[0]
+    return key if count >= BODY_SHARE * len(items) else None
+
+
+def _title(members: Mapping[str, Any], body_key: str) -> str | None:
+    for name, value in members.items():
+        if name != body_key and name.lower() in TITLE_KEYS and type(value) is str:
+            return value if 0 < len(value) <= _MAX_TITLE else None
+    return None
+
+
+def _prose(bodies: Sequence[str]) -> bool:
+    """Whether the bodies read as passages: long enough, mostly letters and spaces, in lines
+    of running text (a diff or a listing has short lines), and words rather than tokens (a
+    key, an id, base64 or a URL is a long run of Latin letters with no space)."""
+    if statistics.median(map(len, bodies)) < MIN_BODY_CHARS:
+        return False
+    chars = sum(map(len, bodies))
+    lines = sum(b.count("\n") + 1 for b in bodies)
+    letters = sum(sum(1 for c in b if c.isalpha() or c.isspace()) for b in bodies)
+    tokens = sum(
+        len(run) for b in bodies for run in _LONG_RUN.findall(b) if dominant_script(run) == "latin"
+    )
+    return (
+        letters >= LETTER_SHARE * chars
+        and chars >= MIN_LINE_CHARS * lines
+        and tokens <= TOKEN_SHARE * chars
+    )
+
+
+def render_documents(
+    found: DocumentList, kept: Mapping[int, Sequence[tuple[int, int]] | None]
+) -> Compressed | None:
+    """``found``'s JSON with only the items in ``kept`` (by index): an item mapped to None
+    whole, one mapped to spans with only those spans of its body (a marker for each stretch
+    between). None when everything was kept."""
+    items = found.items
+    elisions: list[Elision] = []
+    out: list[Any] = []
+    gap: list[int] = []
+    for i, item in enumerate(items):
+        if i not in kept:
+            gap.append(i)
+            continue
+        if gap:
+            out.append(_gap(found, items, gap, elisions))
+            gap = []
+        spans = kept[i]
+        out.append(item if spans is None else _trimmed(found, i, item, spans, elisions))
+    if gap:
+        out.append(_gap(found, items, gap, elisions))
+    if not elisions:
+        return None
+    text = dump_json(_replaced(found.data, found.path, out), ascii_only=found.ascii_only)
+    return Compressed(text, tuple(elisions), "documents")
+
+
+def _gap(found: DocumentList, items: list[Any], gap: list[int], elisions: list[Elision]) -> str:
+    original = dump_json([items[i] for i in gap], ascii_only=found.ascii_only)
+    ident = elision_id(original)
+    where = f"{found.where}[{gap[0]}:{gap[-1] + 1}]"
+    elisions.append(Elision(ident, "items", len(gap), where, original))
+    return marker(len(gap), "items" if len(gap) > 1 else "item", ident)
+
+
+def _trimmed(
+    found: DocumentList,
+    i: int,
+    item: Any,
+    spans: Sequence[tuple[int, int]],
+    elisions: list[Elision],
+) -> Any:
+    """Item ``i`` with its body cut to ``spans``, each stretch between them a marker."""
+    body = found.bodies[i]
+    parts: list[str] = []
+    cursor = 0
+    field = f"{found.where}[{i}]" + (f".{found.body_key}" if found.body_key else "")
+    for start, end in [*spans, (len(body), len(body))]:
+        left = body[cursor:start]
+        if left.strip():
+            ident = elision_id(left)
+            where = f"{field}[{cursor}:{start}]"
+            elisions.append(Elision(ident, "chars", len(left), where, left))
+            parts.append(marker(len(left), "chars", ident))
+        parts.append(body[start:end])
+        cursor = max(cursor, end)
+    text = " ".join(p.strip() for p in parts if p.strip())
+    if found.body_key is None:
+        return text
+    pairs = Obj(item)
+    at = next(j for j, (k, _) in enumerate(pairs) if k == found.body_key)
+    pairs[at] = (found.body_key, text)
+    return pairs
+
+
+def _replaced(value: Any, path: Path, new: list[Any]) -> Any:
+    """``value`` with the array at ``path`` replaced by ``new`` (copies along the path)."""
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    pairs = Obj(value)
+    key, member = pairs[head]
+    pairs[head] = (key, _replaced(member, rest, new))
+    return pairs

@@ -1,0 +1,263 @@
+"""Document lists in tool results (``backends.tools.documents``, ``stages.tools_documents``): a
+search tool's JSON answer goes to a retrieval stage, not to the record crusher, which kept each
+passage's head and the items repeating the query's words and lost most answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from promptslim.backends.tools.documents import (
+    find_documents,
+    parse_json,
+    render_documents,
+)
+from promptslim.bench.datasets import BenchItem, load_dataset
+from promptslim.bench.metrics import evidence_retention
+from promptslim.errors import ConfigError
+from promptslim.stages.tools import ToolsStage
+from promptslim.stages.tools_documents import _WARM_UP
+from promptslim.types import Request
+
+PASSAGE = (
+    "The harbour town grew around a fish market in the twelfth century, and its stone quay was "
+    "rebuilt twice after storms. Ferries now leave for the islands every hour in summer."
+)
+
+
+def _hits(n: int = 5, *, key: str = "snippet") -> list[dict[str, Any]]:
+    return [
+        {"name": f"Town {i}", "url": f"https://example.org/town-{i}", key: f"Town {i}. {PASSAGE}"}
+        for i in range(n)
+    ]
+
+
+def _found(value: Any, **dumps: Any) -> Any:
+    text = json.dumps(value, **dumps)
+    return find_documents(parse_json(text), text)
+
+
+def _search(item: BenchItem, **dumps: Any) -> Request:
+    """``item``'s question, a search call with it and the passages as the tool's JSON."""
+    question = item.request.query or ""
+    hits = [{"title": d.title, "snippet": d.text} for d in item.request.documents]
+    call = {"id": "c0", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+    body = {
+        "messages": [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c0", "content": json.dumps(hits, **dumps)},
+        ]
+    }
+    return Request.from_openai(body)
+
+
+@pytest.fixture(scope="module")
+def nq(eval_data: Path) -> list[BenchItem]:
+    return load_dataset(f"nq:{eval_data / 'nq20-dev.jsonl.gz'}", limit=20).items
+
+
+# ---------------------------------------------------------------- what counts as a document list
+
+
+def test_a_list_of_passages_is_found_with_its_bodies_and_titles() -> None:
+    found = _found(_hits())
+    assert found is not None
+    assert (found.where, found.body_key) == ("$", "snippet")
+    assert found.titles == tuple(f"Town {i}" for i in range(5))
+    assert found.bodies[2].startswith("Town 2. The harbour")
+
+
+def test_a_wrapped_list_and_a_list_of_strings_are_found() -> None:
+    wrapped = _found({"query": "ferries", "results": _hits(key="content"), "took_ms": 12})
+    assert wrapped is not None and (wrapped.where, wrapped.body_key) == ("$.results", "content")
+    strings = _found([f"Town {i}. {PASSAGE}" for i in range(4)])
+    assert strings is not None and strings.body_key is None and strings.titles == (None,) * 4
+
+
+def test_passages_in_chinese_are_found() -> None:
+    text = "这座港口小镇在十二世纪围绕一个鱼市发展起来，它的石码头在风暴之后重建过两次。" * 5
+    found = _found([{"title": f"小镇{i}", "content": text} for i in range(3)], ensure_ascii=False)
+    assert found is not None and found.body_key == "content"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        _hits(2),  # too few to choose among
+        [{"id": i, "state": "open", "title": f"Issue {i}", "body": "short"} for i in range(9)],
+        # a diff is code in short lines, not a passage
+        [{"filename": "a.py", "patch": "@@ -1,3 +1,3 @@\n-x = 1\n+x = 2\n y = 3\n" * 6}] * 4,
+        # keys and encoded blobs are letters without spaces
+        [{"title": f"key {i}", "key": "ssh-rsa " + "AAAAB3NzaC1yc2E" * 20} for i in range(4)],
+        # passages that are a small part of a record listing
+        [{**h, **{f"field_{k}": f"value {k} " * 8 for k in range(30)}} for h in _hits()],
+    ],
+    ids=["two-items", "records", "diffs", "keys", "minor-part"],
+)
+def test_what_is_not_a_document_list(value: Any) -> None:
+    assert _found(value) is None
+
+
+def test_text_that_is_not_json_has_no_document_list() -> None:
+    assert parse_json("Town 0. " + PASSAGE) is None
+    assert parse_json('[{"snippet": "unterminated') is None
+
+
+# ---------------------------------------------------------------- writing the choice back
+
+
+def test_left_out_items_and_stretches_become_markers_with_their_originals() -> None:
+    text = json.dumps(_hits(6))
+    found = find_documents(parse_json(text), text)
+    assert found is not None
+    body = found.bodies[4]
+    cut = body.index("Ferries")
+    out = render_documents(found, {1: None, 4: [(cut, len(body))]})
+    assert out is not None and out.kind == "documents"
+    data = json.loads(out.text)  # valid JSON
+    assert data[1] == _hits(6)[1]  # a whole item is unchanged
+    assert data[0].startswith("[… 1 item elided id=ps")
+    assert data[2].startswith("[… 2 items elided id=ps")
+    assert data[3]["snippet"].startswith("[… ") and data[3]["snippet"].endswith(body[cut:])
+    by_where = {e.where: e for e in out.elisions}
+    assert json.loads(by_where["$[2:4]"].original) == _hits(6)[2:4]
+    assert by_where[f"$[4].snippet[0:{cut}]"].original == body[:cut]
+
+
+def test_nothing_left_out_is_no_compression() -> None:
+    found = _found(_hits(3))
+    assert found is not None
+    assert render_documents(found, dict.fromkeys(range(3))) is None
+
+
+def test_escaped_input_stays_escaped() -> None:
+    hits = [{"title": f"Zürich {i}", "snippet": f"Zürich {i}. {PASSAGE}"} for i in range(4)]
+    text = json.dumps(hits)  # ensure_ascii: "Z\u00fcrich"
+    found = find_documents(parse_json(text), text)
+    assert found is not None
+    out = render_documents(found, {0: None})
+    assert out is not None and out.text.isascii() and "Z\\u00fcrich 0" in out.text
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([None, "head", "tail"]) | st.just("drop"), min_size=3, max_size=9))
+def test_every_item_is_kept_or_in_an_elision_in_order(plan: list[str | None]) -> None:
+    hits = _hits(len(plan))
+    text = json.dumps(hits)
+    found = find_documents(parse_json(text), text)
+    assert found is not None
+    kept: dict[int, list[tuple[int, int]] | None] = {}
+    for i, how in enumerate(plan):
+        n = len(found.bodies[i])
+        if how != "drop":
+            kept[i] = None if how is None else [(0, n // 2)] if how == "head" else [(n // 2, n)]
+    out = render_documents(found, kept)
+    rebuilt: list[Any] = []
+    originals = {e.id: e.original for e in out.elisions} if out is not None else {}
+    for value in json.loads(out.text) if out is not None else hits:
+        if isinstance(value, str):  # a run of items left out, its original stored
+            rebuilt += json.loads(originals[value.rsplit("id=", 1)[1].rstrip("]")])
+        else:
+            rebuilt.append(value)
+    assert [h["name"] for h in rebuilt] == [h["name"] for h in hits]
+    for h, i in zip(rebuilt, range(len(plan))):
+        assert (h == hits[i]) == (plan[i] in (None, "drop"))  # a trimmed body is the only edit
+
+
+# ---------------------------------------------------------------- the tools stage
+
+
+def test_search_results_keep_the_answer_the_crusher_lost(nq: list[BenchItem]) -> None:
+    """The first 20 nq20-dev questions, their passages as a search tool's JSON: the record
+    crusher lost most answers, the retrieval stage keeps them at a fraction of the tokens."""
+    chosen, crushed = ToolsStage(), ToolsStage(documents=False)
+    kept = lost = chars_in = chars_out = 0
+    for item in nq:
+        request = _search(item, ensure_ascii=False)
+        result = chosen.run(request)
+        text = result.request.messages[-1].text
+        chars_in, chars_out = chars_in + len(request.messages[-1].text), chars_out + len(text)
+        kept += evidence_retention(text, item.answers) > 0
+        lost += (
+            evidence_retention(crushed.run(request).request.messages[-1].text, item.answers) == 0
+        )
+        assert result.report.stages[0].changes[0].reason.startswith("tools/documents")
+    assert kept >= 19 and chars_out < 0.35 * chars_in
+    assert lost >= 5  # the old behaviour, for scale
+
+
+def _fetched(item: BenchItem, arguments: str) -> list[Any]:
+    """The ids the tools stage keeps of ``item``'s passages, fetched with ``arguments``."""
+    hits = [
+        {"id": f"doc-{9000 + i}", "snippet": d.text} for i, d in enumerate(item.request.documents)
+    ]
+    call = {"id": "c0", "type": "function", "function": {"name": "fetch", "arguments": arguments}}
+    body = {
+        "messages": [
+            {"role": "user", "content": item.request.query},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c0", "content": json.dumps(hits)},
+        ]
+    }
+    out = ToolsStage().run(Request.from_openai(body)).request.messages[-1].text
+    return [v["id"] for v in json.loads(out) if isinstance(v, dict)]
+
+
+def test_an_item_the_call_names_stays_whatever_its_text(nq: list[BenchItem]) -> None:
+    ranked = _fetched(nq[0], "{}")
+    dropped = next(f"doc-{9000 + i}" for i in range(20) if f"doc-{9000 + i}" not in ranked)
+    assert dropped in _fetched(nq[0], json.dumps({"ids": [dropped]}))
+
+
+def test_the_same_result_gives_the_same_bytes_on_every_turn_and_stage(nq: list[BenchItem]) -> None:
+    request = _search(nq[3])
+    first = ToolsStage().run(request).request.messages[-1].text
+    stage = ToolsStage()
+    assert stage.run(request).request.messages[-1].text == first
+    assert stage.run(request).request.messages[-1].text == first  # from the memo
+
+
+def test_without_a_query_a_document_list_goes_on_unchanged() -> None:
+    call = {"id": "c0", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+    body = {
+        "messages": [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c0", "content": json.dumps(_hits(12))},
+        ]
+    }
+    request = Request.from_openai(body)
+    assert ToolsStage().run(request).request.messages[-1].text == json.dumps(_hits(12))
+
+
+def test_documents_options_go_to_the_retrieval_stage(nq: list[BenchItem]) -> None:
+    request = _search(nq[5])
+    out = ToolsStage(documents={"max_k": 2, "cutoff": "none"}).run(request)
+    kept = [v for v in json.loads(out.request.messages[-1].text) if isinstance(v, dict)]
+    assert len(kept) == 2
+    with pytest.raises(ConfigError) as bad:
+        ToolsStage(documents={"max_k": 0})
+    assert bad.value.field == "documents.max_k"
+    with pytest.raises(ConfigError) as unknown:
+        ToolsStage(documents={"max_kk": 2})
+    assert unknown.value.field == "documents.max_kk"
+    with pytest.raises(ConfigError) as typed:
+        ToolsStage(documents="yes")  # type: ignore[arg-type]
+    assert typed.value.field == "documents"
+
+
+def test_documents_false_leaves_a_document_list_to_the_crusher(nq: list[BenchItem]) -> None:
+    out = ToolsStage(documents=False).run(_search(nq[0]))
+    assert out.report.stages[0].changes[0].reason.startswith("tools/json")
+
+
+def test_the_warm_up_sample_is_a_document_list() -> None:
+    assert find_documents(parse_json(_WARM_UP), _WARM_UP) is not None
+    stage = ToolsStage()
+    stage.warm_up()  # runs it through the retrieval stage: a scorer that fails raises here
+    assert stage._documents is not None and stage._documents.stage.get_scorer() is not None
