@@ -18,11 +18,12 @@ the default pipeline on those (``structured_data``, seeded):
   LangChain records under ``add_start_index=True``, which the retrieval stage reads to keep the
   piece after the best one) and ``tokens256`` (cut by LangChain's token splitter at 256
   tokens, inside sentences);
-- an agent's search results (``search_json``, ``search_results``): the NQ passages as a search
-  tool's JSON answer in the tool message, the request without documents. Side by side:
-  ``default`` (the default pipeline, whose tools stage sends a document list to a retrieval
-  stage) and ``crusher`` (``tools:documents=false``: the JSON crusher alone, as for records).
-  Their ``token_ratio`` is of the tool message's tokens.
+- an agent's search results (``search_json``, ``search_results``, ``search_text``): the NQ
+  passages as a search tool's answer in the tool message (JSON, or plain text without titles),
+  the request without documents. Side by side: ``default`` (the default pipeline, whose tools
+  stage sends a document list or a text's passages to a retrieval stage) and ``crusher``
+  (``tools:documents=false``: the JSON crusher and the text compressor, by content). Their
+  ``token_ratio`` is of the tool message's tokens.
 
 Per shape and config, as in ``bench_shapes``: ``evidence`` (a gold answer still in what the
 model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``cold_p50_ms`` /

@@ -24,8 +24,9 @@ Two kinds, each seeded so a run is reproducible:
   the assistant calls a search tool with it, and the tool's message is the item's 20 passages
   in their order as JSON, ``search_json`` as a list of ``name``/``url``/``snippet`` objects
   (Bing's shape) and ``search_results`` as ``{"query", "results": [{"title", "url",
-  "content", "score"}]}`` (Tavily's). The request has no documents: what is cut is the tool
-  message.
+  "content", "score"}]}`` (Tavily's), and ``search_text`` as plain text, the passages'
+  texts joined by blank lines (what LangChain's retriever tool sends: no titles). The request
+  has no documents: what is cut is the tool message.
 """
 
 from __future__ import annotations
@@ -274,10 +275,14 @@ def _searched(item: BenchItem, result: object) -> BenchItem:
         {"role": "system", "content": "You answer questions. Search the web when you need to."},
         {"role": "user", "content": question},
         {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "call_0", "content": json.dumps(result, ensure_ascii=False)},
+        {"role": "tool", "tool_call_id": "call_0", "content": _written(result)},
     ]
     request = Request.from_openai({"messages": messages})
     return BenchItem(item.id, request, item.answers, item.metadata)
+
+
+def _written(result: object) -> str:
+    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
 
 
 def search_json(item: BenchItem, rng: random.Random) -> BenchItem:
@@ -295,10 +300,15 @@ def search_results(item: BenchItem, rng: random.Random) -> BenchItem:
     return _searched(item, {"query": item.request.query, "results": hits, "response_time": 1.2})
 
 
+def search_text(item: BenchItem, rng: random.Random) -> BenchItem:
+    return _searched(item, "\n\n".join(d.text for d in item.request.documents))
+
+
 #: the NQ passages as a search tool's results, by name
 SEARCH: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "search_json": search_json,
     "search_results": search_results,
+    "search_text": search_text,
 }
 
 

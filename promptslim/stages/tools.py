@@ -25,8 +25,9 @@ import json
 from typing import Any
 
 from ..backends.tools import TOOL_COMPRESSORS, Compressed, ToolCompressor, ToolContext
-from ..backends.tools.documents import find_documents, parse_json
+from ..backends.tools.documents import Found, find_documents, parse_json
 from ..backends.tools.expand import EXPAND_TOOL, EXPAND_TOOL_NAME, answer_expand_call
+from ..backends.tools.passages import find_passages
 from ..backends.tools.router import route
 from ..backends.tools.store import ToolStore, tool_store_from_spec
 from ..errors import ConfigError
@@ -201,12 +202,15 @@ class ToolsStage(BaseStage):
         return out, False
 
     def _route(self, text: str, context: ToolContext, log: StageLog) -> Compressed | None:
-        """A document list to ``documents`` (its answer final: kept whole when it keeps every
-        item), anything else to the compressor its content routes to, JSON parsed once."""
+        """A JSON document list or a text's prose passages to ``documents`` (its answer
+        final: kept whole when it keeps every item), anything else to the compressor its
+        content routes to, JSON parsed once."""
         parsed = None
         if self._documents is not None:
             parsed = parse_json(text)
-            found = find_documents(parsed, text) if parsed is not None else None
+            found: Found | None = (
+                find_documents(parsed, text) if parsed is not None else find_passages(text)
+            )
             if found is not None:
                 return self._documents.compress(found, context, log.warnings)
         return route(text, context, self._backends, parsed=parsed)

@@ -23,11 +23,10 @@ from typing import Any
 from ..backends.tools import Compressed, ToolContext
 from ..backends.tools.documents import (
     MIN_ITEMS,
-    DocumentList,
+    Found,
     find_documents,
     literal_items,
     parse_json,
-    render_documents,
 )
 from ..errors import ConfigError
 from ..messages import Document, Message
@@ -63,11 +62,11 @@ class ToolDocuments:
         self.stage = RetrievalStage(**options)
 
     def compress(
-        self, found: DocumentList, context: ToolContext, warnings: list[str] | None = None
+        self, found: Found, context: ToolContext, warnings: list[str] | None = None
     ) -> Compressed | None:
-        """The result with only what the retrieval stage keeps of its document list ``found``
-        (and the items that hold a literal of the turn); None when there is no query to rank
-        by or everything is kept. The stage's warnings (a scorer that fell back) go to
+        """The result with only what the retrieval stage keeps of ``found`` (a JSON document
+        list or a text's passages) and the items that hold a literal of the turn; None when
+        there is no query to rank by or everything is kept. The stage's warnings (a scorer that fell back) go to
         ``warnings``."""
         query = _query(context)
         if not query:
@@ -88,7 +87,7 @@ class ToolDocuments:
         kept = _kept(found, out.documents, report.details)
         for i in literal_items(found, context):
             kept[i] = None
-        return render_documents(found, kept)
+        return found.render(kept)
 
     def warm_up(self) -> None:
         """Load the scorer's model now (``Pipeline.warm_up``), not on the first search."""
@@ -109,7 +108,7 @@ def _query(context: ToolContext) -> str:
 
 
 def _kept(
-    found: DocumentList, documents: list[Document], details: Mapping[str, Any]
+    found: Found, documents: list[Document], details: Mapping[str, Any]
 ) -> dict[int, list[tuple[int, int]] | None]:
     """What of each item stays: None for the whole item, else the spans of its body. Items
     without a body were no document: they stay."""

@@ -30,7 +30,7 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ...scripts import dominant_script
 from . import Compressed, Elision, ToolContext, elision_id, marker
@@ -38,7 +38,16 @@ from .json_crusher import matching_items
 from .json_values import Obj, dump_json, items_leaves, load_json
 from .match import matcher_for
 
-__all__ = ["DocumentList", "find_documents", "literal_items", "parse_json", "render_documents"]
+__all__ = [
+    "DocumentList",
+    "Found",
+    "find_documents",
+    "literal_items",
+    "parse_json",
+    "reads_as_prose",
+    "render_documents",
+    "trimmed_body",
+]
 
 MIN_ITEMS = 3
 MAX_ITEMS = 500
@@ -48,8 +57,10 @@ MIN_BODY_CHARS = 150
 LETTER_SHARE = 0.8
 MIN_LINE_CHARS = 60
 TOKEN_SHARE = 0.2
+SAMPLE_CHARS = 8_000
 #: a run of characters with no white space long enough to be a token, not a word
 _LONG_RUN = re.compile(r"\S{40,}")
+_LETTERS_OR_SPACE = re.compile(r"[^\W\d_]+|\s+")
 PROSE_SHARE = 0.5
 #: items kept for the turn's literals, as the JSON crusher's ``max_matches``
 MAX_LITERAL_ITEMS = 8
@@ -81,6 +92,29 @@ class DocumentList:
             value = value[at][1]
         return list(value)
 
+    def leaves(self) -> list[list[tuple[str, Any]]]:
+        """Each item's scalars with their key paths (what ``literal_items`` searches)."""
+        return items_leaves(self.items, len(self.path) + 1)
+
+    def render(self, kept: Mapping[int, Sequence[tuple[int, int]] | None]) -> Compressed | None:
+        """``render_documents`` of this list."""
+        return render_documents(self, kept)
+
+
+class Found(Protocol):
+    """A document list or passages of a tool result: what the tools stage ranks, and how it
+    writes back what stays (``kept``: by index, None for a whole item, else its body's spans)."""
+
+    @property
+    def bodies(self) -> tuple[str, ...]: ...
+
+    @property
+    def titles(self) -> tuple[str | None, ...]: ...
+
+    def leaves(self) -> list[list[tuple[str, Any]]]: ...
+
+    def render(self, kept: Mapping[int, Sequence[tuple[int, int]] | None]) -> Compressed | None: ...
+
 
 def parse_json(text: str) -> Any:
     """``text``'s JSON value as ``load_json`` reads it, or None when it is not a JSON object
@@ -107,11 +141,10 @@ def find_documents(data: Any, text: str) -> DocumentList | None:
     return best
 
 
-def literal_items(found: DocumentList, context: ToolContext) -> set[int]:
+def literal_items(found: Found, context: ToolContext) -> set[int]:
     """The items that hold a literal of the turn (an id or a number the query or the call
     names, in any member), as the JSON crusher finds them: they stay whatever their text."""
-    leaves = items_leaves(found.items, len(found.path) + 1)
-    return matching_items(matcher_for(context), leaves, MAX_LITERAL_ITEMS, 0)
+    return matching_items(matcher_for(context), found.leaves(), MAX_LITERAL_ITEMS, 0)
 
 
 def _chars(found: DocumentList) -> int:
@@ -145,7 +178,7 @@ def _documents(
         members = [_members(v) for v in items]
         bodies = [m[key] if type(m.get(key)) is str else "" for m in members]
         titles = [_title(m, key) for m in members]
-    if not _prose(bodies):
+    if not reads_as_prose(bodies):
         return None
     return DocumentList(data, path, where, key, tuple(bodies), tuple(titles), ascii_only)
 
@@ -182,23 +215,28 @@ def _title(members: Mapping[str, Any], body_key: str) -> str | None:
     return None
 
 
-def _prose(bodies: Sequence[str]) -> bool:
-    """Whether the bodies read as passages: long enough, mostly letters and spaces, in lines
-    of running text (a diff or a listing has short lines), and words rather than tokens (a
-    key, an id, base64 or a URL is a long run of Latin letters with no space)."""
-    if statistics.median(map(len, bodies)) < MIN_BODY_CHARS:
+def reads_as_prose(bodies: Sequence[str]) -> bool:
+    """Whether the bodies read as passages: long enough, in lines of running text (a diff, a
+    listing or a log has short lines), mostly letters and spaces, and words rather than
+    tokens (a key, an id, base64 or a URL is a long run of Latin letters with no space). The
+    cheap tests first: most tool output fails on its line lengths."""
+    if not bodies or statistics.median(map(len, bodies)) < MIN_BODY_CHARS:
         return False
     chars = sum(map(len, bodies))
-    lines = sum(b.count("\n") + 1 for b in bodies)
-    letters = sum(sum(1 for c in b if c.isalpha() or c.isspace()) for b in bodies)
+    if chars < MIN_LINE_CHARS * sum(b.count("\n") + 1 for b in bodies):
+        return False
+    # the character tests read each body's head, ``SAMPLE_CHARS`` in all: a 60,000-character
+    # log costs what a page does
+    heads = [b[: max(SAMPLE_CHARS // len(bodies), 200)] for b in bodies]
+    sampled = sum(map(len, heads))
+    # letter and space runs removed, what is left is the rest: one pass in C per body
+    letters = sampled - sum(len(_LETTERS_OR_SPACE.sub("", b)) for b in heads)
+    if letters < LETTER_SHARE * sampled:
+        return False
     tokens = sum(
-        len(run) for b in bodies for run in _LONG_RUN.findall(b) if dominant_script(run) == "latin"
+        len(run) for b in heads for run in _LONG_RUN.findall(b) if dominant_script(run) == "latin"
     )
-    return (
-        letters >= LETTER_SHARE * chars
-        and chars >= MIN_LINE_CHARS * lines
-        and tokens <= TOKEN_SHARE * chars
-    )
+    return tokens <= TOKEN_SHARE * sampled
 
 
 def render_documents(
@@ -243,27 +281,33 @@ def _trimmed(
     spans: Sequence[tuple[int, int]],
     elisions: list[Elision],
 ) -> Any:
-    """Item ``i`` with its body cut to ``spans``, each stretch between them a marker."""
-    body = found.bodies[i]
-    parts: list[str] = []
-    cursor = 0
+    """Item ``i`` with its body cut to ``spans``."""
     field = f"{found.where}[{i}]" + (f".{found.body_key}" if found.body_key else "")
-    for start, end in [*spans, (len(body), len(body))]:
-        left = body[cursor:start]
-        if left.strip():
-            ident = elision_id(left)
-            where = f"{field}[{cursor}:{start}]"
-            elisions.append(Elision(ident, "chars", len(left), where, left))
-            parts.append(marker(len(left), "chars", ident))
-        parts.append(body[start:end])
-        cursor = max(cursor, end)
-    text = " ".join(p.strip() for p in parts if p.strip())
+    text = trimmed_body(found.bodies[i], spans, field, elisions)
     if found.body_key is None:
         return text
     pairs = Obj(item)
     at = next(j for j, (k, _) in enumerate(pairs) if k == found.body_key)
     pairs[at] = (found.body_key, text)
     return pairs
+
+
+def trimmed_body(
+    body: str, spans: Sequence[tuple[int, int]], field: str, elisions: list[Elision]
+) -> str:
+    """``body`` cut to ``spans`` (in order), each stretch between them a marker whose
+    elision (at ``field[start:end]``) goes to ``elisions``."""
+    parts: list[str] = []
+    cursor = 0
+    for start, end in [*spans, (len(body), len(body))]:
+        left = body[cursor:start]
+        if left.strip():
+            ident = elision_id(left)
+            elisions.append(Elision(ident, "chars", len(left), f"{field}[{cursor}:{start}]", left))
+            parts.append(marker(len(left), "chars", ident))
+        parts.append(body[start:end])
+        cursor = max(cursor, end)
+    return " ".join(p.strip() for p in parts if p.strip())
 
 
 def _replaced(value: Any, path: Path, new: list[Any]) -> Any:

@@ -1,0 +1,117 @@
+"""Passages in a plain-text tool result (``backends.tools.passages``): a retriever tool's
+documents joined by blank lines go to the retrieval stage, not to the sentence picker, which
+lost answers whose sentence does not repeat the question's words."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from promptslim.backends.tools.passages import find_passages
+from promptslim.bench.datasets import BenchItem, load_dataset
+from promptslim.bench.metrics import evidence_retention
+from promptslim.stages.tools import ToolsStage
+from promptslim.types import Request
+
+BLOCK = (
+    "The harbour town grew around a fish market in the twelfth century, and its stone quay was "
+    "rebuilt twice after storms. Ferries now leave for the islands every hour in summer."
+)
+
+
+def _text(n: int = 4, sep: str = "\n\n") -> str:
+    return sep.join(f"Town {i}. {BLOCK}" for i in range(n))
+
+
+def _asked(question: str, text: str, arguments: str = "{}") -> Request:
+    call = {
+        "id": "c0",
+        "type": "function",
+        "function": {"name": "retrieve", "arguments": arguments},
+    }
+    return Request.from_openai(
+        {
+            "messages": [
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c0", "content": text},
+            ]
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def nq(eval_data: Path) -> list[BenchItem]:
+    return load_dataset(f"nq:{eval_data / 'nq20-dev.jsonl.gz'}", limit=20).items
+
+
+def test_blank_line_blocks_of_prose_are_passages_with_exact_spans() -> None:
+    text = "\n" + _text(3, "\n \n\n") + "\n"
+    found = find_passages(text)
+    assert found is not None and len(found.bodies) == 3
+    assert all(text[a:b] == body for (a, b), body in zip(found.spans, found.bodies))
+    assert found.bodies[1] == f"Town 1. {BLOCK}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\n".join(f"2026-12-05 10:{i:02d}:00 INFO worker {i} done" for i in range(80)),
+        "\n".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(60)),
+        "\n\n".join(
+            f"{i}: " + "/usr/lib/python3/site-packages/pkg/module_name.py" * 3 for i in range(9)
+        ),
+        "short line\n\nanother short one",
+    ],
+    ids=["log", "code", "paths", "short"],
+)
+def test_what_is_not_passages(text: str) -> None:
+    assert find_passages(text) is None
+
+
+def test_left_out_blocks_become_one_marker_a_run_and_separators_stay() -> None:
+    text = _text(5)
+    found = find_passages(text)
+    assert found is not None
+    body = found.bodies[3]
+    cut = body.index("Ferries")
+    out = found.render({0: None, 3: [(0, cut)]})
+    assert out is not None
+    parts = out.text.split("\n\n")
+    assert parts[0] == found.bodies[0]
+    assert parts[1].startswith("[… 2 passages elided id=ps")
+    assert parts[2].startswith(body[:cut].strip()) and "chars elided" in parts[2]
+    assert parts[3].startswith("[… 1 passage elided id=ps")
+    originals = {e.where: e.original for e in out.elisions}
+    a, b = found.spans[1][0], found.spans[2][1]
+    assert originals[f"chars {a}-{b}"] == text[a:b]
+
+
+def test_a_retriever_tools_text_keeps_the_answer_the_sentence_picker_lost(
+    nq: list[BenchItem],
+) -> None:
+    """The first 20 nq20-dev questions, their passages as LangChain's retriever tool sends
+    them (texts joined by blank lines)."""
+    chosen, picked = ToolsStage(), ToolsStage(documents=False)
+    kept = lost = chars_in = chars_out = 0
+    for item in nq:
+        text = "\n\n".join(f"{d.title}\n{d.text}" for d in item.request.documents)
+        request = _asked(item.request.query or "", text)
+        out = chosen.run(request).request.messages[-1].text
+        chars_in, chars_out = chars_in + len(text), chars_out + len(out)
+        kept += evidence_retention(out, item.answers) > 0
+        lost += evidence_retention(picked.run(request).request.messages[-1].text, item.answers) == 0
+    assert kept >= 19 and chars_out < 0.35 * chars_in
+    assert lost >= 1  # the sentence picker, for scale
+
+
+def test_a_block_that_holds_the_calls_literal_stays(nq: list[BenchItem]) -> None:
+    item = nq[0]
+    blocks = [f"Ticket HAR-{100 + i}. {d.text}" for i, d in enumerate(item.request.documents)]
+    text, question = "\n\n".join(blocks), item.request.query or ""
+    plain = ToolsStage().run(_asked(question, text)).request.messages[-1].text
+    dropped = next(b for b in blocks if b not in plain)  # off the question: ranked out
+    named = _asked(question, text, json.dumps({"ticket": dropped.split(".")[0][7:]}))
+    assert dropped in ToolsStage().run(named).request.messages[-1].text
