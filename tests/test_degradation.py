@@ -4,6 +4,7 @@ past its time limit makes its stage fall back to the cheaper path with a warning
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from promptslim.stages.compress import CompressStage
 from promptslim.stages.history import HistoryStage
 from promptslim.stages.prefix import PrefixStage
 from promptslim.stages.retrieval import RetrievalStage
+from promptslim.stages.tools import ToolsStage
 from promptslim.tokens import TokenCounter, get_counter
 from promptslim.types import Budget, Message, Request
 
@@ -260,3 +262,27 @@ def test_retrieval_slow_scorer_falls_back(monkeypatch: pytest.MonkeyPatch) -> No
     assert result.report.stages[0].details["fallback"]["error"] == "StageTimeout"
     with pytest.raises(StageTimeout):
         RetrievalStage(time_limit_ms=LIMIT_MS, strict=True).run(rag_request())
+
+
+def test_tool_search_results_without_the_extra_fall_back_to_bm25(no_torch: None) -> None:
+    """A search's passages in a tool message are ranked by BM25 when the model cannot load,
+    and the tools stage's report says so."""
+    hits = [
+        {"title": f"Country {i}", "snippet": f"Passage {i} says the capital of country {i} is city {i * 7}. " * 6}
+        for i in range(6)
+    ]
+    call = {"id": "c0", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+    request = Request.from_openai(
+        {
+            "messages": [
+                {"role": "user", "content": "What is the capital of country 3?"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c0", "content": json.dumps(hits)},
+            ]
+        }
+    )
+    result = ToolsStage().run(request)
+    report = result.report.stages[0]
+    assert any("used bm25" in w for w in report.warnings), report.warnings
+    assert report.changes[0].reason.startswith("tools/documents")
+    assert "city 21" in result.request.messages[-1].text

@@ -1,8 +1,10 @@
 """The tools stage: compress tool results once, the same way on every turn, reversibly.
 
-Agent prompts are mostly tool output (API JSON, logs, file reads). Each tool message after
-the stable prefix whose text is at least ``min_chars`` long goes to a compressor chosen by
-its content (``promptslim.backends.tools``: JSON, log, code, text). What the compressor may
+Agent prompts are mostly tool output (API JSON, logs, file reads, search results). Each tool
+message after the stable prefix whose text is at least ``min_chars`` long goes, when it is a
+search's passages (a JSON document list or prose in blank-line blocks: ``tools_documents``), to
+a retrieval stage, and otherwise to a compressor chosen by its content
+(``promptslim.backends.tools``: JSON, log, code, text). What the compressor may
 read is fixed when the result first appears: its text, the query of the turn that introduced
 it (the last user message before it), the arguments of the tool call it answers, and the
 caller's protected literals. Nothing that changes on later turns (the newest message, the
@@ -50,7 +52,8 @@ class ToolsStage(BaseStage):
 
     ``min_chars``: shorter results are left alone. ``compressors``: the names to route
     among (``TOOL_COMPRESSORS``). ``options``: per-compressor keyword arguments
-    (``{"json": {"head": 3}}``). ``store``/``namespace``: where originals go. ``expand_tool``:
+    (``{"json": {"head": 3}}``). ``documents``: a search's passages go to a ``RetrievalStage``
+    (True: its defaults; a dict: its options; False: they go to the compressors too). ``store``/``namespace``: where originals go. ``expand_tool``:
     add the ``promptslim_expand`` tool definition to every request (always, so the tools JSON
     is the same bytes on every turn). ``memo_chars``: the bound of the compressed-result memo.
     """
