@@ -17,6 +17,9 @@ Built-ins (``route`` picks one by content):
 - ``code``: file reads; query-relevant regions with their enclosing signatures.
 - ``text``: the extractive compressor, with markers where sentences were left out.
 
+Before any of them, the tools stage sends a search's passages (a JSON document list:
+``documents``; prose in blank-line blocks: ``passages``) to a retrieval stage.
+
 Contract every compressor keeps: deterministic for the same text, context and settings (the
 tools stage relies on it for cache stability); protected spans kept byte-exact or elided
 whole; nothing left out without an ``Elision`` that names it; ``None`` when the compressor

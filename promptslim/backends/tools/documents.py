@@ -15,9 +15,9 @@ every original in an ``Elision``. What counts as a document list:
 - bodies that read as prose (median at least ``MIN_BODY_CHARS`` characters, ``LETTER_SHARE``
   of them letters or white space and at most ``TOKEN_SHARE`` in runs of Latin letters with no
   space: no ids, URLs, keys, encoded blobs or code; lines of ``MIN_LINE_CHARS`` on average:
-  no diff or listing) and make up at least ``PROSE_SHARE`` of
-  the whole result's characters: an API listing whose objects carry a description among
-  dozens of fields stays the JSON crusher's business.
+  no diff or listing; the character tests read at most ``SAMPLE_CHARS``) and make up at
+  least ``PROSE_SHARE`` of the whole result's characters: an API listing whose objects carry
+  a description among dozens of fields stays the JSON crusher's business.
 
 Items that hold one of the turn's literals (``literal_items``: an id the question names) stay
 whatever the ranking says, as the crusher keeps them.
