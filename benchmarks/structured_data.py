@@ -25,8 +25,9 @@ Two kinds, each seeded so a run is reproducible:
   in their order as JSON, ``search_json`` as a list of ``name``/``url``/``snippet`` objects
   (Bing's shape) and ``search_results`` as ``{"query", "results": [{"title", "url",
   "content", "score"}]}`` (Tavily's), and ``search_text`` as plain text, the passages'
-  texts joined by blank lines (what LangChain's retriever tool sends: no titles). The request
-  has no documents: what is cut is the tool message.
+  texts joined by blank lines (what LangChain's retriever tool sends: no titles), and
+  ``fetch_json``, a fetched page as ``{"url", "title", "content"}``, the passages the
+  sections of its content. The request has no documents: what is cut is the tool message.
 """
 
 from __future__ import annotations
@@ -263,13 +264,15 @@ def _page(title: str) -> str:
     return "https://en.wikipedia.org/wiki/" + title.replace(" ", "_")
 
 
-def _searched(item: BenchItem, result: object) -> BenchItem:
-    """``item``'s question asked of an assistant that searched, ``result`` the tool's answer."""
+def _searched(item: BenchItem, result: object, fetched: str | None = None) -> BenchItem:
+    """``item``'s question asked of an assistant that searched (or ``fetched`` a page),
+    ``result`` the tool's answer."""
     question = item.request.query or item.request.effective_query
+    name, args = ("fetch", {"url": fetched}) if fetched else ("web_search", {"query": question})
     call = {
         "id": "call_0",
         "type": "function",
-        "function": {"name": "web_search", "arguments": json.dumps({"query": question})},
+        "function": {"name": name, "arguments": json.dumps(args)},
     }
     messages = [
         {"role": "system", "content": "You answer questions. Search the web when you need to."},
@@ -304,11 +307,18 @@ def search_text(item: BenchItem, rng: random.Random) -> BenchItem:
     return _searched(item, "\n\n".join(d.text for d in item.request.documents))
 
 
+def fetch_json(item: BenchItem, rng: random.Random) -> BenchItem:
+    page = "\n\n".join(f"## {d.title}\n\n{d.text}" for d in item.request.documents)
+    url = "https://example.org/reading-list"
+    return _searched(item, {"url": url, "title": "Reading list", "content": page}, url)
+
+
 #: the NQ passages as a search tool's results, by name
 SEARCH: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "search_json": search_json,
     "search_results": search_results,
     "search_text": search_text,
+    "fetch_json": fetch_json,
 }
 
 

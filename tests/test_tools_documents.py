@@ -80,6 +80,27 @@ def test_a_wrapped_list_and_a_list_of_strings_are_found() -> None:
     assert strings is not None and strings.body_key is None and strings.titles == (None,) * 4
 
 
+def test_a_fetched_page_is_a_list_of_one_that_is_never_left_out() -> None:
+    page = {
+        "url": "https://example.org/towns",
+        "title": "Towns",
+        "content": "\n\n".join(f"Town {i}. {PASSAGE}" for i in range(6)),
+    }
+    found = _found({"status": 200, "page": page})
+    assert found is not None and found.single
+    assert (found.where, found.body_key, found.titles) == ("$.page", "content", ("Towns",))
+    out = render_documents(found, {})  # the ranking kept nothing: the page stays whole
+    assert out is None
+    body = found.bodies[0]
+    cut = body.index("Town 3")
+    trimmed = render_documents(found, {0: [(cut, len(body))]})
+    assert trimmed is not None
+    data = json.loads(trimmed.text)
+    assert data["status"] == 200 and data["page"]["url"] == page["url"]
+    assert data["page"]["content"].startswith("[… ") and body[cut:] in data["page"]["content"]
+    assert trimmed.elisions[0].where == f"$.page.content[0:{len(body[:cut].rstrip())}]"
+
+
 def test_passages_in_chinese_are_found() -> None:
     text = "这座港口小镇在十二世纪围绕一个鱼市发展起来，它的石码头在风暴之后重建过两次。" * 5
     found = _found([{"title": f"小镇{i}", "content": text} for i in range(3)], ensure_ascii=False)
@@ -89,7 +110,6 @@ def test_passages_in_chinese_are_found() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        _hits(2),  # too few to choose among
         [{"id": i, "state": "open", "title": f"Issue {i}", "body": "short"} for i in range(9)],
         # a diff is code in short lines, not a passage
         [{"filename": "a.py", "patch": "@@ -1,3 +1,3 @@\n-x = 1\n+x = 2\n y = 3\n" * 6}] * 4,
@@ -98,7 +118,7 @@ def test_passages_in_chinese_are_found() -> None:
         # passages that are a small part of a record listing
         [{**h, **{f"field_{k}": f"value {k} " * 8 for k in range(30)}} for h in _hits()],
     ],
-    ids=["two-items", "records", "diffs", "keys", "minor-part"],
+    ids=["records", "diffs", "keys", "minor-part"],
 )
 def test_what_is_not_a_document_list(value: Any) -> None:
     assert _found(value) is None
@@ -127,7 +147,8 @@ def test_left_out_items_and_stretches_become_markers_with_their_originals() -> N
     assert data[3]["snippet"].startswith("[… ") and data[3]["snippet"].endswith(body[cut:])
     by_where = {e.where: e for e in out.elisions}
     assert json.loads(by_where["$[2:4]"].original) == _hits(6)[2:4]
-    assert by_where[f"$[4].snippet[0:{cut}]"].original == body[:cut]
+    left = body[:cut].rstrip()  # the space before the kept sentence stays beside the marker
+    assert by_where[f"$[4].snippet[0:{len(left)}]"].original == left
 
 
 def test_nothing_left_out_is_no_compression() -> None:
@@ -213,6 +234,32 @@ def test_an_item_the_call_names_stays_whatever_its_text(nq: list[BenchItem]) -> 
     ranked = _fetched(nq[0], "{}")
     dropped = next(f"doc-{9000 + i}" for i in range(20) if f"doc-{9000 + i}" not in ranked)
     assert dropped in _fetched(nq[0], json.dumps({"ids": [dropped]}))
+
+
+def test_a_fetched_pages_answer_is_kept_where_the_crusher_kept_its_head(
+    nq: list[BenchItem],
+) -> None:
+    """The first 20 nq20-dev items' passages as the sections of one fetched page's content:
+    the crusher kept the head of the string and lost most answers."""
+    chosen, crushed = ToolsStage(), ToolsStage(documents=False)
+    kept = lost = chars_in = chars_out = 0
+    for item in nq:
+        page = "\n\n".join(f"## {d.title}\n\n{d.text}" for d in item.request.documents)
+        result = json.dumps({"url": "https://example.org/p", "content": page})
+        arguments = json.dumps({"url": "https://example.org/p"})
+        body = _search(item).to_openai()
+        body["messages"][1]["tool_calls"][0]["function"]["arguments"] = arguments
+        body["messages"][2]["content"] = result
+        request = Request.from_openai(body)
+        out = chosen.run(request).request.messages[-1].text
+        chars_in, chars_out = chars_in + len(result), chars_out + len(out)
+        kept += evidence_retention(out, item.answers) > 0
+        lost += (
+            evidence_retention(crushed.run(request).request.messages[-1].text, item.answers) == 0
+        )
+    # cut inside, not kept whole for the url its call names
+    assert kept >= 19 and chars_out < 0.35 * chars_in
+    assert lost >= 10
 
 
 def test_the_same_result_gives_the_same_bytes_on_every_turn_and_stage(nq: list[BenchItem]) -> None:

@@ -86,7 +86,7 @@ class ToolDocuments:
             warnings.extend(report.warnings)
         kept = _kept(found, out.documents, report.details)
         for i in literal_items(found, context):
-            kept[i] = None
+            kept.setdefault(i, None)  # named, it stays; kept already, as the ranking cut it
         return found.render(kept)
 
     def warm_up(self) -> None:

@@ -9,7 +9,8 @@ left out become one marker per run, the parts left out of a kept passage one mar
 every original in an ``Elision``. What counts as a document list:
 
 - an array of at least ``MIN_ITEMS`` items (at most ``MAX_ITEMS``), at the top or under an
-  object's member up to ``SEARCH_DEPTH`` levels down;
+  object's member up to ``SEARCH_DEPTH`` levels down, or an object there (a fetched page's
+  ``{"url": ..., "content": ...}``), taken as a list of one that is never left out whole;
 - each item a string, or an object with a string member (the same name in at least
   ``BODY_SHARE`` of them) that is its body: the longest string member of most items;
 - bodies that read as prose (median at least ``MIN_BODY_CHARS`` characters, ``LETTER_SHARE``
@@ -49,7 +50,7 @@ __all__ = [
     "trimmed_body",
 ]
 
-MIN_ITEMS = 3
+MIN_ITEMS = 1
 MAX_ITEMS = 500
 SEARCH_DEPTH = 2
 BODY_SHARE = 0.8
@@ -75,7 +76,8 @@ Path = tuple[int, ...]
 @dataclass(frozen=True)
 class DocumentList:
     """A document list found in a tool result: the parsed JSON, where the array is, and per
-    item its body and title (``body_key`` None: the items are the bodies themselves)."""
+    item its body and title (``body_key`` None: the items are the bodies themselves;
+    ``single``: the "list" is one object, whose body is the passage)."""
 
     data: Any
     path: Path
@@ -84,13 +86,14 @@ class DocumentList:
     bodies: tuple[str, ...]
     titles: tuple[str | None, ...]
     ascii_only: bool
+    single: bool = False
 
     @property
     def items(self) -> list[Any]:
         value = self.data
         for at in self.path:
             value = value[at][1]
-        return list(value)
+        return [value] if self.single else list(value)
 
     def leaves(self) -> list[list[tuple[str, Any]]]:
         """Each item's scalars with their key paths (what ``literal_items`` searches)."""
@@ -132,8 +135,8 @@ def find_documents(data: Any, text: str) -> DocumentList | None:
     """The document list in ``data`` (``text`` parsed by ``parse_json``), or None."""
     best: DocumentList | None = None
     ascii_only = text.isascii() and "\\u" in text
-    for path, where, array in _arrays(data, (), "$", 0):
-        found = _documents(data, path, where, array, ascii_only)
+    for candidate in _arrays(data, (), "$", 0):
+        found = _documents(data, candidate, ascii_only)
         if found is not None and (best is None or _chars(found) > _chars(best)):
             best = found
     if best is None or _chars(best) < PROSE_SHARE * len(text.strip()):
@@ -151,21 +154,24 @@ def _chars(found: DocumentList) -> int:
     return sum(map(len, found.bodies))
 
 
-def _arrays(value: Any, path: Path, where: str, depth: int) -> list[tuple[Path, str, list[Any]]]:
-    """The arrays at ``value`` and under its object members, ``SEARCH_DEPTH`` levels down."""
+def _arrays(
+    value: Any, path: Path, where: str, depth: int
+) -> list[tuple[Path, str, list[Any], bool]]:
+    """The arrays at ``value`` and under its members ``SEARCH_DEPTH`` levels down, and each
+    object among them as a list of one (``True``: a fetched page's ``{"url", "content"}``)."""
     if type(value) is Obj:
-        if depth >= SEARCH_DEPTH:
-            return []
-        found: list[tuple[Path, str, list[Any]]] = []
-        for j, (key, member) in enumerate(value):
-            found += _arrays(member, (*path, j), f"{where}.{key}", depth + 1)
+        found: list[tuple[Path, str, list[Any], bool]] = [(path, where, [value], True)]
+        if depth < SEARCH_DEPTH:
+            for j, (key, member) in enumerate(value):
+                found += _arrays(member, (*path, j), f"{where}.{key}", depth + 1)
         return found
-    return [(path, where, value)] if isinstance(value, list) else []
+    return [(path, where, value, False)] if isinstance(value, list) else []
 
 
 def _documents(
-    data: Any, path: Path, where: str, items: list[Any], ascii_only: bool
+    data: Any, found: tuple[Path, str, list[Any], bool], ascii_only: bool
 ) -> DocumentList | None:
+    path, where, items, single = found
     if not MIN_ITEMS <= len(items) <= MAX_ITEMS:
         return None
     titles: list[str | None] = [None] * len(items)
@@ -180,7 +186,9 @@ def _documents(
         titles = [_title(m, key) for m in members]
     if not reads_as_prose(bodies):
         return None
-    return DocumentList(data, path, where, key, tuple(bodies), tuple(titles), ascii_only)
+    return DocumentList(
+        data, path, where, key, tuple(bodies), tuple(titles), ascii_only, single=single
+    )
 
 
 def _members(item: Any) -> dict[str, Any]:
@@ -246,6 +254,8 @@ def render_documents(
     whole, one mapped to spans with only those spans of its body (a marker for each stretch
     between). None when everything was kept."""
     items = found.items
+    if found.single and 0 not in kept:
+        kept = {0: None}  # the whole result is never left out
     elisions: list[Elision] = []
     out: list[Any] = []
     gap: list[int] = []
@@ -262,7 +272,8 @@ def render_documents(
         out.append(_gap(found, items, gap, elisions))
     if not elisions:
         return None
-    text = dump_json(_replaced(found.data, found.path, out), ascii_only=found.ascii_only)
+    new = out[0] if found.single else out
+    text = dump_json(_replaced(found.data, found.path, new), ascii_only=found.ascii_only)
     return Compressed(text, tuple(elisions), "documents")
 
 
@@ -282,7 +293,8 @@ def _trimmed(
     elisions: list[Elision],
 ) -> Any:
     """Item ``i`` with its body cut to ``spans``."""
-    field = f"{found.where}[{i}]" + (f".{found.body_key}" if found.body_key else "")
+    field = found.where if found.single else f"{found.where}[{i}]"
+    field += f".{found.body_key}" if found.body_key else ""
     text = trimmed_body(found.bodies[i], spans, field, elisions)
     if found.body_key is None:
         return text
@@ -295,23 +307,29 @@ def _trimmed(
 def trimmed_body(
     body: str, spans: Sequence[tuple[int, int]], field: str, elisions: list[Elision]
 ) -> str:
-    """``body`` cut to ``spans`` (in order), each stretch between them a marker whose
-    elision (at ``field[start:end]``) goes to ``elisions``."""
+    """``body`` cut to ``spans`` (in order): each stretch between them that is more than white
+    space becomes a marker whose elision (at ``field[start:end]``) goes to ``elisions``; the
+    white space around it, and between neighbouring spans, stays as it was."""
     parts: list[str] = []
     cursor = 0
     for start, end in [*spans, (len(body), len(body))]:
-        left = body[cursor:start]
-        if left.strip():
+        gap = body[cursor:start]
+        left = gap.strip()
+        if left:
+            at = cursor + len(gap) - len(gap.lstrip())
             ident = elision_id(left)
-            elisions.append(Elision(ident, "chars", len(left), f"{field}[{cursor}:{start}]", left))
-            parts.append(marker(len(left), "chars", ident))
-        parts.append(body[start:end])
+            where = f"{field}[{at}:{at + len(left)}]"
+            elisions.append(Elision(ident, "chars", len(left), where, left))
+            lead, trail = gap[: len(gap) - len(gap.lstrip())], gap[len(gap.rstrip()) :]
+            gap = f"{lead or ' ' * (cursor > 0)}{marker(len(left), 'chars', ident)}"
+            gap += trail or " " * (end > start)
+        parts += [gap, body[start:end]]
         cursor = max(cursor, end)
-    return " ".join(p.strip() for p in parts if p.strip())
+    return "".join(parts)
 
 
-def _replaced(value: Any, path: Path, new: list[Any]) -> Any:
-    """``value`` with the array at ``path`` replaced by ``new`` (copies along the path)."""
+def _replaced(value: Any, path: Path, new: Any) -> Any:
+    """``value`` with the value at ``path`` replaced by ``new`` (copies along the path)."""
     if not path:
         return new
     head, rest = path[0], path[1:]
