@@ -115,3 +115,12 @@ def test_a_block_that_holds_the_calls_literal_stays(nq: list[BenchItem]) -> None
     dropped = next(b for b in blocks if b not in plain)  # off the question: ranked out
     named = _asked(question, text, json.dumps({"ticket": dropped.split(".")[0][7:]}))
     assert dropped in ToolsStage().run(named).request.messages[-1].text
+
+
+def test_a_heading_goes_with_the_block_after_it() -> None:
+    text = f"## Ferries\n\n{_text(2)}\n\n## Markets\n\n{BLOCK}"
+    found = find_passages(text)
+    assert found is not None and len(found.bodies) == 3
+    assert found.bodies[0] == f"## Ferries\n\nTown 0. {BLOCK}"
+    assert found.bodies[1] == f"Town 1. {BLOCK}"
+    assert found.bodies[2] == f"## Markets\n\n{BLOCK}"

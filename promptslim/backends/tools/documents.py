@@ -13,21 +13,21 @@ every original in an ``Elision``. What counts as a document list:
   ``{"url": ..., "content": ...}``), taken as a list of one that is never left out whole;
 - each item a string, or an object with a string member (the same name in at least
   ``BODY_SHARE`` of them) that is its body: the longest string member of most items;
-- bodies that read as prose (median at least ``MIN_BODY_CHARS`` characters, ``LETTER_SHARE``
-  of them letters or white space and at most ``TOKEN_SHARE`` in runs of Latin letters with no
-  space: no ids, URLs, keys, encoded blobs or code; lines of ``MIN_LINE_CHARS`` on average:
-  no diff or listing; the character tests read at most ``SAMPLE_CHARS``) and make up at
-  least ``PROSE_SHARE`` of the whole result's characters: an API listing whose objects carry
-  a description among dozens of fields stays the JSON crusher's business.
+- bodies that read as prose (the body that holds the median character at least
+  ``MIN_BODY_CHARS`` long; ``LETTER_SHARE`` of the characters letters or white space and at
+  most ``TOKEN_SHARE`` in runs of Latin letters with no space: no ids, URLs, keys, encoded
+  blobs or code; lines of ``MIN_LINE_CHARS`` on average: no diff or listing; the character
+  tests read at most ``SAMPLE_CHARS``) and make up at least ``PROSE_SHARE`` of the whole
+  result's characters: an API listing whose objects carry a description among dozens of
+  fields stays the JSON crusher's business.
 
 Items that hold one of the turn's literals (``literal_items``: an id the question names) stay
-whatever the ranking says, as the crusher keeps them.
+whatever the ranking says, as the crusher keeps them (cut, if the ranking kept them cut).
 """
 
 from __future__ import annotations
 
 import re
-import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -228,9 +228,9 @@ def reads_as_prose(bodies: Sequence[str]) -> bool:
     listing or a log has short lines), mostly letters and spaces, and words rather than
     tokens (a key, an id, base64 or a URL is a long run of Latin letters with no space). The
     cheap tests first: most tool output fails on its line lengths."""
-    if not bodies or statistics.median(map(len, bodies)) < MIN_BODY_CHARS:
-        return False
     chars = sum(map(len, bodies))
+    if not bodies or _weighted_median(sorted(map(len, bodies)), chars) < MIN_BODY_CHARS:
+        return False
     if chars < MIN_LINE_CHARS * sum(b.count("\n") + 1 for b in bodies):
         return False
     # the character tests read each body's head, ``SAMPLE_CHARS`` in all: a 60,000-character
@@ -245,6 +245,17 @@ def reads_as_prose(bodies: Sequence[str]) -> bool:
         len(run) for b in heads for run in _LONG_RUN.findall(b) if dominant_script(run) == "latin"
     )
     return tokens <= TOKEN_SHARE * sampled
+
+
+def _weighted_median(lengths: Sequence[int], total: int) -> int:
+    """The length of the body that holds the median character (``lengths`` sorted): a few
+    short ones (a heading, an empty snippet) do not make long passages short."""
+    seen = 0
+    for n in lengths:
+        seen += n
+        if 2 * seen >= total:
+            return n
+    return 0
 
 
 def render_documents(

@@ -19,8 +19,10 @@ from typing import Any
 from . import Compressed, Elision, elision_id, marker
 from .documents import reads_as_prose, trimmed_body
 
-__all__ = ["Passages", "find_passages"]
+__all__ = ["HEADING_CHARS", "Passages", "find_passages"]
 
+#: a block of one line shorter than this is a heading
+HEADING_CHARS = 100
 #: a blank line (white space aside) between two blocks
 _BLOCK_BREAK = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 
@@ -72,13 +74,18 @@ class Passages:
 
 
 def find_passages(text: str) -> Passages | None:
-    """The blank-line blocks of ``text`` when they read as prose, else None."""
+    """The blank-line blocks of ``text`` when they read as prose, else None. A heading (a
+    block of one line shorter than ``HEADING_CHARS``) goes with the block after it: what a
+    passage is about stays with it."""
     spans: list[tuple[int, int]] = []
     start = len(text) - len(text.lstrip())
     for m in _BLOCK_BREAK.finditer(text):
-        if m.start() > start:
+        block = text[start : m.start()]
+        if block and ("\n" in block or len(block) >= HEADING_CHARS):
             spans.append((start, m.start()))
-        start = m.end()
+            start = m.end()
+        elif not block:
+            start = m.end()
     end = len(text.rstrip())
     if end > start:
         spans.append((start, end))
