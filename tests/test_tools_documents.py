@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from promptslim.backends.tools.documents import (
+    MAX_ITEMS,
     find_documents,
     parse_json,
     render_documents,
@@ -308,3 +309,9 @@ def test_the_warm_up_sample_is_a_document_list() -> None:
     stage = ToolsStage()
     stage.warm_up()  # runs it through the retrieval stage: a scorer that fails raises here
     assert stage._documents is not None and stage._documents.stage.get_scorer() is not None
+
+
+def test_a_list_longer_than_max_items_is_left_to_the_crusher() -> None:
+    """The ranking's work is bounded by the items it reads."""
+    assert _found(_hits(MAX_ITEMS)) is not None
+    assert _found(_hits(MAX_ITEMS + 1)) is None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from promptslim.backends.tools.documents import MAX_ITEMS
 from promptslim.backends.tools.passages import find_passages
 from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.metrics import evidence_retention
@@ -124,3 +125,12 @@ def test_a_heading_goes_with_the_block_after_it() -> None:
     assert found.bodies[0] == f"## Ferries\n\nTown 0. {BLOCK}"
     assert found.bodies[1] == f"Town 1. {BLOCK}"
     assert found.bodies[2] == f"## Markets\n\n{BLOCK}"
+
+
+def test_more_blocks_than_a_document_list_may_hold_go_to_the_text_compressor() -> None:
+    """The ranking's work is bounded by the blocks it reads, as a JSON list's by its items."""
+    assert find_passages(_text(MAX_ITEMS)) is not None
+    text = _text(MAX_ITEMS + 1)
+    assert find_passages(text) is None
+    out = ToolsStage().run(_asked("When do the ferries leave?", text))
+    assert out.report.stages[0].changes[0].reason.startswith("tools/text")

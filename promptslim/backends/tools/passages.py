@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import Compressed, Elision, elision_id, marker
-from .documents import reads_as_prose, trimmed_body
+from .documents import MAX_ITEMS, reads_as_prose, trimmed_body
 
 __all__ = ["HEADING_CHARS", "Passages", "find_passages"]
 
@@ -74,7 +74,8 @@ class Passages:
 
 
 def find_passages(text: str) -> Passages | None:
-    """The blank-line blocks of ``text`` when they read as prose, else None. A heading (a
+    """The blank-line blocks of ``text`` when they read as prose and are no more than
+    ``MAX_ITEMS`` (as many as a JSON document list may hold), else None. A heading (a
     block of one line shorter than ``HEADING_CHARS``) goes with the block after it: what a
     passage is about stays with it."""
     spans: list[tuple[int, int]] = []
@@ -89,6 +90,8 @@ def find_passages(text: str) -> Passages | None:
     end = len(text.rstrip())
     if end > start:
         spans.append((start, end))
+    if len(spans) > MAX_ITEMS:  # the ranking's work is bounded: the text compressor's then
+        return None
     bodies = tuple(text[a:b] for a, b in spans)
     if not bodies or not reads_as_prose(bodies):
         return None
