@@ -53,9 +53,10 @@ class ToolsStage(BaseStage):
     ``min_chars``: shorter results are left alone. ``compressors``: the names to route
     among (``TOOL_COMPRESSORS``). ``options``: per-compressor keyword arguments
     (``{"json": {"head": 3}}``). ``documents``: a search's passages go to a ``RetrievalStage``
-    (True: its defaults; a dict: its options; False: they go to the compressors too). ``store``/``namespace``: where originals go. ``expand_tool``:
-    add the ``promptslim_expand`` tool definition to every request (always, so the tools JSON
-    is the same bytes on every turn). ``memo_chars``: the bound of the compressed-result memo.
+    (True: its defaults; a dict: its options; False: they go to the compressors too).
+    ``store``/``namespace``: where originals go. ``expand_tool``: add the ``promptslim_expand``
+    tool definition to every request (always, so the tools JSON is the same bytes on every
+    turn). ``memo_chars``: the bound of the compressed-result memo.
     """
 
     name = "tools"

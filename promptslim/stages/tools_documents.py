@@ -1,13 +1,15 @@
-"""Document lists among tool results (a search tool's hits as JSON: ``backends.tools.documents``)
-chosen as the retrieval stage chooses a request's documents.
+"""A search's passages among tool results (a JSON document list or a fetched page:
+``backends.tools.documents``; prose in blank-line blocks: ``backends.tools.passages``) chosen
+as the retrieval stage chooses a request's documents.
 
 An agent that searches gets back what a RAG request carries: passages, the answer anywhere in
 one of them. The JSON crusher keeps an array's ends, the items that repeat the query's words
-and the head of each long string, which is right for API records and loses the answer of a
-search: so a document list goes to a ``RetrievalStage`` instead (the same scorers, cut-offs
-and selection inside a passage, configured by the tools stage's ``documents`` option), with
-the turn's query and the tool call's arguments as its query. Its choice is written back into
-the JSON, every item and stretch left out marked and stored like the crusher's.
+and the head of each long string, and the text compressor picks sentences by their words:
+right for API records and logs, and they lose the answer of a search. So the passages go to a
+``RetrievalStage`` instead (the same scorers, cut-offs and selection inside a passage,
+configured by the tools stage's ``documents`` option), with the turn's query and the tool
+call's arguments as its query. Its choice is written back in place, every item and stretch
+left out marked and stored like the compressors' elisions.
 
 The tools stage's contract holds: what is read is fixed when the result first appears (its
 text, the turn's query, the call's arguments), and the stage's memo answers every later turn
@@ -36,7 +38,7 @@ from .retrieval_options import RetrievalOptions
 
 __all__ = ["ToolDocuments"]
 
-#: a document list the warm-up runs, so the first search result does not load the model
+#: a document list the warm-up runs, so that the first search result does not load the model
 _WARM_UP = json.dumps(
     [
         {
@@ -51,7 +53,7 @@ _WARM_UP = json.dumps(
 
 
 class ToolDocuments:
-    """Choose what a document list keeps with a ``RetrievalStage(**options)``."""
+    """Choose what a search's passages keep with a ``RetrievalStage(**options)``."""
 
     def __init__(self, options: Mapping[str, Any]) -> None:
         try:
@@ -66,8 +68,8 @@ class ToolDocuments:
     ) -> Compressed | None:
         """The result with only what the retrieval stage keeps of ``found`` (a JSON document
         list or a text's passages) and the items that hold a literal of the turn; None when
-        there is no query to rank by or everything is kept. The stage's warnings (a scorer that fell back) go to
-        ``warnings``."""
+        there is no query to rank by or everything is kept. The stage's warnings (a scorer
+        that fell back) go to ``warnings``."""
         query = _query(context)
         if not query:
             return None

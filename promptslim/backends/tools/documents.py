@@ -50,24 +50,26 @@ __all__ = [
     "trimmed_body",
 ]
 
+#: where a document list may be, and how many items it holds (the module docstring)
 MIN_ITEMS = 1
 MAX_ITEMS = 500
 SEARCH_DEPTH = 2
 BODY_SHARE = 0.8
+#: member names that title an item (compared in lower case), and a title's longest
+TITLE_KEYS = ("title", "name", "heading", "headline", "subject")
+_MAX_TITLE = 300
+#: what reads as prose (``reads_as_prose``), and how much of the result it must be
 MIN_BODY_CHARS = 150
-LETTER_SHARE = 0.8
 MIN_LINE_CHARS = 60
+LETTER_SHARE = 0.8
 TOKEN_SHARE = 0.2
 SAMPLE_CHARS = 8_000
+PROSE_SHARE = 0.5
 #: a run of characters with no white space long enough to be a token, not a word
 _LONG_RUN = re.compile(r"\S{40,}")
 _LETTERS_OR_SPACE = re.compile(r"[^\W\d_]+|\s+")
-PROSE_SHARE = 0.5
 #: items kept for the turn's literals, as the JSON crusher's ``max_matches``
 MAX_LITERAL_ITEMS = 8
-#: member names that title an item (compared in lower case)
-TITLE_KEYS = ("title", "name", "heading", "headline", "subject")
-_MAX_TITLE = 300
 
 #: where an array sits: the member names (or indexes into an object's pairs) from the top
 Path = tuple[int, ...]
