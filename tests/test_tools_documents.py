@@ -81,6 +81,28 @@ def test_a_wrapped_list_and_a_list_of_strings_are_found() -> None:
     assert strings is not None and strings.body_key is None and strings.titles == (None,) * 4
 
 
+def test_a_vector_stores_matches_keep_their_text_in_metadata() -> None:
+    """Pinecone's shape: the passage and its title in each match's ``metadata``."""
+    matches = [
+        {"id": f"t{i}", "score": 0.9, "metadata": {"title": f"Town {i}", "text": f"{PASSAGE} {i}"}}
+        for i in range(4)
+    ]
+    text = json.dumps({"matches": matches, "namespace": "towns"})
+    found = find_documents(parse_json(text), text)
+    assert found is not None
+    assert (found.where, found.body_key) == ("$.matches", "metadata.text")
+    assert found.titles == tuple(f"Town {i}" for i in range(4))
+    cut = PASSAGE.index("Ferries")
+    out = render_documents(found, {2: [(cut, len(found.bodies[2]))]})
+    assert out is not None
+    data = json.loads(out.text)
+    assert data["namespace"] == "towns" and data["matches"][1]["id"] == "t2"
+    assert data["matches"][1]["metadata"]["title"] == "Town 2"
+    assert data["matches"][1]["metadata"]["text"].endswith(f"{PASSAGE[cut:]} 2")
+    cut_where = [e.where for e in out.elisions if e.kind == "chars"]
+    assert len(cut_where) == 1 and cut_where[0].startswith("$.matches[2].metadata.text[0:")
+
+
 def test_a_fetched_page_is_a_list_of_one_that_is_never_left_out() -> None:
     page = {
         "url": "https://example.org/towns",

@@ -11,8 +11,9 @@ every original in an ``Elision``. What counts as a document list:
 - an array of at least ``MIN_ITEMS`` items (at most ``MAX_ITEMS``), at the top or under an
   object's member up to ``SEARCH_DEPTH`` levels down, or an object there (a fetched page's
   ``{"url": ..., "content": ...}``), taken as a list of one that is never left out whole;
-- each item a string, or an object with a string member (the same name in at least
-  ``BODY_SHARE`` of them) that is its body: the longest string member of most items;
+- each item a string, or an object with a string member (the same key path in at least
+  ``BODY_SHARE`` of them, its own or of an object it holds: ``metadata.text``) that is its
+  body: the longest string of most items;
 - bodies that read as prose (the body that holds the median character at least
   ``MIN_BODY_CHARS`` long; ``LETTER_SHARE`` of the characters letters or white space and at
   most ``TOKEN_SHARE`` in runs of Latin letters with no space: no ids, URLs, keys, encoded
@@ -77,18 +78,24 @@ Path = tuple[int, ...]
 
 @dataclass(frozen=True)
 class DocumentList:
-    """A document list found in a tool result: the parsed JSON, where the array is, and per
-    item its body and title (``body_key`` None: the items are the bodies themselves;
-    ``single``: the "list" is one object, whose body is the passage)."""
+    """A document list found in a tool result: the parsed JSON, where the array is, the key
+    path of each item's body (empty: the items are the bodies themselves), and per item its
+    body and title (``single``: the "list" is one object, whose body is the passage)."""
 
     data: Any
     path: Path
     where: str
-    body_key: str | None
+    body_path: tuple[str, ...]
     bodies: tuple[str, ...]
     titles: tuple[str | None, ...]
     ascii_only: bool
     single: bool = False
+
+    @property
+    def body_key(self) -> str | None:
+        """The body's key path as the report writes it (``metadata.text``); None: the items
+        are the bodies themselves."""
+        return ".".join(self.body_path) or None
 
     @property
     def items(self) -> list[Any]:
@@ -139,7 +146,8 @@ def find_documents(data: Any, text: str) -> DocumentList | None:
     ascii_only = text.isascii() and "\\u" in text
     for candidate in _arrays(data, (), "$", 0):
         found = _documents(data, candidate, ascii_only)
-        if found is not None and (best is None or _chars(found) > _chars(best)):
+        # on a tie the deeper candidate wins: `$.page` over `$` with the body `page.content`
+        if found is not None and (best is None or _chars(found) >= _chars(best)):
             best = found
     if best is None or _chars(best) < PROSE_SHARE * len(text.strip()):
         return None
@@ -177,50 +185,55 @@ def _documents(
     if not MIN_ITEMS <= len(items) <= MAX_ITEMS:
         return None
     titles: list[str | None] = [None] * len(items)
+    body: tuple[str, ...] = ()
     if all(type(v) is str for v in items):
-        bodies, key = list(items), None
+        bodies = list(items)
     else:
-        key = _body_key(items)
-        if key is None:
-            return None
         members = [_members(v) for v in items]
-        bodies = [m[key] if type(m.get(key)) is str else "" for m in members]
-        titles = [_title(m, key) for m in members]
+        found_body = _body_path(members)
+        if found_body is None:
+            return None
+        body = found_body
+        bodies = [m[body] if type(m.get(body)) is str else "" for m in members]
+        titles = [_title(m, body) for m in members]
     if not reads_as_prose(bodies):
         return None
     return DocumentList(
-        data, path, where, key, tuple(bodies), tuple(titles), ascii_only, single=single
+        data, path, where, body, tuple(bodies), tuple(titles), ascii_only, single=single
     )
 
 
-def _members(item: Any) -> dict[str, Any]:
-    """An item's members by name, the first of a repeated name (``_trimmed`` edits that one;
-    a number is a ``Num``, so ``type(v) is str`` tells strings from it)."""
-    out: dict[str, Any] = {}
+def _members(item: Any) -> dict[tuple[str, ...], Any]:
+    """An item's members by their key path: its own, and those of an object it holds (a
+    vector store's ``{"id", "score", "metadata": {"text", "title"}}``); the first of a
+    repeated name (``_trimmed`` edits that one). A number is a ``Num``, so ``type(v) is str``
+    tells strings from it."""
+    out: dict[tuple[str, ...], Any] = {}
     if type(item) is Obj:
         for k, v in item:
-            out.setdefault(k, v)
+            out.setdefault((k,), v)
+            if type(v) is Obj:
+                for k2, v2 in v:
+                    out.setdefault((k, k2), v2)
     return out
 
 
-def _body_key(items: list[Any]) -> str | None:
-    """The member name that is the longest string of most items (None when none is)."""
-    longest: Counter[str] = Counter()
-    for item in items:
-        if type(item) is not Obj:
-            continue
-        strings = [(len(v), k) for k, v in item if type(v) is str]
+def _body_path(items: list[dict[tuple[str, ...], Any]]) -> tuple[str, ...] | None:
+    """The key path of the longest string of most items (None when there is none)."""
+    longest: Counter[tuple[str, ...]] = Counter()
+    for members in items:
+        strings = [(len(v), k) for k, v in members.items() if type(v) is str]
         if strings:
             longest[max(strings)[1]] += 1
     if not longest:
         return None
-    key, count = longest.most_common(1)[0]
-    return key if count >= BODY_SHARE * len(items) else None
+    path, count = longest.most_common(1)[0]
+    return path if count >= BODY_SHARE * len(items) else None
 
 
-def _title(members: Mapping[str, Any], body_key: str) -> str | None:
-    for name, value in members.items():
-        if name != body_key and name.lower() in TITLE_KEYS and type(value) is str:
+def _title(members: Mapping[tuple[str, ...], Any], body: tuple[str, ...]) -> str | None:
+    for path, value in members.items():
+        if path != body and path[-1].lower() in TITLE_KEYS and type(value) is str:
             return value if 0 < len(value) <= _MAX_TITLE else None
     return None
 
@@ -309,11 +322,15 @@ def _trimmed(
     field = found.where if found.single else f"{found.where}[{i}]"
     field += f".{found.body_key}" if found.body_key else ""
     text = trimmed_body(found.bodies[i], spans, field, elisions)
-    if found.body_key is None:
-        return text
+    return _with_member(item, found.body_path, text) if found.body_path else text
+
+
+def _with_member(item: Any, path: tuple[str, ...], value: str) -> Obj:
+    """``item`` (an object) with the first member at ``path`` set to ``value``, copied."""
     pairs = Obj(item)
-    at = next(j for j, (k, _) in enumerate(pairs) if k == found.body_key)
-    pairs[at] = (found.body_key, text)
+    at = next(j for j, (k, _) in enumerate(pairs) if k == path[0])
+    member = value if len(path) == 1 else _with_member(pairs[at][1], path[1:], value)
+    pairs[at] = (path[0], member)
     return pairs
 
 
