@@ -108,6 +108,27 @@ def test_a_retriever_tools_text_keeps_the_answer_the_sentence_picker_lost(
     assert lost >= 1  # the sentence picker, for scale
 
 
+def test_langchains_retriever_tool_output_is_passages(nq: list[BenchItem]) -> None:
+    """What LangChain's own ``create_retriever_tool`` sends (its documents' texts joined by
+    blank lines) is read as passages, one a document, and cut by the retrieval stage."""
+    from langchain_core.documents import Document as LCDocument
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.tools import create_retriever_tool
+
+    item = nq[2]
+    pages = [LCDocument(page_content=f"{d.title}\n{d.text}") for d in item.request.documents]
+
+    class Fixed(BaseRetriever):  # the retriever is ours to fix; the tool is LangChain's
+        def _get_relevant_documents(self, query: str, *, run_manager: object) -> list[LCDocument]:
+            return pages
+
+    text = create_retriever_tool(Fixed(), "search", "Searches the wiki.").invoke({"query": "q"})
+    found = find_passages(text)
+    assert found is not None and found.bodies == tuple(p.page_content for p in pages)
+    out = ToolsStage().run(_asked(item.request.query or "", text)).request.messages[-1].text
+    assert len(out) < 0.5 * len(text) and evidence_retention(out, item.answers) > 0
+
+
 def test_a_block_that_holds_the_calls_literal_stays(nq: list[BenchItem]) -> None:
     item = nq[0]
     blocks = [f"Ticket HAR-{100 + i}. {d.text}" for i, d in enumerate(item.request.documents)]
