@@ -103,6 +103,21 @@ def test_a_vector_stores_matches_keep_their_text_in_metadata() -> None:
     assert len(cut_where) == 1 and cut_where[0].startswith("$.matches[2].metadata.text[0:")
 
 
+def test_beside_a_sibling_array_as_long_each_item_keeps_its_place() -> None:
+    """Chroma's shape: ``ids``, ``documents`` and ``distances`` are read by index together."""
+    docs = [f"Town {i}. {PASSAGE}" for i in range(4)]
+    value = {"ids": ["a", "b", "c", "d"], "documents": docs, "distances": [0.1, 0.2, 0.3, 0.4]}
+    found = _found(value)
+    assert found is not None and found.aligned and found.where == "$.documents"
+    out = render_documents(found, {1: None})
+    assert out is not None
+    data = json.loads(out.text)
+    assert len(data["documents"]) == 4 and data["documents"][1] == docs[1]
+    assert all(data["documents"][i].startswith("[… 1 item elided") for i in (0, 2, 3))
+    assert data["ids"] == value["ids"]
+    assert not _found({"query": "towns", "documents": docs}).aligned  # type: ignore[union-attr]
+
+
 def test_a_fetched_page_is_a_list_of_one_that_is_never_left_out() -> None:
     page = {
         "url": "https://example.org/towns",

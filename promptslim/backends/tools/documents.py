@@ -10,7 +10,9 @@ every original in an ``Elision``. What counts as a document list:
 
 - an array of at least ``MIN_ITEMS`` items (at most ``MAX_ITEMS``), at the top or under an
   object's member up to ``SEARCH_DEPTH`` levels down, or an object there (a fetched page's
-  ``{"url": ..., "content": ...}``), taken as a list of one that is never left out whole;
+  ``{"url": ..., "content": ...}``), taken as a list of one that is never left out whole; an
+  array with a sibling as long (Chroma's ``ids`` beside its ``documents``) keeps each item's
+  place, one marker for each item left out;
 - each item a string, or an object with a string member (the same key path in at least
   ``BODY_SHARE`` of them, its own or of an object it holds: ``metadata.text``) that is its
   body: the longest string of most items;
@@ -32,7 +34,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ...scripts import dominant_script
 from . import Compressed, Elision, ToolContext, elision_id, marker
@@ -80,7 +82,8 @@ Path = tuple[int, ...]
 class DocumentList:
     """A document list found in a tool result: the parsed JSON, where the array is, the key
     path of each item's body (empty: the items are the bodies themselves), and per item its
-    body and title (``single``: the "list" is one object, whose body is the passage)."""
+    body and title (``single``: the "list" is one object, whose body is the passage;
+    ``aligned``: a sibling array as long, so each left-out item gets its own marker)."""
 
     data: Any
     path: Path
@@ -90,6 +93,7 @@ class DocumentList:
     titles: tuple[str | None, ...]
     ascii_only: bool
     single: bool = False
+    aligned: bool = False
 
     @property
     def body_key(self) -> str | None:
@@ -164,24 +168,36 @@ def _chars(found: DocumentList) -> int:
     return sum(map(len, found.bodies))
 
 
-def _arrays(
-    value: Any, path: Path, where: str, depth: int
-) -> list[tuple[Path, str, list[Any], bool]]:
+class _Candidate(NamedTuple):
+    """Where a document list may be: its path, its items, whether it is one object taken as
+    a list (``single``), and whether a sibling array has as many items (``aligned``: Chroma's
+    ``ids`` beside its ``documents``), so that each item must keep its place."""
+
+    path: Path
+    where: str
+    items: list[Any]
+    single: bool = False
+    aligned: bool = False
+
+
+def _arrays(value: Any, path: Path, where: str, depth: int) -> list[_Candidate]:
     """The arrays at ``value`` and under its members ``SEARCH_DEPTH`` levels down, and each
-    object among them as a list of one (``True``: a fetched page's ``{"url", "content"}``)."""
-    if type(value) is Obj:
-        found: list[tuple[Path, str, list[Any], bool]] = [(path, where, [value], True)]
-        if depth < SEARCH_DEPTH:
-            for j, (key, member) in enumerate(value):
-                found += _arrays(member, (*path, j), f"{where}.{key}", depth + 1)
-        return found
-    return [(path, where, value, False)] if isinstance(value, list) else []
+    object among them as a list of one (a fetched page's ``{"url", "content"}``)."""
+    if type(value) is not Obj:
+        return [_Candidate(path, where, value)] if isinstance(value, list) else []
+    found = [_Candidate(path, where, [value], single=True)]
+    if depth < SEARCH_DEPTH:
+        sizes = Counter(len(m) for _, m in value if type(m) is list)
+        for j, (key, member) in enumerate(value):
+            inner = _arrays(member, (*path, j), f"{where}.{key}", depth + 1)
+            if type(member) is list and sizes[len(member)] > 1:
+                inner[0] = inner[0]._replace(aligned=True)
+            found += inner
+    return found
 
 
-def _documents(
-    data: Any, found: tuple[Path, str, list[Any], bool], ascii_only: bool
-) -> DocumentList | None:
-    path, where, items, single = found
+def _documents(data: Any, found: _Candidate, ascii_only: bool) -> DocumentList | None:
+    path, where, items, single, aligned = found
     if not MIN_ITEMS <= len(items) <= MAX_ITEMS:
         return None
     titles: list[str | None] = [None] * len(items)
@@ -199,7 +215,7 @@ def _documents(
     if not reads_as_prose(bodies):
         return None
     return DocumentList(
-        data, path, where, body, tuple(bodies), tuple(titles), ascii_only, single=single
+        data, path, where, body, tuple(bodies), tuple(titles), ascii_only, single, aligned
     )
 
 
@@ -288,6 +304,9 @@ def render_documents(
     for i, item in enumerate(items):
         if i not in kept:
             gap.append(i)
+            if found.aligned:  # one marker an item: the sibling arrays' indexes still match
+                out.append(_gap(found, items, gap, elisions))
+                gap = []
             continue
         if gap:
             out.append(_gap(found, items, gap, elisions))
