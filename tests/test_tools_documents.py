@@ -352,3 +352,42 @@ def test_a_list_longer_than_max_items_is_left_to_the_crusher() -> None:
     """The ranking's work is bounded by the items it reads."""
     assert _found(_hits(MAX_ITEMS)) is not None
     assert _found(_hits(MAX_ITEMS + 1)) is None
+
+
+_prose = st.sampled_from([f"Town {i}. {PASSAGE}" for i in range(3)] + ["short", "x" * 300])
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | _prose | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(
+            st.sampled_from(["title", "text", "url", "meta", "results"]), inner, max_size=4
+        )
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_json, st.randoms(use_true_random=False))
+def test_any_json_either_is_no_document_list_or_renders_valid_json(value: Any, rng: Any) -> None:
+    """Whatever the JSON, finding and writing back never fails, and what comes out parses,
+    with every elision's original taken from the input."""
+    text = json.dumps(value)
+    found = find_documents(parse_json(text), text)
+    if found is None:
+        return
+    kept: dict[int, list[tuple[int, int]] | None] = {}
+    for i, body in enumerate(found.bodies):
+        choice = rng.choice(["drop", "whole", "cut"])
+        if choice == "whole" or (choice == "cut" and not body):
+            kept[i] = None
+        elif choice == "cut":
+            kept[i] = [(0, len(body) // 2)]
+    out = found.render(kept)
+    if out is not None:
+        json.loads(out.text)
+        for e in out.elisions:
+            if e.kind == "items":  # a run of items, as JSON
+                assert isinstance(json.loads(e.original), list)
+            else:  # a stretch of one body
+                assert e.kind == "chars" and any(e.original in b for b in found.bodies)
