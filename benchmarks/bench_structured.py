@@ -18,8 +18,8 @@ the default pipeline on those (``structured_data``, seeded):
   LangChain records under ``add_start_index=True``, which the retrieval stage reads to keep the
   piece after the best one) and ``tokens256`` (cut by LangChain's token splitter at 256
   tokens, inside sentences);
-- an agent's search results (``search_json``, ``search_results``, ``search_text``,
-  ``fetch_json``): the NQ passages as a search tool's answer in the tool message (JSON, plain
+- an agent's search results (``search_json``, ``search_results``, ``search_snippets``,
+  ``search_text``, ``fetch_json``): the NQ passages as a search tool's answer in the tool message (JSON, plain
   text without titles, or one fetched page's content),
   the request without documents. Side by side: ``default`` (the default pipeline, whose tools
   stage sends a document list or a text's passages to a retrieval stage) and ``crusher``

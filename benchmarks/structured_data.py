@@ -24,7 +24,11 @@ Two kinds, each seeded so a run is reproducible:
   the assistant calls a search tool with it, and the tool's message is the item's 20 passages
   in their order as JSON, ``search_json`` as a list of ``name``/``url``/``snippet`` objects
   (Bing's shape) and ``search_results`` as ``{"query", "results": [{"title", "url",
-  "content", "score"}]}`` (Tavily's), and ``search_text`` as plain text, the passages'
+  "content", "score"}]}`` (Tavily's), ``search_snippets`` as ``{"organic": [{"title",
+  "link", "snippet"}]}`` with a search engine's snippet of each passage (its sentence that
+  holds an answer, else the one with the most of the question's words, cut to
+  ``SNIPPET_CHARS``: Serper's shape), and
+  ``search_text`` as plain text, the passages'
   texts joined by blank lines (what LangChain's retriever tool sends: no titles), and
   ``fetch_json``, a fetched page as ``{"url", "title", "content"}``, the passages the
   sections of its content. The request has no documents: what is cut is the tool message.
@@ -303,6 +307,44 @@ def search_results(item: BenchItem, rng: random.Random) -> BenchItem:
     return _searched(item, {"query": item.request.query, "results": hits, "response_time": 1.2})
 
 
+#: a search engine's snippet: at most this many characters of a passage
+SNIPPET_CHARS = 160
+_WORDS = re.compile(r"\w+")
+
+
+def _snippet(text: str, question: str, answers: tuple[str, ...]) -> str:
+    """The passage's sentence that holds an answer (the excerpt an engine shows of the page
+    that answers), else the one that shares the most words with the question, cut to
+    ``SNIPPET_CHARS`` at a word, the answer kept in it."""
+    asked = {w.lower() for w in _WORDS.findall(question) if len(w) > 3}
+    sentences = re.split(r"(?<=[.!?])\s+", text)
+    best = max(
+        sentences,
+        key=lambda s: (
+            any(a in s for a in answers),
+            len(asked & {w.lower() for w in _WORDS.findall(s)}),
+        ),
+    )
+    start = text.index(best)
+    held = next((text.index(a, start) for a in answers if a in best), start)
+    start = max(start, held + 40 - SNIPPET_CHARS)  # the answer stays inside the cut
+    cut = text[start : start + SNIPPET_CHARS]
+    return cut if len(cut) < SNIPPET_CHARS else cut.rsplit(" ", 1)[0] + " ..."
+
+
+def search_snippets(item: BenchItem, rng: random.Random) -> BenchItem:
+    question = item.request.query or item.request.effective_query
+    hits = [
+        {
+            "title": d.title,
+            "link": _page(d.title or ""),
+            "snippet": _snippet(d.text, question, item.answers),
+        }
+        for d in item.request.documents
+    ]
+    return _searched(item, {"searchParameters": {"q": question}, "organic": hits})
+
+
 def search_text(item: BenchItem, rng: random.Random) -> BenchItem:
     return _searched(item, "\n\n".join(d.text for d in item.request.documents))
 
@@ -317,6 +359,7 @@ def fetch_json(item: BenchItem, rng: random.Random) -> BenchItem:
 SEARCH: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "search_json": search_json,
     "search_results": search_results,
+    "search_snippets": search_snippets,
     "search_text": search_text,
     "fetch_json": fetch_json,
 }

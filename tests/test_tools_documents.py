@@ -139,6 +139,23 @@ def test_a_fetched_page_is_a_list_of_one_that_is_never_left_out() -> None:
     assert trimmed.elisions[0].where == f"$.page.content[0:{len(body[:cut].rstrip())}]"
 
 
+def test_search_engine_snippets_are_found_beside_their_links() -> None:
+    """Serper's shape: 100-160-character snippets, each beside a title and a link as long;
+    what a reader reads is the title and the snippet, so links do not count against them."""
+    hits = [
+        {
+            "title": f"Town {i}",
+            "link": f"https://example.org/towns/{i}/harbour-history",
+            "snippet": PASSAGE[:120],
+        }
+        for i in range(8)
+    ]
+    found = _found({"searchParameters": {"q": "ferries"}, "organic": hits})
+    assert found is not None and found.where == "$.organic" and found.body_key == "snippet"
+    short = [{**h, "snippet": PASSAGE[:70]} for h in hits]  # a title's length: not passages
+    assert _found({"organic": short}) is None
+
+
 def test_passages_in_chinese_are_found() -> None:
     text = "这座港口小镇在十二世纪围绕一个鱼市发展起来，它的石码头在风暴之后重建过两次。" * 5
     found = _found([{"title": f"小镇{i}", "content": text} for i in range(3)], ensure_ascii=False)

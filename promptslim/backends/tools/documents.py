@@ -20,9 +20,10 @@ every original in an ``Elision``. What counts as a document list:
   ``MIN_BODY_CHARS`` long; ``LETTER_SHARE`` of the characters letters or white space and at
   most ``TOKEN_SHARE`` in runs of Latin letters with no space: no ids, URLs, keys, encoded
   blobs or code; lines of ``MIN_LINE_CHARS`` on average: no diff or listing; the character
-  tests read at most ``SAMPLE_CHARS``) and make up at least ``PROSE_SHARE`` of the whole
-  result's characters: an API listing whose objects carry a description among dozens of
-  fields stays the JSON crusher's business.
+  tests read at most ``SAMPLE_CHARS``) and make up at least ``PROSE_SHARE`` of the text a
+  reader reads (the result's string values, links aside: a search hit's title and snippet,
+  not its URL): an API listing whose objects carry a description among dozens of fields
+  stays the JSON crusher's business.
 
 Items that hold one of the turn's literals (``literal_items``: an id the question names) stay
 whatever the ranking says, as the crusher keeps them (cut, if the ranking kept them cut).
@@ -39,7 +40,8 @@ from typing import Any, NamedTuple, Protocol
 from ...scripts import dominant_script
 from . import Compressed, Elision, ToolContext, elision_id, marker
 from .json_crusher import matching_items
-from .json_values import Obj, dump_json, items_leaves, load_json
+from .json_fields import LINK_SCHEMES
+from .json_values import Obj, dump_json, items_leaves, leaves, load_json
 from .match import matcher_for
 
 __all__ = [
@@ -62,7 +64,7 @@ BODY_SHARE = 0.8
 TITLE_KEYS = ("title", "name", "heading", "headline", "subject")
 _MAX_TITLE = 300
 #: what reads as prose (``reads_as_prose``), and how much of the result it must be
-MIN_BODY_CHARS = 150
+MIN_BODY_CHARS = 100
 MIN_LINE_CHARS = 60
 LETTER_SHARE = 0.8
 TOKEN_SHARE = 0.2
@@ -153,9 +155,19 @@ def find_documents(data: Any, text: str) -> DocumentList | None:
         # on a tie the deeper candidate wins: `$.page` over `$` with the body `page.content`
         if found is not None and (best is None or _chars(found) >= _chars(best)):
             best = found
-    if best is None or _chars(best) < PROSE_SHARE * len(text.strip()):
+    if best is None or _chars(best) < PROSE_SHARE * _text_chars(data):
         return None
     return best
+
+
+def _text_chars(data: Any) -> int:
+    """The characters of ``data``'s string values that are not links: what a reader reads of
+    a result (a search hit's title and snippet, not its URL, keys or punctuation)."""
+    return sum(
+        len(v)
+        for _, v in leaves(data, 0)
+        if type(v) is str and not (v.startswith(LINK_SCHEMES) and " " not in v)
+    )
 
 
 def literal_items(found: Found, context: ToolContext) -> set[int]:
