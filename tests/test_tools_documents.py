@@ -408,3 +408,24 @@ def test_any_json_either_is_no_document_list_or_renders_valid_json(value: Any, r
                 assert isinstance(json.loads(e.original), list)
             else:  # a stretch of one body
                 assert e.kind == "chars" and any(e.original in b for b in found.bodies)
+
+
+def test_json_nested_past_the_walkers_depth_is_no_document_list() -> None:
+    """A hit carrying metadata nested deeper than the compressors walk: the result goes on as
+    the JSON compressor leaves such JSON, and the request does not fail."""
+    deep: Any = "x"
+    for _ in range(150):
+        deep = {"a": deep}
+    hits = _hits(12)
+    hits[0]["meta"] = deep
+    text = json.dumps(hits)
+    assert find_documents(parse_json(text), text) is None
+    call = {"id": "c0", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+    body = {
+        "messages": [
+            {"role": "user", "content": "When do the ferries leave?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c0", "content": text},
+        ]
+    }
+    assert ToolsStage().run(Request.from_openai(body)).request.messages[-1].text == text

@@ -41,7 +41,7 @@ from ...scripts import dominant_script
 from . import Compressed, Elision, ToolContext, elision_id, marker
 from .json_crusher import matching_items
 from .json_fields import LINK_SCHEMES
-from .json_values import Obj, dump_json, items_leaves, leaves, load_json
+from .json_values import Obj, TooDeep, dump_json, items_leaves, leaves, load_json
 from .match import matcher_for
 
 __all__ = [
@@ -147,7 +147,9 @@ def parse_json(text: str) -> Any:
 
 
 def find_documents(data: Any, text: str) -> DocumentList | None:
-    """The document list in ``data`` (``text`` parsed by ``parse_json``), or None."""
+    """The document list in ``data`` (``text`` parsed by ``parse_json``), or None; None too
+    for JSON nested deeper than the compressors walk (``MAX_DEPTH``), which the JSON
+    compressor leaves as it is."""
     best: DocumentList | None = None
     ascii_only = text.isascii() and "\\u" in text
     for candidate in _arrays(data, (), "$", 0):
@@ -155,9 +157,13 @@ def find_documents(data: Any, text: str) -> DocumentList | None:
         # on a tie the deeper candidate wins: `$.page` over `$` with the body `page.content`
         if found is not None and (best is None or _chars(found) >= _chars(best)):
             best = found
-    if best is None or _chars(best) < PROSE_SHARE * _text_chars(data):
+    if best is None:
         return None
-    return best
+    try:
+        share = _text_chars(data)  # every value is walked: nesting past MAX_DEPTH fails here
+    except TooDeep:
+        return None
+    return best if _chars(best) >= PROSE_SHARE * share else None
 
 
 def _text_chars(data: Any) -> int:
