@@ -27,9 +27,10 @@ import json
 from typing import Any
 
 from ..backends.tools import TOOL_COMPRESSORS, Compressed, ToolCompressor, ToolContext
-from ..backends.tools.documents import Found, find_documents, parse_json
+from ..backends.tools.documents import find_documents, parse_json
 from ..backends.tools.expand import EXPAND_TOOL, EXPAND_TOOL_NAME, answer_expand_call
 from ..backends.tools.passages import find_passages
+from ..backends.tools.prose import Found
 from ..backends.tools.router import route
 from ..backends.tools.store import ToolStore, tool_store_from_spec
 from ..errors import ConfigError

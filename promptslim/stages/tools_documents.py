@@ -23,13 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..backends.tools import Compressed, ToolContext
-from ..backends.tools.documents import (
-    MIN_ITEMS,
-    Found,
-    find_documents,
-    literal_items,
-    parse_json,
-)
+from ..backends.tools.documents import MIN_ITEMS, find_documents, literal_items, parse_json
+from ..backends.tools.prose import Found
 from ..errors import ConfigError
 from ..messages import Document, Message
 from ..request import Request

@@ -18,7 +18,8 @@ Built-ins (``route`` picks one by content):
 - ``text``: the extractive compressor, with markers where sentences were left out.
 
 Before any of them, the tools stage sends a search's passages (a JSON document list:
-``documents``; prose in blank-line blocks: ``passages``) to a retrieval stage.
+``documents``; prose in blank-line blocks: ``passages``; what reads as prose: ``prose``) to a
+retrieval stage.
 
 Contract every compressor keeps: deterministic for the same text, context and settings (the
 tools stage relies on it for cache stability); protected spans kept byte-exact or elided

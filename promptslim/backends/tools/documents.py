@@ -16,12 +16,8 @@ every original in an ``Elision``. What counts as a document list:
 - each item a string, or an object with a string member (the same key path in at least
   ``BODY_SHARE`` of them, its own or of an object it holds: ``metadata.text``) that is its
   body: the longest string of most items;
-- bodies that read as prose (the body that holds the median character at least
-  ``MIN_BODY_CHARS`` long; ``LETTER_SHARE`` of the characters letters or white space and at
-  most ``TOKEN_SHARE`` in runs of Latin letters with no space: no ids, URLs, keys, encoded
-  blobs or code; lines of ``MIN_LINE_CHARS`` on average: no diff or listing; the character
-  tests read at most ``SAMPLE_CHARS``) and make up at least ``PROSE_SHARE`` of the text a
-  reader reads (the result's string values, links aside: a search hit's title and snippet,
+- bodies that read as prose (``prose.reads_as_prose``: no ids, URLs, keys, encoded blobs,
+  code, diffs or listings) and make up at least ``PROSE_SHARE`` of the text a reader reads (the result's string values, links aside: a search hit's title and snippet,
   not its URL): an API listing whose objects carry a description among dozens of fields
   stays the JSON crusher's business.
 
@@ -31,48 +27,29 @@ whatever the ranking says, as the crusher keeps them (cut, if the ranking kept t
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
-from ...scripts import dominant_script
 from . import Compressed, Elision, ToolContext, elision_id, marker
 from .json_crusher import matching_items
 from .json_fields import LINK_SCHEMES
 from .json_values import Obj, TooDeep, dump_json, items_leaves, leaves, load_json
 from .match import matcher_for
+from .prose import MAX_ITEMS, Found, reads_as_prose, trimmed_body
 
-__all__ = [
-    "DocumentList",
-    "Found",
-    "find_documents",
-    "literal_items",
-    "parse_json",
-    "reads_as_prose",
-    "render_documents",
-    "trimmed_body",
-]
+__all__ = ["DocumentList", "find_documents", "literal_items", "parse_json", "render_documents"]
 
 #: where a document list may be, and how many items it holds (the module docstring)
 MIN_ITEMS = 1
-MAX_ITEMS = 500
 SEARCH_DEPTH = 2
 BODY_SHARE = 0.8
 #: member names that title an item (compared in lower case), and a title's longest
 TITLE_KEYS = ("title", "name", "heading", "headline", "subject")
 _MAX_TITLE = 300
-#: what reads as prose (``reads_as_prose``), and how much of the result it must be
-MIN_BODY_CHARS = 100
-MIN_LINE_CHARS = 60
-LETTER_SHARE = 0.8
-TOKEN_SHARE = 0.2
-SAMPLE_CHARS = 8_000
+#: how much of what a reader reads of the result the bodies must be
 PROSE_SHARE = 0.5
-#: a run of characters with no white space long enough to be a token, not a word
-_LONG_RUN = re.compile(r"\S{40,}")
-_LETTERS_OR_SPACE = re.compile(r"[^\W\d_]+|\s+")
 #: items kept for the turn's literals, as the JSON crusher's ``max_matches``
 MAX_LITERAL_ITEMS = 8
 
@@ -117,21 +94,6 @@ class DocumentList:
     def render(self, kept: Mapping[int, Sequence[tuple[int, int]] | None]) -> Compressed | None:
         """``render_documents`` of this list."""
         return render_documents(self, kept)
-
-
-class Found(Protocol):
-    """A document list or passages of a tool result: what the tools stage ranks, and how it
-    writes back what stays (``kept``: by index, None for a whole item, else its body's spans)."""
-
-    @property
-    def bodies(self) -> tuple[str, ...]: ...
-
-    @property
-    def titles(self) -> tuple[str | None, ...]: ...
-
-    def leaves(self) -> list[list[tuple[str, Any]]]: ...
-
-    def render(self, kept: Mapping[int, Sequence[tuple[int, int]] | None]) -> Compressed | None: ...
 
 
 def parse_json(text: str) -> Any:
@@ -272,41 +234,6 @@ def _title(members: Mapping[tuple[str, ...], Any], body: tuple[str, ...]) -> str
     return None
 
 
-def reads_as_prose(bodies: Sequence[str]) -> bool:
-    """Whether the bodies read as passages: long enough, in lines of running text (a diff, a
-    listing or a log has short lines), mostly letters and spaces, and words rather than
-    tokens (a key, an id, base64 or a URL is a long run of Latin letters with no space). The
-    cheap tests first: most tool output fails on its line lengths."""
-    chars = sum(map(len, bodies))
-    if not bodies or _weighted_median(sorted(map(len, bodies)), chars) < MIN_BODY_CHARS:
-        return False
-    if chars < MIN_LINE_CHARS * sum(b.count("\n") + 1 for b in bodies):
-        return False
-    # the character tests read each body's head, ``SAMPLE_CHARS`` in all: a 60,000-character
-    # log costs what a page does
-    heads = [b[: max(SAMPLE_CHARS // len(bodies), 200)] for b in bodies]
-    sampled = sum(map(len, heads))
-    # letter and space runs removed, what is left is the rest: one pass in C per body
-    letters = sampled - sum(len(_LETTERS_OR_SPACE.sub("", b)) for b in heads)
-    if letters < LETTER_SHARE * sampled:
-        return False
-    tokens = sum(
-        len(run) for b in heads for run in _LONG_RUN.findall(b) if dominant_script(run) == "latin"
-    )
-    return tokens <= TOKEN_SHARE * sampled
-
-
-def _weighted_median(lengths: Sequence[int], total: int) -> int:
-    """The length of the body that holds the median character (``lengths`` sorted): a few
-    short ones (a heading, an empty snippet) do not make long passages short."""
-    seen = 0
-    for n in lengths:
-        seen += n
-        if 2 * seen >= total:
-            return n
-    return 0
-
-
 def render_documents(
     found: DocumentList, kept: Mapping[int, Sequence[tuple[int, int]] | None]
 ) -> Compressed | None:
@@ -369,30 +296,6 @@ def _with_member(item: Any, path: tuple[str, ...], value: str) -> Obj:
     member = value if len(path) == 1 else _with_member(pairs[at][1], path[1:], value)
     pairs[at] = (path[0], member)
     return pairs
-
-
-def trimmed_body(
-    body: str, spans: Sequence[tuple[int, int]], field: str, elisions: list[Elision]
-) -> str:
-    """``body`` cut to ``spans`` (in order): each stretch between them that is more than white
-    space becomes a marker whose elision (at ``field[start:end]``) goes to ``elisions``; the
-    white space around it, and between neighbouring spans, stays as it was."""
-    parts: list[str] = []
-    cursor = 0
-    for start, end in [*spans, (len(body), len(body))]:
-        gap = body[cursor:start]
-        left = gap.strip()
-        if left:
-            at = cursor + len(gap) - len(gap.lstrip())
-            ident = elision_id(left)
-            where = f"{field}[{at}:{at + len(left)}]"
-            elisions.append(Elision(ident, "chars", len(left), where, left))
-            lead, trail = gap[: len(gap) - len(gap.lstrip())], gap[len(gap.rstrip()) :]
-            gap = f"{lead or ' ' * (cursor > 0)}{marker(len(left), 'chars', ident)}"
-            gap += trail or " " * (end > start)
-        parts += [gap, body[start:end]]
-        cursor = max(cursor, end)
-    return "".join(parts)
 
 
 def _replaced(value: Any, path: Path, new: Any) -> Any:

@@ -4,7 +4,7 @@
 The text compressor picks sentences by their words alone, and lost the answer of a search
 where the question's words sit in the sentence before it. Prose in blank-line blocks is
 ranked as documents instead (``stages.tools_documents``): each block one, the blocks read as
-prose by the rule a JSON document list's bodies meet (``documents.reads_as_prose``). What is
+prose by the rule a JSON document list's bodies meet (``prose.reads_as_prose``). What is
 left out becomes markers, runs of blocks and stretches of a kept block each with its original
 in an ``Elision``; the separators between what stays are the text's own.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import Compressed, Elision, elision_id, marker
-from .documents import MAX_ITEMS, reads_as_prose, trimmed_body
+from .prose import MAX_ITEMS, reads_as_prose, trimmed_body
 
 __all__ = ["HEADING_CHARS", "Passages", "find_passages"]
 
