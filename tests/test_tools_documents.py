@@ -429,3 +429,20 @@ def test_json_nested_past_the_walkers_depth_is_no_document_list() -> None:
         ]
     }
     assert ToolsStage().run(Request.from_openai(body)).request.messages[-1].text == text
+
+
+def test_a_repeated_member_name_reads_and_edits_its_first_member() -> None:
+    """JSON may repeat a key: the first member is the body, and the one a cut rewrites."""
+    pairs = [f'{{"meta": "none", "meta": {{"text": "Town {i}. {PASSAGE}"}}}}' for i in range(3)]
+    text = "[" + ",".join(pairs) + "]"
+    assert find_documents(parse_json(text), text) is None  # the first "meta" holds no text
+    pairs = [f'{{"text": "Town {i}. {PASSAGE}", "text": "second"}}' for i in range(3)]
+    text = "[" + ",".join(pairs) + "]"
+    found = find_documents(parse_json(text), text)
+    assert found is not None and found.bodies[0] == f"Town 0. {PASSAGE}"
+    out = render_documents(found, {0: [(0, 7)]})
+    assert (
+        out is not None
+        and out.text.startswith('[{"text":"Town 0. [')
+        and '"text":"second"' in out.text
+    )

@@ -53,7 +53,7 @@ PROSE_SHARE = 0.5
 #: items kept for the turn's literals, as the JSON crusher's ``max_matches``
 MAX_LITERAL_ITEMS = 8
 
-#: where an array sits: the member names (or indexes into an object's pairs) from the top
+#: where an array sits: from the top, the index of the member to follow in each object's pairs
 Path = tuple[int, ...]
 
 
@@ -207,7 +207,9 @@ def _members(item: Any) -> dict[tuple[str, ...], Any]:
     out: dict[tuple[str, ...], Any] = {}
     if type(item) is Obj:
         for k, v in item:
-            out.setdefault((k,), v)
+            if (k,) in out:
+                continue  # a repeated name: its first member is the one read and edited
+            out[(k,)] = v
             if type(v) is Obj:
                 for k2, v2 in v:
                     out.setdefault((k, k2), v2)
