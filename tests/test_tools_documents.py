@@ -118,6 +118,25 @@ def test_beside_a_sibling_array_as_long_each_item_keeps_its_place() -> None:
     assert not _found({"query": "towns", "documents": docs}).aligned  # type: ignore[union-attr]
 
 
+def test_chromas_query_result_one_list_per_query_keeps_each_items_place() -> None:
+    """Chroma's ``query`` result as its client returns it: each field a list per query."""
+    docs = [f"Town {i}. {PASSAGE}" for i in range(4)]
+    value = {
+        "ids": [["a", "b", "c", "d"]],
+        "documents": [docs],
+        "metadatas": [[{"source": f"town-{i}"} for i in range(4)]],
+        "distances": [[0.1, 0.2, 0.3, 0.4]],
+    }
+    found = _found(value)
+    assert found is not None and found.aligned and found.where == "$.documents[0]"
+    out = render_documents(found, {2: [(0, 7)]})
+    assert out is not None
+    data = json.loads(out.text)
+    assert data["ids"] == value["ids"] and data["distances"] == value["distances"]
+    assert len(data["documents"][0]) == 4 and data["documents"][0][2].startswith("Town 2. [… ")
+    assert sum(d.startswith("[… 1 item elided") for d in data["documents"][0]) == 3
+
+
 def test_a_fetched_page_is_a_list_of_one_that_is_never_left_out() -> None:
     page = {
         "url": "https://example.org/towns",

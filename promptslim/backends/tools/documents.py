@@ -9,7 +9,8 @@ left out become one marker per run, the parts left out of a kept passage one mar
 every original in an ``Elision``. What counts as a document list:
 
 - an array of at least ``MIN_ITEMS`` items (at most ``MAX_ITEMS``), at the top or under an
-  object's member up to ``SEARCH_DEPTH`` levels down, or an object there (a fetched page's
+  object's member up to ``SEARCH_DEPTH`` levels down (inside an array of arrays too: one list
+  per query), or an object there (a fetched page's
   ``{"url": ..., "content": ...}``), taken as a list of one that is never left out whole; an
   array with a sibling as long (Chroma's ``ids`` beside its ``documents``) keeps each item's
   place, one marker for each item left out;
@@ -53,7 +54,7 @@ PROSE_SHARE = 0.5
 #: items kept for the turn's literals, as the JSON crusher's ``max_matches``
 MAX_LITERAL_ITEMS = 8
 
-#: where an array sits: from the top, the index of the member to follow in each object's pairs
+#: where an array sits: from the top, the index to follow in each object's pairs or array
 Path = tuple[int, ...]
 
 
@@ -84,7 +85,7 @@ class DocumentList:
     def items(self) -> list[Any]:
         value = self.data
         for at in self.path:
-            value = value[at][1]
+            value = value[at][1] if type(value) is Obj else value[at]
         return [value] if self.single else list(value)
 
     def leaves(self) -> list[list[tuple[str, Any]]]:
@@ -160,19 +161,26 @@ class _Candidate(NamedTuple):
     aligned: bool = False
 
 
-def _arrays(value: Any, path: Path, where: str, depth: int) -> list[_Candidate]:
-    """The arrays at ``value`` and under its members ``SEARCH_DEPTH`` levels down, and each
+def _arrays(
+    value: Any, path: Path, where: str, depth: int, aligned: bool = False
+) -> list[_Candidate]:
+    """The arrays at ``value`` and under its members ``SEARCH_DEPTH`` levels down (and inside
+    an array of arrays: Chroma's ``{"documents": [[...]]}``, one list per query), and each
     object among them as a list of one (a fetched page's ``{"url", "content"}``)."""
+    if type(value) is list:
+        found = [_Candidate(path, where, value, aligned=aligned)]
+        if depth < SEARCH_DEPTH and value and all(type(v) is list for v in value):
+            for i, inner in enumerate(value):
+                found += _arrays(inner, (*path, i), f"{where}[{i}]", depth + 1, aligned)
+        return found
     if type(value) is not Obj:
-        return [_Candidate(path, where, value)] if isinstance(value, list) else []
+        return []
     found = [_Candidate(path, where, [value], single=True)]
     if depth < SEARCH_DEPTH:
         sizes = Counter(len(m) for _, m in value if type(m) is list)
         for j, (key, member) in enumerate(value):
-            inner = _arrays(member, (*path, j), f"{where}.{key}", depth + 1)
-            if type(member) is list and sizes[len(member)] > 1:
-                inner[0] = inner[0]._replace(aligned=True)
-            found += inner
+            beside = type(member) is list and sizes[len(member)] > 1
+            found += _arrays(member, (*path, j), f"{where}.{key}", depth + 1, beside)
     return found
 
 
@@ -305,6 +313,10 @@ def _replaced(value: Any, path: Path, new: Any) -> Any:
     if not path:
         return new
     head, rest = path[0], path[1:]
+    if type(value) is not Obj:
+        items = list(value)
+        items[head] = _replaced(items[head], rest, new)
+        return items
     pairs = Obj(value)
     key, member = pairs[head]
     pairs[head] = (key, _replaced(member, rest, new))
