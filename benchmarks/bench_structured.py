@@ -24,7 +24,12 @@ the default pipeline on those (``structured_data``, seeded):
   the request without documents. Side by side: ``default`` (the default pipeline, whose tools
   stage sends a document list or a text's passages to a retrieval stage) and ``crusher``
   (``tools:documents=false``: the JSON crusher and the text compressor, by content). Their
-  ``token_ratio`` is of the tool message's tokens.
+  ``token_ratio`` is of the tool message's tokens;
+- the same passages as JSON document lists in the request's documents (``list_document``:
+  one search API answer; ``list_chunks4``: five JSON arrays of four passages). Side by side:
+  ``default`` (each list's passages compete as candidates), ``whole_lists``
+  (``retrieval:document_lists=false``: each list one candidate, kept or dropped whole, as
+  before) and ``dense_topk``.
 
 Per shape and config, as in ``bench_shapes``: ``evidence`` (a gold answer still in what the
 model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``cold_p50_ms`` /
@@ -56,7 +61,7 @@ from typing import Any
 from bench_shapes import dataset_path, run_suite, table, warm_up
 from common import emit, machine, parser
 from shapes_configs import dense_topk
-from structured_data import SEARCH, build
+from structured_data import LISTED, SEARCH, build
 
 from promptslim.bench.datasets import load_dataset
 from promptslim.bench.runner import build_config
@@ -81,6 +86,14 @@ BUDGETED = {
 SEARCH_CONFIGS = {
     "default": "prefix+tools+history+retrieval+compress",
     "crusher": "prefix+tools:documents=false+history+retrieval+compress",
+}
+
+
+#: the document-list rows' configs: the default (each list's passages compete as candidates),
+#: the lists kept as one candidate each, and plain dense top-k
+LISTED_CONFIGS = {
+    "default": "full",
+    "whole_lists": "prefix+history+retrieval:document_lists=false+compress",
 }
 
 
@@ -125,12 +138,16 @@ def main() -> None:
         "dense_topk": dense_topk(),
     }
     search = {name: shapes.pop(name) for name in SEARCH}
+    listed = {name: shapes.pop(name) for name in LISTED}
+    lists = {label: build_config(spec).pipeline.run for label, spec in LISTED_CONFIGS.items()}
+    lists["dense_topk"] = runs["dense_topk"]
     searched = {label: build_config(spec).pipeline.run for label, spec in SEARCH_CONFIGS.items()}
     warm_up(runs, shapes[next(iter(shapes))][0])
     warm_up(searched, search[next(iter(search))][0])
     gauge: list[float] = []  # how fast the host ran Python beside the items (bench_shapes)
     results = run_suite(shapes, runs, gauge)
     results |= run_suite(search, searched, gauge)
+    results |= run_suite(listed, lists, gauge)
     for row, (shape, specs) in BUDGETED.items():
         results |= run_suite({row: shapes[shape]}, under_budget(specs), gauge)
     out = {

@@ -15,6 +15,7 @@ import structured_data
 from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
 from promptslim.bench.metrics import evidence_retention
+from promptslim.bench.runner import build_config
 from promptslim.query import ask_of
 from promptslim.text import split_sentences
 from promptslim.tokens import count_document, get_counter
@@ -183,3 +184,19 @@ def test_a_transcript_is_the_chunks_spoken_with_no_sentence_end(nq: list[BenchIt
             assert evidence_retention(joined, item.answers)
             checked += 1
     assert checked
+
+
+def test_the_listed_shapes_are_json_lists_of_every_passage(nq: list[BenchItem]) -> None:
+    from promptslim.stages.retrieval_lists import expand_lists
+
+    shapes = structured_data.build(nq, 2)
+    for name in structured_data.LISTED:
+        for item, listed in zip(nq, shapes[name]):
+            docs = listed.request.documents
+            found = expand_lists(docs)
+            assert found is not None and len(found.lists) == len(docs), name
+            assert [d.text for d in found.documents] == [d.text for d in item.request.documents]
+            assert listed.request.query == item.request.query
+    assert len(shapes["list_document"][0].request.documents) == 1
+    whole = build_config(bench_structured.LISTED_CONFIGS["whole_lists"]).pipeline
+    assert [getattr(s, "document_lists", None) for s in whole.stages] == [None, None, False, None]

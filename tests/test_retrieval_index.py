@@ -54,6 +54,18 @@ def test_an_indexed_request_embeds_its_query_alone_and_keeps_its_result() -> Non
     assert again == kept
 
 
+def test_a_document_list_is_indexed_by_its_passages() -> None:
+    # a request ranks the passages of a JSON document list, so the ingest indexes them
+    hits = [{"title": d.id, "content": d.text} for d in knowledge_base()]
+    request = request_of([Document(id="search", text=json.dumps({"results": hits}))])
+    kept, computed = _cold_baseline(request)
+    assert computed > 1
+    EmbeddingService.clear_all_caches()
+    stage = RetrievalStage(window_chars=WINDOW_CHARS)
+    assert stage.index(request.documents) == computed - 1
+    assert _run(stage, request) == (kept, 1)  # the query alone
+
+
 def test_a_store_document_s_first_window_and_unembedded_windows_are_not_indexed() -> None:
     from promptslim.stages.windows import split_windows
 

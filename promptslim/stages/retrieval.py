@@ -30,21 +30,21 @@ the reason; empty documents are dropped and reported, never fatal. A report entr
 document ``document:{id}``; when two documents of a request share an id, ``document:{id}#{i}``
 with ``i`` its index in ``Request.documents``, so the entry says which namesake it is.
 
-The stage is six modules, one idea each: its options (``retrieval_options``, the one
+The stage is seven modules, one idea each: its options (``retrieval_options``, the one
 pydantic model the constructor, ``Pipeline.from_config`` and the bench shorthand validate
 with), scoring (``retrieval_scoring``), the relevance cut-off (``retrieval_cutoff``),
 choosing and ordering (``retrieval_select``), the piece after the best one where metadata
-places documents in their source (``retrieval_pieces``), and the stage itself, here.
+places documents in their source (``retrieval_pieces``), a document that is a JSON list of
+passages (a search API's answer), whose passages compete as candidates and go back into its
+JSON (``retrieval_lists``), and the stage itself, here.
 
 When even the best document alone does not fit the documents budget, the default
 (``on_overflow="keep_best"``) keeps it anyway, says so in a warning and in
 ``details["over_budget"]``, and leaves it to the compress stage to shrink it (the pipeline
 raises ``BudgetInfeasible`` at the end if nothing does); ``"drop"`` keeps none and
-``"raise"`` raises ``BudgetInfeasible`` at once.
-
-Scoring is lazy and pluggable (``promptslim.backends.scorers.SCORERS``): ``scorer="bm25"``
-never imports torch; dense scoring reuses precomputed ``Document.embedding`` vectors and the
-shared embedding cache.
+``"raise"`` raises ``BudgetInfeasible`` at once. Scoring is lazy and pluggable
+(``promptslim.backends.scorers.SCORERS``): ``scorer="bm25"`` never imports torch; dense
+scoring reuses precomputed ``Document.embedding`` vectors and the shared embedding cache.
 
 Long documents are scored by their parts (``promptslim.stages.windows``): each is cut into
 sentence-aligned windows of about ``window_chars`` characters (paragraph breaks preferred, a
@@ -62,8 +62,7 @@ answer often follows the sentence that names its subject; a table's or a log's n
 another record) and, when it has no title, the first sentence of its paragraph (that
 context stays inside the window's paragraph: in a chunk of several passages, the line before
 a paragraph belongs to another passage): whole sentences, byte-exact, protected spans never
-split. On the shape suite that context rule cut the tokens kept of chunks of 4 and 8
-passages from 0.20 to 0.18 with evidence unchanged or better. A document that brings a
+split. A document that brings a
 vector store's ``embedding`` is not embedded again for its first window (the head a store's
 embedder reads); its later windows are embedded (``store_windows="embed"``), or, under the
 hybrid scorer, scored without the model: by BM25 alone (``store_windows="lexical"``: their
@@ -95,11 +94,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..backends.scorer_base import DENSE_MIN_SPREAD
 from ..backends.scorers import DEFAULT_MAX_SEQ_LENGTH
+from ..budget import allocate
 from ..query import ask_of
 from ..tokens import count_document
 from ..types import Budget, Document, Request
 from .base import BaseStage, StageLog
 from .retrieval_cutoff import headings, relevance_cutoff, relevance_k
+from .retrieval_lists import expand_lists, sent
 from .retrieval_options import (  # noqa: F401  (re-exported: the old import path)
     DEFAULT_COSINE_THRESHOLD,
     DEFAULT_MAX_WINDOWS,
@@ -209,7 +210,8 @@ class RetrievalStage(BaseStage):
     opening up to ``window_chars``, though the cut-off or ``max_k`` dropped it
     (``retrieval_pieces``; at ``max_k`` it takes the place of the last other document kept):
     the piece after the one that names a subject often states the answer without naming it.
-    A scorer other than BM25 that is missing (extra not installed), fails or runs past
+    ``document_lists`` (on): a document that is a JSON list of passages competes by its
+    passages, and the JSON sent holds those kept (``retrieval_lists``). A scorer other than BM25 that is missing (extra not installed), fails or runs past
     ``time_limit_ms`` is replaced by BM25 for that request, with a warning; ``strict=True``
     raises instead.
     """
@@ -254,6 +256,7 @@ class RetrievalStage(BaseStage):
         store_float: bool = False,
         next_pieces: int = 1,
         piece_keys: tuple[str, str] = ("source", "start_index"),
+        document_lists: bool = True,
     ) -> None:
         # the keyword arguments, exactly as given (nothing else is bound yet), validated once
         options = RetrievalOptions.parse(**{k: v for k, v in locals().items() if k != "self"})
@@ -328,6 +331,8 @@ class RetrievalStage(BaseStage):
                 docs.append(doc if isinstance(doc, Document) else Document.model_validate(doc))
             except ValidationError as exc:
                 raise invalid_from_validation(exc, root=f"documents[{i}]") from exc
+        if self._options.document_lists and (listed := expand_lists(docs)) is not None:
+            docs = listed.documents  # a request ranks a document list's passages
         scorer = self.get_scorer()
         return scorer.index(index_texts(self._options, scorer, docs))
 
@@ -336,7 +341,10 @@ class RetrievalStage(BaseStage):
     def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
         if not request.documents:
             return request
-        documents = Documents(request.documents)
+        listed = expand_lists(request.documents) if self._options.document_lists else None
+        if listed is not None and allocate(request, budget, log.counter).documents is not None:
+            listed = None  # a budget holds exactly: the JSON around the passages counts too
+        documents = Documents(request.documents if listed is None else listed.documents)
         options = self._options
         tokens = [count_document(d, log.counter) for d in documents]
         valid = [i for i, d in enumerate(documents) if d.text.strip()]
@@ -383,12 +391,10 @@ class RetrievalStage(BaseStage):
         ordered = order_kept(options.order, kept)
         if ordered != sorted(ordered):
             log.change("reordered", "documents", reason=f"order={options.order}")
-        new_docs = [
-            documents[i].model_copy(
-                update={"score": score_of[i], "text": trimmed[i]}
-                if i in trimmed
-                else {"score": score_of[i]}
+        new_docs = sent(documents, ordered, trimmed, score_of, listed)
+        if listed is not None:
+            log.details.update(
+                document_lists=len(listed.lists),
+                tokens_kept=sum(count_document(d, log.counter) for d in new_docs),
             )
-            for i in ordered
-        ]
         return request.replace(documents=new_docs)

@@ -96,6 +96,22 @@ class DocumentList:
         """``render_documents`` of this list."""
         return render_documents(self, kept)
 
+    def subset(self, kept: Mapping[int, str | None]) -> str:
+        """The JSON with only the items in ``kept`` (by index, in their order), each whole
+        (None) or with its body replaced by the text given, and no marker where the others
+        were: what the retrieval stage sends of a request document that is a document list,
+        as it sends no marker for a document it drops. A ``single`` list's one item is the
+        whole result."""
+        out: list[Any] = []
+        for i, item in enumerate(self.items):
+            if i in kept:
+                text = kept[i]
+                if text is not None:
+                    item = _with_member(item, self.body_path, text) if self.body_path else text
+                out.append(item)
+        new = out[0] if self.single and out else out
+        return dump_json(_replaced(self.data, self.path, new), ascii_only=self.ascii_only)
+
 
 def parse_json(text: str) -> Any:
     """``text``'s JSON value as ``load_json`` reads it, or None when it is not a JSON object

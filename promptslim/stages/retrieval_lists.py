@@ -1,0 +1,146 @@
+"""Request documents that are JSON document lists: their passages ranked as documents.
+
+A document's text may be a search API's answer or a store's export, put in the request as it
+came: ``{"results": [{"title": ..., "content": ...}, ...]}``. Scored as one text that cannot
+be cut (a JSON value), it was kept or dropped whole: twenty passages sent for the one that
+answers. So before ranking, each document that ``find_documents`` reads as a list of passages
+(the tools stage's rule: bodies that read as prose and make up most of what a reader reads;
+records, tables of ids and logs are not) is replaced by one candidate per passage, which
+competes with every other candidate of the request. After it, the passages kept of each list
+go back into its JSON in their order, each whole or cut to the parts selection kept, and the
+others leave no trace, as a dropped document leaves none. The document then takes the place
+of its best passage, with that passage's score, its id and metadata as given.
+
+Not expanded (the document stays one candidate, as before):
+
+- a list whose items keep their place beside a sibling array as long (Chroma's ``ids`` beside
+  its ``documents``): dropping items would misalign the two;
+- a list whose passages would take the request past ``MAX_CANDIDATES`` candidates;
+- any list, under a documents budget: the JSON around the passages (keys, links, scores) is
+  not counted by the passages' tokens, and a budget must hold exactly; the compress stage cuts
+  a JSON document that does not fit along its structure instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..backends.tools.documents import DocumentList, find_documents, parse_json
+from ..messages import Document
+
+__all__ = ["MAX_CANDIDATES", "ListedDocuments", "expand_lists", "sent"]
+
+#: the most candidates the passages of a request's lists may make, with its other documents
+#: (``RequestLimits.max_documents``' default): a list past it stays one candidate, so the
+#: ranking's work stays what a request's own documents may ask of it
+MAX_CANDIDATES = 5_000
+
+
+@dataclass(frozen=True)
+class ListedDocuments:
+    """The request's documents with each document list replaced by its passages
+    (``documents``), and where each candidate came from (``origin``: the original document's
+    index and, for a passage, its item's index in that list)."""
+
+    originals: Sequence[Document]
+    lists: dict[int, DocumentList]
+    documents: list[Document]
+    origin: list[tuple[int, int | None]]
+
+    def collapse(
+        self, ordered: Sequence[int], texts: dict[int, str], scores: dict[int, float]
+    ) -> list[Document]:
+        """The documents sent: for each candidate of ``ordered`` (indexes into
+        ``documents``, in the order they go), the original document, or its list's JSON with
+        the passages kept (and its items without a body) at the place of the first of them.
+        ``texts``: a candidate's text where selection cut it; ``scores``: each one's score."""
+        kept: dict[int, dict[int, str | None]] = {}
+        for i in ordered:
+            doc, item = self.origin[i]
+            if item is not None:
+                kept.setdefault(doc, {})[item] = texts.get(i)
+        out: list[Document] = []
+        placed: set[int] = set()
+        for i in ordered:
+            doc, item = self.origin[i]
+            original = self.originals[doc]
+            if item is None:
+                out.append(_scored(original, scores[i], texts.get(i)))
+            elif doc not in placed:
+                placed.add(doc)
+                found = self.lists[doc]
+                items = kept[doc] | {k: None for k, b in enumerate(found.bodies) if not b.strip()}
+                whole = len(items) == len(found.bodies) and all(t is None for t in items.values())
+                text = original.text if whole else found.subset(items)
+                out.append(_scored(original, scores[i], text))
+        return out
+
+
+def sent(
+    documents: Sequence[Document],
+    ordered: Sequence[int],
+    texts: dict[int, str],
+    scores: dict[int, float],
+    listed: ListedDocuments | None,
+) -> list[Document]:
+    """The documents the retrieval stage sends: ``ordered`` (indexes into ``documents``, the
+    candidates), each with its score and its text where selection cut it (``texts``), and
+    through ``listed.collapse`` where candidates came from document lists."""
+    if listed is not None:
+        return listed.collapse(ordered, texts, scores)
+    return [_scored(documents[i], scores[i], texts.get(i)) for i in ordered]
+
+
+def _scored(doc: Document, score: float, text: str | None) -> Document:
+    update: dict[str, object] = {"score": score}
+    if text is not None:
+        update["text"] = text
+    return doc.model_copy(update=update)
+
+
+def expand_lists(documents: Sequence[Document]) -> ListedDocuments | None:
+    """``documents`` with each document list among them replaced by its passages (the module
+    docstring); None when none is one."""
+    lists: dict[int, DocumentList] = {}
+    candidates = len(documents)
+    for i, doc in enumerate(documents):
+        found = _document_list(doc.text)
+        if found is not None and candidates - 1 + len(found.bodies) <= MAX_CANDIDATES:
+            lists[i] = found
+            candidates += len(found.bodies) - 1
+    if not lists:
+        return None
+    expanded: list[Document] = []
+    origin: list[tuple[int, int | None]] = []
+    for i, doc in enumerate(documents):
+        found = lists.get(i)
+        if found is None:
+            expanded.append(doc)
+            origin.append((i, None))
+            continue
+        for k, (body, title) in enumerate(zip(found.bodies, found.titles)):
+            if not body.strip():
+                continue  # an item without a body is no passage: it goes with the others
+            expanded.append(
+                Document(id=f"{doc.id}{_item(found, k)}", text=body, metadata=_titled(title))
+            )
+            origin.append((i, k))
+    return ListedDocuments(documents, lists, expanded, origin)
+
+
+def _document_list(text: str) -> DocumentList | None:
+    if text.lstrip()[:1] not in ("[", "{"):
+        return None  # most documents: no parse at all
+    data = parse_json(text)
+    found = None if data is None else find_documents(data, text)
+    return None if found is None or found.aligned else found
+
+
+def _item(found: DocumentList, k: int) -> str:
+    """Where item ``k`` is, as the report names a passage (``doc-3$.results[2]``)."""
+    return found.where if found.single else f"{found.where}[{k}]"
+
+
+def _titled(title: str | None) -> dict[str, str]:
+    return {"title": title} if title else {}
