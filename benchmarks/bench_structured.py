@@ -29,7 +29,13 @@ the default pipeline on those (``structured_data``, seeded):
   one search API answer; ``list_chunks4``: five JSON arrays of four passages). Side by side:
   ``default`` (each list's passages compete as candidates), ``whole_lists``
   (``retrieval:document_lists=false``: each list one candidate, kept or dropped whole, as
-  before) and ``dense_topk``.
+  before) and ``dense_topk``;
+- the same chunks of four asked for as a whole (``whole_asks4``: a summary, a translation,
+  every person in them...; ``evidence`` is the gold answer still there, ``token_ratio`` what
+  of the documents went on). Side by side: ``default`` (such an ask keeps every document)
+  and ``ranked`` (``retrieval:whole_asks=false``: ranked against the ask's words).
+  ``whole_ask_questions``: how many of the run's NQ questions read as such an ask (each one
+  a false alarm, whose request would keep every token).
 
 Per shape and config, as in ``bench_shapes``: ``evidence`` (a gold answer still in what the
 model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``cold_p50_ms`` /
@@ -38,9 +44,10 @@ model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``co
 interleaved per item: ``default`` (the full pipeline), ``bm25`` (``retrieval:scorer=bm25``)
 and ``dense_topk`` (plain dense top-k at the model's full length, a fifth of the candidates:
 what a user has without promptslim). The headline is the default's: ``evidence_min`` (the
-worst shape, budgeted rows apart), ``token_ratio_max``, ``cold_p99_ms_max``, and
-``evidence_min_budget`` (the budgeted rows' worst). A JSON document that fits is kept whole
-(a JSON value is never cut), so ``records`` keeps the documents its question points to.
+worst shape, budgeted and whole-ask rows apart), ``token_ratio_max``, ``cold_p99_ms_max``,
+and ``evidence_min_budget`` (the budgeted rows' worst). A JSON document that fits is kept whole
+(a JSON value is never cut; a JSON list of passages competes by its passages), so ``records``
+keeps the documents its question points to.
 
 Under a documents budget of ``BUDGET_DOCUMENTS`` tokens: ``records_budget``, the ``records``
 items (less than one export fits), side by side: ``default`` cuts the export along its
@@ -61,10 +68,11 @@ from typing import Any
 from bench_shapes import dataset_path, run_suite, table, warm_up
 from common import emit, machine, parser
 from shapes_configs import dense_topk
-from structured_data import LISTED, SEARCH, build
+from structured_data import ASKED, LISTED, SEARCH, build
 
 from promptslim.bench.datasets import load_dataset
 from promptslim.bench.runner import build_config
+from promptslim.query import asks_for_whole
 from promptslim.stats import spread
 from promptslim.types import Budget
 
@@ -97,10 +105,20 @@ LISTED_CONFIGS = {
 }
 
 
+#: the whole-ask rows' configs: the default (such an ask keeps every document) and the
+#: documents ranked against the ask's words as against a question
+ASKED_CONFIGS = {
+    "default": "full",
+    "ranked": "prefix+history+retrieval:whole_asks=false+compress",
+}
+
+
 def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The default config's worst shape: evidence, token ratio, cold p99; the budgeted rows
-    apart (``evidence_min_budget``): there the caller, not the stage, sets how much is cut."""
-    rows = [r["default"] for s, r in results.items() if "default" in r and s not in BUDGETED]
+    apart (``evidence_min_budget``): there the caller, not the stage, sets how much is cut;
+    and the whole-ask rows left out: there everything is meant to go on."""
+    apart = {*BUDGETED, *ASKED}
+    rows = [r["default"] for s, r in results.items() if "default" in r and s not in apart]
     if not rows:
         return {}
     out = {
@@ -141,6 +159,8 @@ def main() -> None:
     listed = {name: shapes.pop(name) for name in LISTED}
     lists = {label: build_config(spec).pipeline.run for label, spec in LISTED_CONFIGS.items()}
     lists["dense_topk"] = runs["dense_topk"]
+    asked = {name: shapes.pop(name) for name in ASKED}
+    whole = {label: build_config(spec).pipeline.run for label, spec in ASKED_CONFIGS.items()}
     searched = {label: build_config(spec).pipeline.run for label, spec in SEARCH_CONFIGS.items()}
     warm_up(runs, shapes[next(iter(shapes))][0])
     warm_up(searched, search[next(iter(search))][0])
@@ -148,6 +168,7 @@ def main() -> None:
     results = run_suite(shapes, runs, gauge)
     results |= run_suite(search, searched, gauge)
     results |= run_suite(listed, lists, gauge)
+    results |= run_suite(asked, whole, gauge)
     for row, (shape, specs) in BUDGETED.items():
         results |= run_suite({row: shapes[shape]}, under_budget(specs), gauge)
     out = {
@@ -158,6 +179,8 @@ def main() -> None:
         "items": n,
         "seed": args.seed,
         "shapes": results,
+        # questions of the run's items read as asks for the whole (each a false alarm)
+        "whole_ask_questions": sum(asks_for_whole(item.request) for item in nq.items),
         **headline(results),
     }
     emit(out, args, table(results))

@@ -1,6 +1,6 @@
 """``bench_structured.py``'s items: documents of shapes the evaluation set does not have.
 
-Two kinds, each seeded so a run is reproducible:
+Its kinds, each seeded so a run is reproducible:
 
 - **records generated in code**, one fact a question asks for hidden among look-alikes:
   ``tables`` (markdown tables of hosts: the row of one host), ``logs`` (service logs: the one
@@ -21,7 +21,10 @@ Two kinds, each seeded so a run is reproducible:
   one run-on line, so no sentence ends; the evidence check normalises case and punctuation
   away, so the answers count as they are);
 - **the NQ passages as a search returned them** (``search_data``): in a tool message
-  (``SEARCH``) or as JSON document lists among the request's documents (``LISTED``).
+  (``SEARCH``) or as JSON document lists among the request's documents (``LISTED``);
+- **the NQ passages asked for as a whole** (``ASKED``): ``whole_asks4``, four titled passages to
+  a chunk and, in the user's turn, one of ``WHOLE_ASKS`` (a summary, a translation, what they
+  are about, every person in them, their key points; one in Chinese) in place of the question.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
 from promptslim.types import Document, Message
 
 __all__ = [
-    "FOOTER", "GENERATED", "LISTED", "NAV", "PROSE", "SEARCH", "TEMPLATE", "build", "html_pages",
+    "ASKED", "FOOTER", "GENERATED", "LISTED", "NAV", "PROSE", "SEARCH", "TEMPLATE", "WHOLE_ASKS",
+    "build", "html_pages",
 ]  # fmt: skip
 
 #: documents in each generated item, and records in each document
@@ -185,6 +189,31 @@ def template_other(item: BenchItem, rng: random.Random) -> BenchItem:
     return BenchItem(item.id, request, item.answers, item.metadata)
 
 
+#: asks for the documents as a whole, one an item in turn (``whole_asks4``)
+WHOLE_ASKS = (
+    "Summarize the documents above.",
+    "Translate the passages into French.",
+    "What are these documents about?",
+    "List every person mentioned in the documents.",
+    "Give me the key points of the context in five bullets.",
+    "请总结以上文档的要点。",
+)
+
+
+def whole_asks(item: BenchItem, rng: random.Random) -> BenchItem:
+    """Four titled passages to a chunk, the user asking for them as a whole (a summary, a
+    translation, every person in them), in turn, with no ``Request.query``."""
+    chunked = _with(item, _chunks(item, titled=True))
+    ask = WHOLE_ASKS[sum(map(ord, str(item.id))) % len(WHOLE_ASKS)]
+    messages = [*chunked.request.messages[:-1], Message(role="user", content=ask)]
+    request = chunked.request.replace(query=None, messages=messages)
+    return BenchItem(item.id, request, item.answers, item.metadata)
+
+
+#: the NQ passages asked for as a whole, by name
+ASKED: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {"whole_asks4": whole_asks}
+
+
 #: a scraped page's boilerplate around its content, in every chunk a loader cuts from it
 NAV = (
     '<nav class="site-nav"><a href="/">Home</a> | <a href="/topics">Topics</a> | '
@@ -262,6 +291,6 @@ def build(nq: list[BenchItem], n: int, seed: int = 0) -> dict[str, list[BenchIte
     the same items."""
     rng = random.Random(seed)
     shapes = {name: [make(rng, i) for i in range(n)] for name, make in GENERATED.items()}
-    for name, relay in (PROSE | SEARCH | LISTED).items():
+    for name, relay in (PROSE | SEARCH | LISTED | ASKED).items():
         shapes[name] = [relay(item, rng) for item in nq]
     return shapes

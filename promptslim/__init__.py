@@ -43,6 +43,7 @@ from .limits import check_body as check_body
 from .pipeline import Pipeline as Pipeline
 from .query import Ask as Ask
 from .query import ask_of as ask_of
+from .query import asks_for_whole as asks_for_whole
 from .registry import STAGES as STAGES
 from .registry import Registry as Registry
 from .render import render_documents as render_documents
@@ -144,6 +145,7 @@ __all__ = [
     "allocate",
     "answer_expand_call",
     "ask_of",
+    "asks_for_whole",
     "check_body",
     "count_messages",
     "count_request",

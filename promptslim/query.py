@@ -18,6 +18,31 @@ turns alone. A dense scorer compares each with the documents and trusts most the
 documents answer best (:func:`promptslim.backends.scorer_base.view_weights`). The documents
 were retrieved for what the user means now, so they say which view that is.
 
+Not every ask is a question that part of the documents answers. "Summarize the documents",
+"Translate them into French", "List every person mentioned in the sources" ask for all of
+them: ranked against such an ask, the documents score by noise and most are dropped.
+:func:`asks_for_whole` tells those apart, by the ask's words (its lexicon is English and
+Chinese) and whether the documents hold them:
+
+- a task over a text (summarize, translate, rewrite, outline, list, compare, explain... or
+  总结, 翻译, 改写, 概括...) with no topic besides the documents themselves (what is left once
+  the task's words, the words that point at the documents, such as "the passages above", and
+  function words are gone: "Summarize what they say about refunds" has a topic, and is
+  ranked by it);
+- "all", "every" or "each" of something in the documents ("every date in these files"), in an
+  ask that is not a question (a template's "read all of the passages and answer: who...?" is
+  one);
+- an ask with no topic at all, the earlier turns a follow-up refers to included ("What is
+  this about?"): there is nothing to rank by;
+- an ask that is not a question and whose topics no document holds ("Make this shorter",
+  "Put the passages into Spanish"): nothing in the documents answers to its words. A question
+  whose words the documents do not use is still ranked: the model reads what it means.
+(A request with no ask, no user turn and no ``Request.query``, is not one: the retrieval stage
+keeps its retriever's order.)
+
+Missing one costs what it cost before; a false alarm costs the tokens the stage would have
+saved on that request, never an answer.
+
 Bounded by construction: at most :data:`EARLIER_TURNS` earlier turns, each read as its first
 and last :data:`VIEW_CHARS` / 2 characters when longer, the first and last sentences of a long
 message (:data:`HEAD_SENTENCES`, :data:`TAIL_SENTENCES`), each view cut to :data:`VIEW_CHARS`
@@ -26,12 +51,22 @@ characters. Pure Python: no model runs here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import cache
 
 from .request import Request
-from .text import sentence_bounds
+from .text import analyse, sentence_bounds
 
-__all__ = ["EARLIER_TURNS", "HEAD_SENTENCES", "TAIL_SENTENCES", "VIEW_CHARS", "Ask", "ask_of"]
+__all__ = [
+    "EARLIER_TURNS",
+    "HEAD_SENTENCES",
+    "TAIL_SENTENCES",
+    "VIEW_CHARS",
+    "Ask",
+    "ask_of",
+    "asks_for_whole",
+]
 
 #: earlier user turns a follow-up may refer to (the most recent ones)
 EARLIER_TURNS = 2
@@ -88,3 +123,85 @@ def _sentences(text: str) -> list[str]:
     if len(spans) > HEAD_SENTENCES + TAIL_SENTENCES:
         spans = spans[:HEAD_SENTENCES] + spans[-TAIL_SENTENCES:]
     return [text[a:b] for a, b in spans]
+
+
+# ---------------------------------------------------------------- asks for the whole
+
+#: a task over a whole text, in English and Chinese
+_TASKS = re.compile(
+    r"\b(?:summar\w*|overview|recap|tl;?dr|gist|translat\w*|rewrite|rephrase|paraphrase"
+    r"|proofread|outline|compare|contrast|list|enumerate|extract|explain|describe|review"
+    r"|analy[sz]e)\b|总结|概括|摘要|概述|归纳|翻译|改写|要点|比较|列出|列举",
+    re.IGNORECASE,
+)
+#: "all", "every" or "each" of something in the documents
+_EVERY = re.compile(
+    r"\b(?:all|every|each)\b[^.?!\n]{0,60}?\b(?:in|across|from|of|throughout)\s+"
+    r"(?:the\s+|these\s+|those\s+|all\s+(?:the\s+)?|each\s+|every\s+)?"
+    r"(?:documents?|docs?|passages?|sources?|articles?|chunks?|context|texts?|results?"
+    r"|pages?|files?)\b"
+    r"|(?:所有|全部|每(?:篇|个|份|段))[^。？！?\n]{0,30}(?:文档|文章|资料|段落|来源|内容|结果)",
+    re.IGNORECASE,
+)
+#: a question that part of the documents may answer
+_QUESTION = re.compile(
+    r"[?？]|^\W*(?:who|what|when|where|which|why|how|whose|whom)\b|什么|哪|谁|吗|多少",
+    re.IGNORECASE | re.MULTILINE,
+)
+#: words that point at the documents, shape an answer or ask for one, and the tasks' own words:
+#: none of them is a topic
+_NOT_TOPICS = (
+    "document docs doc passage text context article source chunk result page file paper "
+    "content material excerpt snippet information info data above below following provided "
+    "given attached whole entire everything anything something please briefly brief short "
+    "shortly concise concisely detail detailed bullet point sentence paragraph word line "
+    "language english french spanish german chinese japanese korean italian portuguese "
+    "russian arabic hindi dutch say said tell write give make help mention include contain "
+    "discuss cover read find show need want like us thing stuff plain simple simpler clear "
+    "style tone formal informal tl dr search now instead ok okay thanks thank yes quick "
+    "quickly kindly one two three four five six seven eight nine ten few several couple "
+    "overall note table email draft bulleted format markdown json csv memo "
+    "summary summarize summarise overview recap tldr gist translate translation rewrite "
+    "rephrase paraphrase proofread outline compare contrast list enumerate extract explain "
+    "describe review analyse analyze key main idea takeaway "
+    "文档 文章 资料 段落 内容 上文 以上 下文 下面 上面 全文 文本 来源 结果 信息 一下 简要 简单 "
+    "简短 详细 中文 英文 英语 请 帮 帮我 用 成 总结 概括 摘要 概述 归纳 翻译 改写 要点 比较 "
+    "列出 列举 所有 全部 每篇 主要 关键 说 讲 把 将 翻译成 改写成 总结成 概括成"
+)
+
+
+@cache
+def _not_topics() -> frozenset[str]:
+    return frozenset(analyse(_NOT_TOPICS))
+
+
+def _topics(text: str) -> set[str]:
+    """The terms of ``text`` that name something besides the documents and what to do with
+    them."""
+    return {t for t in analyse(text) if t not in _not_topics() and not t.isdigit()}
+
+
+def asks_for_whole(request: Request) -> bool:
+    """Whether ``request`` asks for its documents as a whole (the module docstring): a
+    summary, a translation, every one of something in them, or nothing to rank them by."""
+    if request.query is not None:
+        last = request.query
+    else:
+        users = [m.text for m in request.messages if m.role == "user"]
+        last = users[-1] if users else ""
+    if _TASKS.search(last) and not _topics(last):
+        return True
+    if _EVERY.search(last) and not _QUESTION.search(last):
+        return True
+    text = ask_of(request).text
+    if not text.strip() or not request.documents:
+        return False  # no ask at all (the retriever's order), or nothing to look in
+    topics = _topics(text)
+    if not topics:
+        return True  # nothing to rank by
+    if _QUESTION.search(last):
+        return False  # a question: ranked, by the model where the documents word it otherwise
+    # the first line that holds one ends the search: a question's words are in the documents
+    # retrieved for it, most often in the first one's first lines
+    lines = (line for d in request.documents for line in (d.title or "", *d.text.split("\n")))
+    return not any(topics.intersection(analyse(line)) for line in lines if line.strip())

@@ -145,6 +145,7 @@ def test_the_headline_is_the_default_configs_worst_shape() -> None:
         "token_ratio_max": 0.4,
         "cold_p99_ms_max": 30.0,
     }
+    results["whole_asks4"] = {"default": row(1.0, 1.0, 2.0)}  # everything meant to go on
     results["records_budget"] = {"default": row(0.5, 0.01, 99.0)}  # a budget's cut: apart
     assert bench_structured.headline(results) == {
         "evidence_min": 0.96,
@@ -200,3 +201,16 @@ def test_the_listed_shapes_are_json_lists_of_every_passage(nq: list[BenchItem]) 
     assert len(shapes["list_document"][0].request.documents) == 1
     whole = build_config(bench_structured.LISTED_CONFIGS["whole_lists"]).pipeline
     assert [getattr(s, "document_lists", None) for s in whole.stages] == [None, None, False, None]
+
+
+def test_the_whole_asks_shape_asks_for_the_chunks_as_a_whole(nq: list[BenchItem]) -> None:
+    from promptslim.query import asks_for_whole
+
+    shapes = structured_data.build(nq, 3)
+    for asked, titled in zip(shapes["whole_asks4"], shapes["template_other4"]):
+        assert asks_for_whole(asked.request) and not asks_for_whole(titled.request)
+        assert asked.request.documents == titled.request.documents
+        assert asked.request.messages[-1].text in structured_data.WHOLE_ASKS
+    labels = {label: build_config(spec) for label, spec in bench_structured.ASKED_CONFIGS.items()}
+    ranked = labels["ranked"].pipeline.stages[2]
+    assert getattr(ranked, "whole_asks", None) is False

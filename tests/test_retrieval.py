@@ -469,9 +469,10 @@ def test_query_embedding_is_used_and_no_model_call_happens(monkeypatch: pytest.M
 def test_query_embedding_of_another_dimension_is_embedded_again(monkeypatch: pytest.MonkeyPatch) -> None:
     scorer, calls = counting_dense_scorer(monkeypatch)
     docs = [Document(id="a", text="one passage"), Document(id="b", text="another passage here")]
-    request = request_with(docs, "which passage?").replace(query_embedding=[0.1] * 384)
+    request = request_with(docs, "which passage is longer?").replace(query_embedding=[0.1] * 384)
     out = RetrievalStage(scorer=scorer).run(request)
-    assert calls == [["which passage?", "one passage", "another passage here"]]  # one model call
+    # one model call
+    assert calls == [["which passage is longer?", "one passage", "another passage here"]]
     assert out.report.stages[0].details["query_embedding_mismatched"] is True
     assert any("query_embedding has 384 values" in w for w in out.report.warnings)
 

@@ -18,17 +18,15 @@ document that is about as good as the best, where the sharper ``gap`` rule bets 
 one gap being the edge of the relevant set. A heading that tops the ranking (a candidate short
 beside the others, under ``heading_share`` of the median one's tokens, that ends no sentence:
 a title a splitter cut off on its own) does not set the best of that scale; the best other
-candidate does, and the heading, scoring above it, stays. k is then
-never fewer than ``min_k`` (default 1: a request that came with documents keeps at least one;
-``min_k=0`` allows none, when none fits the budget). Among the documents that can be kept,
-near-duplicates of a better one are removed (embedding cosine, or word-shingle overlap when there are no
+candidate does, and the heading, scoring above it, stays. k is then never fewer than
+``min_k`` (default 1; ``min_k=0`` allows none, when none fits the budget). Near-duplicates of
+a better document are removed (embedding cosine, or word-shingle overlap without
 embeddings); optionally MMR trades relevance for diversity. Kept documents keep their ids and
 metadata, get ``score`` set, and are ordered by score, in their original order, or at the
 ``edges`` (best first, second best last: models read the ends of a long context best, Liu et
 al. 2023, "Lost in the Middle"). Every dropped document is in the report with its score and
 the reason; empty documents are dropped and reported, never fatal. A report entry names its
-document ``document:{id}``; when two documents of a request share an id, ``document:{id}#{i}``
-with ``i`` its index in ``Request.documents``, so the entry says which namesake it is.
+document ``document:{id}``, or ``document:{id}#{i}`` (its index) when it shares its id.
 
 The stage is seven modules, one idea each: its options (``retrieval_options``, the one
 pydantic model the constructor, ``Pipeline.from_config`` and the bench shorthand validate
@@ -40,9 +38,8 @@ JSON (``retrieval_lists``), and the stage itself, here.
 
 When even the best document alone does not fit the documents budget, the default
 (``on_overflow="keep_best"``) keeps it anyway, says so in a warning and in
-``details["over_budget"]``, and leaves it to the compress stage to shrink it (the pipeline
-raises ``BudgetInfeasible`` at the end if nothing does); ``"drop"`` keeps none and
-``"raise"`` raises ``BudgetInfeasible`` at once. Scoring is lazy and pluggable
+``details["over_budget"]``, and leaves it to the compress stage to shrink it; ``"drop"``
+keeps none and ``"raise"`` raises ``BudgetInfeasible`` at once. Scoring is lazy and pluggable
 (``promptslim.backends.scorers.SCORERS``): ``scorer="bm25"`` never imports torch; dense
 scoring reuses precomputed ``Document.embedding`` vectors and the shared embedding cache.
 
@@ -65,25 +62,20 @@ a paragraph belongs to another passage): whole sentences, byte-exact, protected 
 split. A document that brings a
 vector store's ``embedding`` is not embedded again for its first window (the head a store's
 embedder reads); its later windows are embedded (``store_windows="embed"``), or, under the
-hybrid scorer, scored without the model: by BM25 alone (``store_windows="lexical"``: their
-fused score is their normalised BM25 score, and paraphrase there goes unseen), or by BM25
-and static vectors distilled from the model (``store_windows="static"``:
-``backends/static_vectors.py``), whose similarity to the query's vector stands in for the
-model's. A store's
-ingest can embed every window ahead of the requests instead (``RetrievalStage.index``, into
-the shared cache and its Redis tier): a request then embeds its query alone (nothing when it
-brings the store's query vector: the views of a question it wraps are weighed by the
-windows), and its output is
-the same as without the index. The report lists the sentences kept of each
+hybrid scorer, scored without the model: by BM25 alone (``"lexical"``: paraphrase there goes
+unseen), or by BM25 and static vectors distilled from the model (``"static"``:
+``backends/static_vectors.py``). A store's ingest can embed every window ahead of the
+requests instead (``RetrievalStage.index``, into the shared cache and its Redis tier): a
+request then embeds its query alone (nothing when it brings the store's query vector), and
+its output is the same as without the index. The report lists the sentences kept of each
 document (a ``compressed`` change, and ``details["kept_parts"]``: character spans of the
 original). This lives here rather than in the compress stage because the window scores
 (dense and lexical) are already computed here; the compress stage's extractive compressor
 is lexical only and would pay for a second, weaker scoring.
 
-Chinese and other non-Latin text: BM25 uses ``text.analyse`` (jieba words or character
-bigrams); with the default English MiniLM, ``dense``/``hybrid`` score such text with BM25 only
-and say so in a warning (a multilingual model given as ``model=`` is used as given).
-Near-duplicate shingles count each CJK character as a token.
+Chinese and other non-Latin text: BM25 uses ``text.analyse``; with the default English
+MiniLM, ``dense``/``hybrid`` score such text with BM25 only and say so in a warning (a
+multilingual model given as ``model=`` is used as given).
 """
 
 from __future__ import annotations
@@ -94,13 +86,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..backends.scorer_base import DENSE_MIN_SPREAD
 from ..backends.scorers import DEFAULT_MAX_SEQ_LENGTH
-from ..budget import allocate
-from ..query import ask_of
+from ..query import ask_of, asks_for_whole
 from ..tokens import count_document
 from ..types import Budget, Document, Request
 from .base import BaseStage, StageLog
 from .retrieval_cutoff import headings, relevance_cutoff, relevance_k
-from .retrieval_lists import expand_lists, sent
+from .retrieval_lists import expand_lists, lists_of, sent
 from .retrieval_options import (  # noqa: F401  (re-exported: the old import path)
     DEFAULT_COSINE_THRESHOLD,
     DEFAULT_MAX_WINDOWS,
@@ -123,11 +114,13 @@ from .retrieval_select import (  # noqa: F401  (_edges, _shingles re-exported fo
     document_target,
     drop,
     fit_budget,
+    keep_whole,
     mmr,
     order_kept,
     select_parts_of,
     walk,
 )
+from .retrieval_targets import drop_empty
 
 if TYPE_CHECKING:
     from ..backends.scorers import Scorer
@@ -211,7 +204,10 @@ class RetrievalStage(BaseStage):
     (``retrieval_pieces``; at ``max_k`` it takes the place of the last other document kept):
     the piece after the one that names a subject often states the answer without naming it.
     ``document_lists`` (on): a document that is a JSON list of passages competes by its
-    passages, and the JSON sent holds those kept (``retrieval_lists``). A scorer other than BM25 that is missing (extra not installed), fails or runs past
+    passages, and the JSON sent holds those kept (``retrieval_lists``). ``whole_asks`` (on): a
+    request that asks for its documents as a whole (``query.asks_for_whole``: a summary, a
+    translation, every one of something in them) keeps them all, in their order, as many as
+    fit the documents budget (``details["whole_ask"]``). A scorer other than BM25 that is missing (extra not installed), fails or runs past
     ``time_limit_ms`` is replaced by BM25 for that request, with a warning; ``strict=True``
     raises instead.
     """
@@ -257,6 +253,7 @@ class RetrievalStage(BaseStage):
         next_pieces: int = 1,
         piece_keys: tuple[str, str] = ("source", "start_index"),
         document_lists: bool = True,
+        whole_asks: bool = True,
     ) -> None:
         # the keyword arguments, exactly as given (nothing else is bound yet), validated once
         options = RetrievalOptions.parse(**{k: v for k, v in locals().items() if k != "self"})
@@ -341,16 +338,15 @@ class RetrievalStage(BaseStage):
     def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
         if not request.documents:
             return request
-        listed = expand_lists(request.documents) if self._options.document_lists else None
-        if listed is not None and allocate(request, budget, log.counter).documents is not None:
-            listed = None  # a budget holds exactly: the JSON around the passages counts too
-        documents = Documents(request.documents if listed is None else listed.documents)
         options = self._options
+        whole = options.whole_asks and asks_for_whole(request)
+        lists = options.document_lists and not whole  # a whole ask leaves a list whole too
+        listed = lists_of(request, budget, log.counter) if lists else None
+        documents = Documents(request.documents if listed is None else listed.documents)
         tokens = [count_document(d, log.counter) for d in documents]
-        valid = [i for i, d in enumerate(documents) if d.text.strip()]
-        for i in sorted(set(range(len(documents))) - set(valid)):
-            drop(log, documents, i, tokens[i], None, "empty text")
-            log.warning(f"{document_target(documents, i)}: empty text, dropped")
+        valid = drop_empty(log, documents, tokens)
+        if whole:
+            return keep_whole(options, request, budget, documents, valid, tokens, log)
 
         start = time.perf_counter()
         ask = ask_of(request)
@@ -396,5 +392,6 @@ class RetrievalStage(BaseStage):
             log.details.update(
                 document_lists=len(listed.lists),
                 tokens_kept=sum(count_document(d, log.counter) for d in new_docs),
+                tokens_given=sum(count_document(d, log.counter) for d in request.documents),
             )
         return request.replace(documents=new_docs)

@@ -27,9 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..backends.tools.documents import DocumentList, find_documents, parse_json
+from ..budget import allocate
 from ..messages import Document
+from ..request import Budget, Request
+from ..tokens import TokenCounter
 
-__all__ = ["MAX_CANDIDATES", "ListedDocuments", "expand_lists", "sent"]
+__all__ = ["MAX_CANDIDATES", "ListedDocuments", "expand_lists", "lists_of", "sent"]
 
 #: the most candidates the passages of a request's lists may make, with its other documents
 #: (``RequestLimits.max_documents``' default): a list past it stays one candidate, so the
@@ -97,6 +100,15 @@ def _scored(doc: Document, score: float, text: str | None) -> Document:
     if text is not None:
         update["text"] = text
     return doc.model_copy(update=update)
+
+
+def lists_of(request: Request, budget: Budget, counter: TokenCounter) -> ListedDocuments | None:
+    """``expand_lists`` of the request's documents, but None under a documents budget: a
+    budget holds exactly, and the JSON around the passages is not in their tokens."""
+    listed = expand_lists(request.documents)
+    if listed is not None and allocate(request, budget, counter).documents is not None:
+        return None
+    return listed
 
 
 def expand_lists(documents: Sequence[Document]) -> ListedDocuments | None:

@@ -100,6 +100,7 @@ class RetrievalOptions(BaseModel):
     next_pieces: int = Field(default=1, ge=0, strict=True)
     piece_keys: tuple[str, str] = ("source", "start_index")
     document_lists: bool = Field(default=True, strict=True)
+    whole_asks: bool = Field(default=True, strict=True)
 
     @field_validator("scorer", mode="before")
     @classmethod

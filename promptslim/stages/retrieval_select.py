@@ -36,6 +36,7 @@ __all__ = [
     "document_target",
     "drop",
     "fit_budget",
+    "keep_whole",
     "mmr",
     "order_kept",
     "select_parts_of",
@@ -292,7 +293,7 @@ def fit_budget(
                 documents,
                 i,
                 tokens[i],
-                score_of[i],
+                score_of.get(i),
                 f"does not fit the documents budget ({cap} tokens)",
             )
     if kept or (budget.documents == 0) or options.min_k == 0:
@@ -317,6 +318,29 @@ def fit_budget(
     )
     log.details["over_budget"] = tokens[best] - cap
     return [best]
+
+
+def keep_whole(
+    options: RetrievalOptions,
+    request: Request,
+    budget: Budget,
+    documents: Sequence[Document],
+    valid: list[int],
+    tokens: list[int],
+    log: StageLog,
+) -> Request:
+    """What a request that asks for its documents as a whole keeps (``query.asks_for_whole``:
+    a summary, a translation, every one of something in them): every document, unscored, in
+    its order, as many as fit the documents budget."""
+    kept = fit_budget(options, request, budget, valid, documents, tokens, {}, log)
+    log.details.update(
+        whole_ask=True,
+        candidates=len(documents),
+        kept=len(kept),
+        tokens_kept=sum(tokens[i] for i in kept),
+        tokens_given=sum(tokens),
+    )
+    return request.replace(documents=[documents[i] for i in kept])
 
 
 def order_kept(order: Order, kept: list[int]) -> list[int]:

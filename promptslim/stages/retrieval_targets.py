@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from ..types import Document
 from .base import StageLog
 
-__all__ = ["CUT_OFF", "HARD_CAP", "Documents", "document_target", "drop"]
+__all__ = ["CUT_OFF", "HARD_CAP", "Documents", "document_target", "drop", "drop_empty"]
 
 #: the starts of the reasons a document below the relevance cut-off, or past ``max_k``, is
 #: dropped with (the piece after a kept one may be kept all the same: ``retrieval_pieces``)
@@ -49,3 +49,12 @@ def drop(
 ) -> None:
     target = document_target(documents, i)
     log.change("dropped", target, tokens=tokens, score=score, reason=reason)
+
+
+def drop_empty(log: StageLog, documents: Sequence[Document], tokens: Sequence[int]) -> list[int]:
+    """The indexes of the documents with text; the others dropped and reported, never fatal."""
+    valid = [i for i, d in enumerate(documents) if d.text.strip()]
+    for i in sorted(set(range(len(documents))) - set(valid)):
+        drop(log, documents, i, tokens[i], None, "empty text")
+        log.warning(f"{document_target(documents, i)}: empty text, dropped")
+    return valid
