@@ -201,7 +201,7 @@ def asks_for_whole(request: Request) -> bool:
         return True  # nothing to rank by
     if _QUESTION.search(last):
         return False  # a question: ranked, by the model where the documents word it otherwise
-    # the first line that holds one ends the search: a question's words are in the documents
+    # the first line that holds one ends the search: the words of an ask are in the documents
     # retrieved for it, most often in the first one's first lines
     lines = (line for d in request.documents for line in (d.title or "", *d.text.split("\n")))
     return not any(topics.intersection(analyse(line)) for line in lines if line.strip())
