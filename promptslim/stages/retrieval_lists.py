@@ -23,6 +23,7 @@ Not expanded (the document stays one candidate, as before):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,6 +39,7 @@ __all__ = ["MAX_CANDIDATES", "ListedDocuments", "expand_lists", "lists_of", "sen
 #: (``RequestLimits.max_documents``' default): a list past it stays one candidate, so the
 #: ranking's work stays what a request's own documents may ask of it
 MAX_CANDIDATES = 5_000
+_JSON_START = re.compile(r"\s*[\[{]")
 
 
 @dataclass(frozen=True)
@@ -142,8 +144,8 @@ def expand_lists(documents: Sequence[Document]) -> ListedDocuments | None:
 
 
 def _document_list(text: str) -> DocumentList | None:
-    if text.lstrip()[:1] not in ("[", "{"):
-        return None  # most documents: no parse at all
+    if not _JSON_START.match(text):
+        return None  # most documents: no parse at all, nor a copy of their text
     data = parse_json(text)
     found = None if data is None else find_documents(data, text)
     return None if found is None or found.aligned else found
