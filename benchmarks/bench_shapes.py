@@ -135,20 +135,36 @@ def measure(
 
 def row(item: BenchItem, kept: list[Document], messages: list[Any], ms: float) -> dict[str, float]:
     """One measured request: time, document tokens kept / given (a request without documents:
-    tool-message tokens), evidence in what is sent."""
+    tool-message tokens, or with no tool message the last user message's), evidence in what
+    is sent."""
     counter = get_counter(item.request.tokenizer)
     given = count_documents(item.request.documents, counter)
     if given:
         ratio = count_documents(kept, counter) / given
     else:
         sent = item.request.to_openai()["messages"]
-        ratio = _tool_tokens(messages, counter) / max(1, _tool_tokens(sent, counter))
-    evidence = evidence_retention(_context_text(messages), item.answers)
+        ratio = _context_tokens(messages, counter) / max(1, _context_tokens(sent, counter))
+    evidence = evidence_retention(_evidence_text(item, messages), item.answers)
     return {"ms": ms, "ratio": ratio, "evidence": evidence}
 
 
-def _tool_tokens(messages: list[Any], counter: Any) -> int:
-    return sum(counter.count(m.get("content") or "") for m in messages if m.get("role") == "tool")
+def _evidence_text(item: BenchItem, messages: list[Any]) -> str:
+    """What the model reads but the question: every message but the last user one, and that
+    one too, less the question, where the item's context is written into it (no documents, no
+    tool message: ``metadata["question"]`` names the question)."""
+    text = _context_text(messages)
+    question = item.metadata.get("question")
+    if item.request.documents or not question or any(m.get("role") == "tool" for m in messages):
+        return text
+    last = [m.get("content") or "" for m in messages if m.get("role") == "user"][-1:]
+    return "\n".join([text, *(str(c).replace(question, "") for c in last)])
+
+
+def _context_tokens(messages: list[Any], counter: Any) -> int:
+    """The tokens of the tool messages, or where there is none, of the last user message."""
+    chosen = [m for m in messages if m.get("role") == "tool"]
+    chosen = chosen or [m for m in messages if m.get("role") == "user"][-1:]
+    return sum(counter.count(m.get("content") or "") for m in chosen)
 
 
 def summarise(rows: list[dict[str, float]], positions: list[int | None]) -> dict[str, Any]:

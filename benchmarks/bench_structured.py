@@ -35,7 +35,12 @@ the default pipeline on those (``structured_data``, seeded):
   of the documents went on). Side by side: ``default`` (such an ask keeps every document)
   and ``ranked`` (``retrieval:whole_asks=false``: ranked against the ask's words).
   ``whole_ask_questions``: how many of the run's NQ questions read as such an ask (each one
-  a false alarm, whose request would keep every token).
+  a false alarm, whose request would keep every token);
+- the passages written into the user's message by a prompt template, with no documents
+  (``inline_template4``, ``inline_elements``, ``inline_lead_in4``: ``inline_data``), their
+  ``token_ratio`` of that message's tokens. Side by side: ``default`` (the message sent as
+  written: the last user message is the caller's) and ``inline_context``
+  (``retrieval:inline_context=true``: the block ranked as documents).
 
 Per shape and config, as in ``bench_shapes``: ``evidence`` (a gold answer still in what the
 model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``cold_p50_ms`` /
@@ -44,7 +49,7 @@ model reads, bootstrap CI), ``token_ratio`` (document tokens kept / given), ``co
 interleaved per item: ``default`` (the full pipeline), ``bm25`` (``retrieval:scorer=bm25``)
 and ``dense_topk`` (plain dense top-k at the model's full length, a fifth of the candidates:
 what a user has without promptslim). The headline is the default's: ``evidence_min`` (the
-worst shape, budgeted and whole-ask rows apart), ``token_ratio_max``, ``cold_p99_ms_max``,
+worst shape, budgeted, whole-ask and inline rows apart), ``token_ratio_max``, ``cold_p99_ms_max``,
 and ``evidence_min_budget`` (the budgeted rows' worst). A JSON document that fits is kept whole
 (a JSON value is never cut; a JSON list of passages competes by its passages), so ``records``
 keeps the documents its question points to.
@@ -67,6 +72,7 @@ from typing import Any
 
 from bench_shapes import dataset_path, run_suite, table, warm_up
 from common import emit, machine, parser
+from inline_data import INLINE
 from shapes_configs import dense_topk
 from structured_data import ASKED, LISTED, SEARCH, build
 
@@ -113,11 +119,20 @@ ASKED_CONFIGS = {
 }
 
 
+#: the inline rows' configs: the default (the user's message sent as written: invariant 1) and
+#: ``retrieval:inline_context=true`` (the block in it ranked as documents)
+INLINE_CONFIGS = {
+    "default": "full",
+    "inline_context": "prefix+history+retrieval:inline_context=true+compress",
+}
+
+
 def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The default config's worst shape: evidence, token ratio, cold p99; the budgeted rows
     apart (``evidence_min_budget``): there the caller, not the stage, sets how much is cut;
-    and the whole-ask rows left out: there everything is meant to go on."""
-    apart = {*BUDGETED, *ASKED}
+    and the whole-ask and inline rows left out: there everything is meant to go on (by default
+    the user's message goes as written)."""
+    apart = {*BUDGETED, *ASKED, *INLINE}
     rows = [r["default"] for s, r in results.items() if "default" in r and s not in apart]
     if not rows:
         return {}
@@ -162,6 +177,8 @@ def main() -> None:
     asked = {name: shapes.pop(name) for name in ASKED}
     whole = {label: build_config(spec).pipeline.run for label, spec in ASKED_CONFIGS.items()}
     searched = {label: build_config(spec).pipeline.run for label, spec in SEARCH_CONFIGS.items()}
+    inline = {name: shapes.pop(name) for name in INLINE}
+    stuffed = {label: build_config(spec).pipeline.run for label, spec in INLINE_CONFIGS.items()}
     warm_up(runs, shapes[next(iter(shapes))][0])
     warm_up(searched, search[next(iter(search))][0])
     gauge: list[float] = []  # how fast the host ran Python beside the items (bench_shapes)
@@ -169,6 +186,7 @@ def main() -> None:
     results |= run_suite(search, searched, gauge)
     results |= run_suite(listed, lists, gauge)
     results |= run_suite(asked, whole, gauge)
+    results |= run_suite(inline, stuffed, gauge)
     for row, (shape, specs) in BUDGETED.items():
         results |= run_suite({row: shapes[shape]}, under_budget(specs), gauge)
     out = {

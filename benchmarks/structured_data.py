@@ -22,6 +22,8 @@ Its kinds, each seeded so a run is reproducible:
   away, so the answers count as they are);
 - **the NQ passages as a search returned them** (``search_data``): in a tool message
   (``SEARCH``) or as JSON document lists among the request's documents (``LISTED``);
+- **the NQ passages written into the user's message** by a prompt template, with no documents
+  (``inline_data``: ``INLINE``);
 - **the NQ passages asked for as a whole** (``ASKED``): ``whole_asks4``, four titled passages to
   a chunk and, in the user's turn, one of ``WHOLE_ASKS`` (a summary, a translation, what they
   are about, every person in them, their key points; one in Chinese) in place of the question.
@@ -36,6 +38,7 @@ import re
 from collections.abc import Callable
 from html import escape
 
+from inline_data import INLINE
 from search_data import LISTED, SEARCH
 from shapes_data import placed_pieces, resplit, small_splitters
 
@@ -291,6 +294,6 @@ def build(nq: list[BenchItem], n: int, seed: int = 0) -> dict[str, list[BenchIte
     the same items."""
     rng = random.Random(seed)
     shapes = {name: [make(rng, i) for i in range(n)] for name, make in GENERATED.items()}
-    for name, relay in (PROSE | SEARCH | LISTED | ASKED).items():
+    for name, relay in (PROSE | SEARCH | LISTED | ASKED | INLINE).items():
         shapes[name] = [relay(item, rng) for item in nq]
     return shapes

@@ -29,6 +29,8 @@ from .backends.tools.store import SqliteToolStore as SqliteToolStore
 from .backends.tools.store import ToolStore as ToolStore
 from .budget import Allocation as Allocation
 from .budget import allocate as allocate
+from .context_blocks import ContextBlock as ContextBlock
+from .context_blocks import find_context_block as find_context_block
 from .errors import BackendError as BackendError
 from .errors import BackendUnavailable as BackendUnavailable
 from .errors import BudgetInfeasible as BudgetInfeasible
@@ -102,6 +104,7 @@ __all__ = [
     "Compressor",
     "ConfigError",
     "ContentPart",
+    "ContextBlock",
     "DatasetError",
     "Document",
     "HistoryOptions",
@@ -151,6 +154,7 @@ __all__ = [
     "count_request",
     "count_tools",
     "expand",
+    "find_context_block",
     "get_counter",
     "is_expand_call",
     "message_counts",

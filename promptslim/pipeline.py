@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import BudgetInfeasible, ConfigError, InvalidRequest, PromptSlimError
 from .registry import STAGES
 from .stages.base import BaseStage, Stage, index_ahead, prefix_figures
+from .stages.retrieval_inline import inline_for
 from .tokens import count_request, get_counter
 from .tracing import run_stage as _run_traced
 from .tracing import traced as _traced
@@ -152,6 +153,8 @@ class Pipeline:
         """The stages under ``attempt`` (``budget`` itself, or under best_effort a larger total
         than it: see the class docstring); over-budget checks against ``budget``."""
         original = request
+        inline = inline_for(self.stages, request)  # as documents through every stage
+        request = request if inline is None else inline.request
         reports: list[StageReport] = []
         warnings = list(request.warnings)
         fingerprint = cacheable = None
@@ -162,12 +165,15 @@ class Pipeline:
             warnings.extend(stage_warnings)
             fingerprint = stage_fingerprint or fingerprint
             cacheable = stage_cacheable if stage_cacheable is not None else cacheable
-        # the stages counted already; count here only what no stage saw
-        if reports:
+        # the stages counted already; count here only what no stage saw (the stages saw an
+        # inline block as documents)
+        if reports and inline is None:
             tokens_in = reports[0].tokens_in
         else:
             tokens_in = count_request(original, get_counter(original.tokenizer))
         tokens_out = reports[-1].tokens_out if reports else tokens_in
+        if inline is not None:
+            request, tokens_out = inline.finish(request, reports)
         degraded = None
         if budget.total is not None and tokens_out > budget.total:
             if self.on_infeasible == "raise":

@@ -8,6 +8,7 @@ from html import escape
 from pathlib import Path
 
 import bench_structured
+import inline_data
 import pytest
 import shapes_data
 import structured_data
@@ -214,3 +215,37 @@ def test_the_whole_asks_shape_asks_for_the_chunks_as_a_whole(nq: list[BenchItem]
     labels = {label: build_config(spec) for label, spec in bench_structured.ASKED_CONFIGS.items()}
     ranked = labels["ranked"].pipeline.stages[2]
     assert getattr(ranked, "whole_asks", None) is False
+
+
+def test_the_inline_shapes_hold_every_passage_in_the_user_s_message(nq: list[BenchItem]) -> None:
+    from bench_shapes import row
+
+    from promptslim.stages.retrieval_inline import inline_context
+
+    shapes = structured_data.build(nq, 2)
+    for name in inline_data.INLINE:
+        for item, inline in zip(nq, shapes[name]):
+            request = inline.request
+            assert not request.documents and request.query is None
+            text = request.messages[-1].text
+            assert (item.request.query or "") in text.rsplit("\n\n", 1)[-1]
+            for d in item.request.documents:
+                assert d.text in text
+            found = inline_context(request)  # the block the stage ranks is all the passages
+            assert found is not None, name
+            sent = "\n".join(d.text for d in found.request.documents)
+            assert all(d.text in sent for d in item.request.documents)
+    ranked = build_config(bench_structured.INLINE_CONFIGS["inline_context"]).pipeline
+    assert [getattr(s, "inline_context", None) for s in ranked.stages] == [None, None, True, None]
+    # the ratio of a request without documents or tool messages: its last user message's
+    item = shapes["inline_template4"][0]
+    half = item.request.messages[-1].text[: len(item.request.messages[-1].text) // 2]
+    sent = [{"role": "user", "content": half}]
+    assert 0.4 < row(item, [], sent, 1.0)["ratio"] < 0.6
+    # its evidence: looked for in that message, less the question
+    whole = [{"role": "user", "content": item.request.messages[-1].text}]
+    assert row(item, [], whole, 1.0)["evidence"] == 1.0
+    answer = item.answers[0]
+    asked = [{"role": "user", "content": f"{item.metadata['question']} {answer}"}]
+    told = {**item.metadata, "question": asked[0]["content"]}
+    assert row(BenchItem(item.id, item.request, item.answers, told), [], asked, 1.0)["evidence"] == 0

@@ -28,13 +28,11 @@ al. 2023, "Lost in the Middle"). Every dropped document is in the report with it
 the reason; empty documents are dropped and reported, never fatal. A report entry names its
 document ``document:{id}``, or ``document:{id}#{i}`` (its index) when it shares its id.
 
-The stage is seven modules, one idea each: its options (``retrieval_options``, the one
-pydantic model the constructor, ``Pipeline.from_config`` and the bench shorthand validate
-with), scoring (``retrieval_scoring``), the relevance cut-off (``retrieval_cutoff``),
-choosing and ordering (``retrieval_select``), the piece after the best one where metadata
-places documents in their source (``retrieval_pieces``), a document that is a JSON list of
-passages (a search API's answer), whose passages compete as candidates and go back into its
-JSON (``retrieval_lists``), and the stage itself, here.
+The stage's modules, one idea each: ``retrieval_options`` (the one pydantic model of its
+options), ``retrieval_scoring``, ``retrieval_cutoff``, ``retrieval_select`` (choosing and
+ordering), ``retrieval_pieces`` (the piece after the best one in its source),
+``retrieval_lists`` (a document that is a JSON list of passages), ``retrieval_inline`` (context
+written into a message) and the stage itself, here.
 
 When even the best document alone does not fit the documents budget, the default
 (``on_overflow="keep_best"``) keeps it anyway, says so in a warning and in
@@ -69,9 +67,7 @@ requests instead (``RetrievalStage.index``, into the shared cache and its Redis 
 request then embeds its query alone (nothing when it brings the store's query vector), and
 its output is the same as without the index. The report lists the sentences kept of each
 document (a ``compressed`` change, and ``details["kept_parts"]``: character spans of the
-original). This lives here rather than in the compress stage because the window scores
-(dense and lexical) are already computed here; the compress stage's extractive compressor
-is lexical only and would pay for a second, weaker scoring.
+original). It lives here, not in the compress stage: the window scores are computed here.
 
 Chinese and other non-Latin text: BM25 uses ``text.analyse``; with the default English
 MiniLM, ``dense``/``hybrid`` score such text with BM25 only and say so in a warning (a
@@ -91,6 +87,7 @@ from ..tokens import count_document
 from ..types import Budget, Document, Request
 from .base import BaseStage, StageLog
 from .retrieval_cutoff import headings, relevance_cutoff, relevance_k
+from .retrieval_inline import inline_for
 from .retrieval_lists import expand_lists, lists_of, sent
 from .retrieval_options import (  # noqa: F401  (re-exported: the old import path)
     DEFAULT_COSINE_THRESHOLD,
@@ -124,11 +121,7 @@ from .retrieval_targets import drop_empty
 
 if TYPE_CHECKING:
     from ..backends.scorers import Scorer
-
 __all__ = ["RetrievalOptions", "RetrievalStage", "relevance_cutoff", "scoring_text"]
-
-
-# ---------------------------------------------------------------- the stage
 
 
 class RetrievalStage(BaseStage):
@@ -207,7 +200,10 @@ class RetrievalStage(BaseStage):
     passages, and the JSON sent holds those kept (``retrieval_lists``). ``whole_asks`` (on): a
     request that asks for its documents as a whole (``query.asks_for_whole``: a summary, a
     translation, every one of something in them) keeps them all, in their order, as many as
-    fit the documents budget (``details["whole_ask"]``). A scorer other than BM25 that is missing (extra not installed), fails or runs past
+    fit the documents budget (``details["whole_ask"]``). ``inline_context`` (off: invariant 1 keeps
+    the last user message as written unless the caller opts in): context a template marks in
+    that message of a request with no documents is ranked as its documents (``retrieval_inline``). A scorer other
+    than BM25 that is missing (extra not installed), fails or runs past
     ``time_limit_ms`` is replaced by BM25 for that request, with a warning; ``strict=True``
     raises instead.
     """
@@ -254,6 +250,7 @@ class RetrievalStage(BaseStage):
         piece_keys: tuple[str, str] = ("source", "start_index"),
         document_lists: bool = True,
         whole_asks: bool = True,
+        inline_context: bool = False,
     ) -> None:
         # the keyword arguments, exactly as given (nothing else is bound yet), validated once
         options = RetrievalOptions.parse(**{k: v for k, v in locals().items() if k != "self"})
@@ -336,8 +333,13 @@ class RetrievalStage(BaseStage):
     # ---- the stage
 
     def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
-        if not request.documents:
-            return request
+        inline = inline_for([self], request)  # in a pipeline, the pipeline has done this
+        if inline is None:
+            return self._ranked(request, budget, log) if request.documents else request
+        log.details["inline_context"] = inline.details()
+        return inline.put_back(self._ranked(inline.request, budget, log))
+
+    def _ranked(self, request: Request, budget: Budget, log: StageLog) -> Request:
         options = self._options
         whole = options.whole_asks and asks_for_whole(request)
         lists = options.document_lists and not whole  # a whole ask leaves a list whole too
