@@ -106,18 +106,20 @@ def find_context_block(text: str) -> ContextBlock | None:
 def _tagged(text: str) -> ContextBlock | None:
     """The content of the first context element, or the run of sibling elements of one name
     when they have no container (``<document>...</document><document>...``)."""
+    tried: set[str] = set()
     for m in _OPEN.finditer(text):
-        name = re.escape(m.group(1))
-        closes = list(re.finditer(rf"</{name}\s*>", text[m.end() :], re.IGNORECASE))
+        name = m.group(1).lower()
+        if name in tried:  # only each name's first element: the text is read once a name
+            continue
+        tried.add(name)
+        closes = list(re.compile(rf"</{name}\s*>", re.IGNORECASE).finditer(text, m.end()))
         if not closes:
             continue
-        sibling = re.compile(rf"<{name}[\s>]", re.IGNORECASE).search(
-            text, m.end() + closes[0].end()
-        )
+        sibling = re.compile(rf"<{name}[\s>]", re.IGNORECASE).search(text, closes[0].end())
         if sibling is not None:  # siblings: the block is the elements themselves, first to last
-            block = ContextBlock(m.start(), m.end() + closes[-1].end(), "tags")
+            block = ContextBlock(m.start(), closes[-1].end(), "tags")
         else:
-            block = ContextBlock(m.end(), m.end() + closes[0].start(), "tags")
+            block = ContextBlock(m.end(), closes[0].start(), "tags")
         if len(text[block.start : block.end].strip()) >= MIN_CHARS:
             return block
     return None

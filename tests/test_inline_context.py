@@ -240,3 +240,25 @@ def test_each_kind_is_reported(nq: list[BenchItem]) -> None:
         text = make(_chunks(nq[2]), nq[2].request.query or "")
         _, report = RetrievalStage(scorer="bm25", inline_context=True).run_report(_user(text))
         assert report.details["inline_context"]["kind"] == kind
+
+
+def test_many_open_tags_read_the_text_once_a_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each open tag looked for its close in the rest of the text: quadratic in the tags
+    import promptslim.context_blocks as blocks
+
+    searches: list[str] = []  # every pattern built or searched with by name, not compiled
+    real_compile, real_finditer = blocks.re.compile, blocks.re.finditer
+
+    def compiling(pattern: str, flags: int = 0) -> re.Pattern[str]:
+        searches.append(pattern)
+        return real_compile(pattern, flags)
+
+    def finding(pattern: str, text: str, flags: int = 0) -> Any:
+        searches.append(pattern)
+        return real_finditer(pattern, text, flags)
+
+    monkeypatch.setattr(blocks.re, "compile", compiling)
+    monkeypatch.setattr(blocks.re, "finditer", finding)
+    text = "<doc> word <context> word " * 5_000
+    assert blocks.find_context_block(text) is None
+    assert len(searches) <= 2 * 2  # a close and a sibling pattern for each of the two names

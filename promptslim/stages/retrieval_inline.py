@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..backends.tools.prose import reads_as_prose
 from ..context_blocks import ContextBlock, find_context_block
@@ -35,7 +35,9 @@ from ..tokens import count_request, get_counter
 
 __all__ = ["InlineContext", "inline_context", "inline_for"]
 
-_ELEMENT = re.compile(r"<([A-Za-z][\w.-]*)(?:\s[^<>]*)?>(.*?)</\1\s*>", re.DOTALL)
+_OPEN_TAG = re.compile(r"<([A-Za-z][\w.-]*)(?:\s[^<>]*)?>")
+#: the most names of elements inside an element looked at for its body
+_NESTED_NAMES = 8
 _QUESTION = re.compile(
     r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:[\w-]+[ \t]+)?(?:question|query|q)(?: is)?"
     r"(?:\*\*)?[ \t]*:[ \t]*\n?[ \t]*(\S[^\n]*)"
@@ -143,8 +145,8 @@ def _made(request: Request, i: int, block: ContextBlock) -> InlineContext:
     text = content[block.start : block.end]
     elements = _elements(text) if block.kind == "tags" else []
     if elements:
-        parts = [(m.start(), m.end()) for m in elements]
-        bodies = [_body(m) for m in elements]
+        parts = [(e.start, e.end) for e in elements]
+        bodies = [_body(text, e) for e in elements]
     else:
         parts = bodies = [(0, len(text))]
     docs = [
@@ -165,27 +167,55 @@ def _made(request: Request, i: int, block: ContextBlock) -> InlineContext:
     return InlineContext(request, i, block, parts, bodies, ranked)
 
 
-def _elements(text: str) -> list[re.Match[str]]:
-    """The block's sibling elements of one name, when there are two or more and they hold
-    most of its text; ``[]`` otherwise."""
-    found = list(_ELEMENT.finditer(text))
-    if len(found) < 2 or len({m.group(1).lower() for m in found}) != 1:
+class _Element(NamedTuple):
+    """An element's span in a text, and its content's (between its tags)."""
+
+    start: int
+    end: int
+    inner_start: int
+    inner_end: int
+
+
+def _named(text: str, name: str, start: int = 0, end: int | None = None) -> list[_Element]:
+    """The elements named ``name`` in ``text[start:end]``, each open tag with the first close
+    after it, in one pass: the work stays linear however many tags are left open."""
+    end = len(text) if end is None else end
+    opens = re.compile(rf"<{re.escape(name)}(?:\s[^<>]*)?>", re.IGNORECASE)
+    closes = re.compile(rf"</{re.escape(name)}\s*>", re.IGNORECASE)
+    found: list[_Element] = []
+    while (o := opens.search(text, start, end)) is not None:
+        c = closes.search(text, o.end(), end)
+        if c is None:
+            break
+        found.append(_Element(o.start(), c.end(), o.end(), c.start()))
+        start = c.end()
+    return found
+
+
+def _elements(text: str) -> list[_Element]:
+    """The block's sibling elements of its first element's name, when there are two or more
+    and they hold most of its text; ``[]`` otherwise."""
+    first = _OPEN_TAG.search(text)
+    found = _named(text, first.group(1)) if first is not None else []
+    if len(found) < 2:
         return []
-    held = sum(len(m.group(0).split()) for m in found)
+    held = sum(len(text[e.start : e.end].split()) for e in found)
     return found if held >= _ELEMENTS_SHARE * len(text.split()) else []
 
 
-def _body(element: re.Match[str]) -> tuple[int, int]:
+def _body(text: str, element: _Element) -> tuple[int, int]:
     """Where an element's text lies: in the element it holds with most of its text, when it
     holds one (``<source>...</source><document_content>...</document_content>``: the other
     elements go with the tags), its spaces at either end left out."""
-    start, end = element.span(2)
-    inner = element.group(2)
-    nested = max(_ELEMENT.finditer(inner), key=lambda m: len(m.group(2)), default=None)
-    if nested is not None and len(nested.group(2).split()) >= len(inner.split()) / 2:
-        start, end = start + nested.start(2), start + nested.end(2)
-    text = element.string[start:end]
-    return start + len(text) - len(text.lstrip()), end - len(text) + len(text.rstrip())
+    start, end = element.inner_start, element.inner_end
+    names = dict.fromkeys(m.group(1) for m in _OPEN_TAG.finditer(text, start, end))
+    nested = [e for name in list(names)[:_NESTED_NAMES] for e in _named(text, name, start, end)]
+    best = max(nested, key=lambda e: e.inner_end - e.inner_start, default=None)
+    inner_words = len(text[start:end].split())
+    if best is not None and len(text[best.inner_start : best.inner_end].split()) >= inner_words / 2:
+        start, end = best.inner_start, best.inner_end
+    body = text[start:end]
+    return start + len(body) - len(body.lstrip()), end - len(body) + len(body.rstrip())
 
 
 def _title(text: str, part: tuple[int, int], body: tuple[int, int]) -> dict[str, str]:
