@@ -27,10 +27,11 @@ The marks are English; a template in another language is left as it is.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
-__all__ = ["MIN_CHARS", "ContextBlock", "find_context_block"]
+__all__ = ["MIN_CHARS", "ContextBlock", "element_patterns", "find_context_block"]
 
 #: the fewest characters a block must have (about 250 tokens of English): below it, ranking
 #: and selection cost more than the little they could save
@@ -112,10 +113,11 @@ def _tagged(text: str) -> ContextBlock | None:
         if name in tried:  # only each name's first element: the text is read once a name
             continue
         tried.add(name)
-        closes = list(re.compile(rf"</{name}\s*>", re.IGNORECASE).finditer(text, m.end()))
+        opens, close = element_patterns(name)
+        closes = list(close.finditer(text, m.end()))
         if not closes:
             continue
-        sibling = re.compile(rf"<{name}[\s>]", re.IGNORECASE).search(text, closes[0].end())
+        sibling = opens.search(text, closes[0].end())
         if sibling is not None:  # siblings: the block is the elements themselves, first to last
             block = ContextBlock(m.start(), closes[-1].end(), "tags")
         else:
@@ -123,6 +125,16 @@ def _tagged(text: str) -> ContextBlock | None:
         if len(text[block.start : block.end].strip()) >= MIN_CHARS:
             return block
     return None
+
+
+@functools.lru_cache(maxsize=256)
+def element_patterns(name: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """The open and the close tag of elements named ``name``, any case (built once a name)."""
+    escaped = re.escape(name)
+    return (
+        re.compile(rf"<{escaped}(?:\s[^<>]*)?>", re.IGNORECASE),
+        re.compile(rf"</{escaped}\s*>", re.IGNORECASE),
+    )
 
 
 def _headed(text: str) -> ContextBlock | None:

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..backends.tools.prose import reads_as_prose
-from ..context_blocks import ContextBlock, find_context_block
+from ..context_blocks import ContextBlock, element_patterns, find_context_block
+from ..memo import BoundedCache
 from ..messages import Document
 from ..reports import StageReport
 from ..request import Request
@@ -36,6 +37,12 @@ from ..tokens import count_request, get_counter
 __all__ = ["InlineContext", "inline_context", "inline_for"]
 
 _OPEN_TAG = re.compile(r"<([A-Za-z][\w.-]*)(?:\s[^<>]*)?>")
+#: ``find_context_block`` of a last user message, memoised: a pipeline looks before its
+#: stages and its retrieval stage again (in a pipeline, to no block); bounded by entries and
+#: by the characters of text held
+_blocks: BoundedCache[str, ContextBlock | None] = BoundedCache(
+    max_entries=1_024, max_size=8_000_000, compute=find_context_block
+)
 #: the most names of elements inside an element looked at for its body
 _NESTED_NAMES = 8
 _QUESTION = re.compile(
@@ -131,7 +138,7 @@ def inline_context(request: Request) -> InlineContext | None:
     if not users or users[-1] < request.prefix_end():
         return None
     content = request.messages[users[-1]].content
-    block = find_context_block(content) if isinstance(content, str) else None
+    block = _blocks(content) if isinstance(content, str) else None
     if block is None:
         return None
     found = _made(request, users[-1], block)
@@ -180,8 +187,7 @@ def _named(text: str, name: str, start: int = 0, end: int | None = None) -> list
     """The elements named ``name`` in ``text[start:end]``, each open tag with the first close
     after it, in one pass: the work stays linear however many tags are left open."""
     end = len(text) if end is None else end
-    opens = re.compile(rf"<{re.escape(name)}(?:\s[^<>]*)?>", re.IGNORECASE)
-    closes = re.compile(rf"</{re.escape(name)}\s*>", re.IGNORECASE)
+    opens, closes = element_patterns(name.lower())
     found: list[_Element] = []
     while (o := opens.search(text, start, end)) is not None:
         c = closes.search(text, o.end(), end)
