@@ -121,6 +121,7 @@ from .retrieval_targets import drop_empty
 
 if TYPE_CHECKING:
     from ..backends.scorers import Scorer
+
 __all__ = ["RetrievalOptions", "RetrievalStage", "relevance_cutoff", "scoring_text"]
 
 
@@ -200,10 +201,10 @@ class RetrievalStage(BaseStage):
     passages, and the JSON sent holds those kept (``retrieval_lists``). ``whole_asks`` (on): a
     request that asks for its documents as a whole (``query.asks_for_whole``: a summary, a
     translation, every one of something in them) keeps them all, in their order, as many as
-    fit the documents budget (``details["whole_ask"]``). ``inline_context`` (off: invariant 1 keeps
-    the last user message as written unless the caller opts in): context a template marks in
-    that message of a request with no documents is ranked as its documents (``retrieval_inline``). A scorer other
-    than BM25 that is missing (extra not installed), fails or runs past
+    fit the documents budget (``details["whole_ask"]``). ``inline_context`` (off: invariant 1
+    keeps the last user message as written unless the caller opts in): context a template
+    marks in it, with no documents, is ranked as documents (``retrieval_inline``). A scorer
+    other than BM25 that is missing (extra not installed), fails or runs past
     ``time_limit_ms`` is replaced by BM25 for that request, with a warning; ``strict=True``
     raises instead.
     """
