@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from promptslim.bench.datasets import BenchItem, load_dataset
@@ -263,3 +263,38 @@ def test_many_open_tags_read_the_text_once_a_name(monkeypatch: pytest.MonkeyPatc
     text = "<doc> word <context> word " * 5_000
     assert blocks.find_context_block(text) is None
     assert len(searches) <= 2 * 2  # an open and a close pattern for each of the two names
+
+
+_PIECES = st.sampled_from(
+    [
+        SENTENCE * 4,
+        "Context:\n",
+        "Question: which pier?\n",
+        "<documents>\n",
+        "</documents>\n",
+        "<doc id='1'>",
+        "</doc>\n",
+        "<source>Harbour</source>",
+        "---------------------\n",
+        "Use the following passages.\n\n",
+        "\n\n",
+        "Using the information above, answer.",
+        "[CONTEXT]\n",
+        "[/CONTEXT]\n",
+        '"""\n',
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(_PIECES, min_size=1, max_size=40))
+@example(pieces=["<doc id='1'>", "\n\n", "</doc>\n", "<doc id='1'>", SENTENCE * 12, "</doc>\n"])
+def test_any_block_found_goes_back_byte_for_byte_when_all_is_kept(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    found = inline_context(_user(text))
+    if found is None:
+        return
+    block = found.block
+    assert 0 <= block.start < block.end <= len(text)
+    assert found.request.messages[0].text == text[: block.start] + text[block.end :]
+    assert found.put_back(found.request).messages[0].text == text

@@ -78,6 +78,8 @@ class InlineContext:
         first = True
         for k, ((start, end), (body_start, body_end)) in enumerate(zip(self.parts, self.bodies)):
             body = kept.get(_doc_id(k, len(self.parts)))
+            if body is None and not block[body_start:body_end].strip():
+                body = block[body_start:body_end]  # nothing to rank: an empty element stays
             if body is None:
                 continue
             if not first:  # an element goes with the text between it and the one before
@@ -221,6 +223,8 @@ def _body(text: str, element: _Element) -> tuple[int, int]:
     if best is not None and len(text[best.inner_start : best.inner_end].split()) >= inner_words / 2:
         start, end = best.inner_start, best.inner_end
     body = text[start:end]
+    if not body.strip():
+        return start, end
     return start + len(body) - len(body.lstrip()), end - len(body) + len(body.rstrip())
 
 
