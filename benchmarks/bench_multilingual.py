@@ -13,12 +13,24 @@ words carry vowel signs that Python's ``re`` does not count as word characters, 
 sentences end at a danda. The data are generated in code (``promptslim.bench.datasets``),
 nothing downloaded. The goals are ``GOALS["bench_multilingual"]`` in ``benchmarks/summary.py``.
 
+Beside them, ``tool_sets``: Chinese search results in a tool message, as an agent's search
+tool returns them (the tools stage alone, no budget: it keeps the passages that answer the
+turn's question). Each item is ``TOOL_DOCUMENTS`` generated passages (one holds the answer),
+written as a JSON list of ``{"title", "content"}`` (``zh-tool-json``) or as plain text, the
+passages joined by blank lines (``zh-tool-text``). ``tool_retention`` and
+``tool_token_fraction_kept`` are the worse set's: retention is the answer still in the tool
+message, the fraction that message's tokens kept. Side by side, ``...-compressors``: the same
+results with ``tools:documents=false`` (the JSON crusher and the text compressor), where
+Chinese results went while their lines, counted in characters, looked too short for prose.
+
     python benchmarks/bench_multilingual.py --quick --json
 """
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import time
 from typing import Any
 
@@ -26,13 +38,15 @@ from common import emit, machine, parser
 from shapes_data import chunked
 
 from promptslim.bench.datasets import load_dataset
+from promptslim.bench.gen_rag import rag_zh_item
 from promptslim.pipeline import Pipeline
 from promptslim.stages.compress import CompressStage
 from promptslim.stages.retrieval import RetrievalStage
+from promptslim.stages.tools import ToolsStage
 from promptslim.stats import spread
 from promptslim.text import chinese_segmenter, normalise_width
 from promptslim.tokens import count_documents, get_counter
-from promptslim.types import Budget
+from promptslim.types import Budget, Request
 
 #: set -> (builtin dataset, passages per chunk: None for the documents as generated)
 SETS: dict[str, tuple[str, int | None]] = {
@@ -62,22 +76,76 @@ def run_set(dataset: str, chunk: int | None, n: int, fraction: float) -> dict[st
         fractions.append(count_documents(result.request.documents, counter) / before)
         context = normalise_width("".join(f"{d.title}\n{d.text}" for d in result.request.documents))
         kept += any(normalise_width(a) in context for a in item.answers)
+    described = f"{dataset} (generated in code, seed 0, 8 documents per item"
+    return _row(kept, fractions, times, described + (f", {chunk} to a chunk)" if chunk else ")"))
+
+
+def _row(kept: int, fractions: list[float], times: list[float], dataset: str) -> dict[str, Any]:
+    """A set's figures: ``kept`` of ``len(times)`` items kept their answer."""
     timing = spread(times)
     return {
-        "retention": round(kept / len(items), 4),
+        "retention": round(kept / len(times), 4),
         "token_fraction_kept": round(sum(fractions) / len(fractions), 4),
         "p50_ms": round(timing["p50"], 2),
         "p99_ms": round(timing["p99"], 2),
-        "n": len(items),
-        "dataset": f"{dataset} (generated in code, seed 0, 8 documents per item"
-        + (f", {chunk} to a chunk)" if chunk else ")"),
+        "n": len(times),
+        "dataset": dataset,
     }
+
+
+#: passages in one search result of ``tool_sets`` (about 3,500 characters: past the tools
+#: stage's ``min_chars``)
+TOOL_DOCUMENTS = 40
+TOOL_SETS = {"zh-tool-json": "json", "zh-tool-text": "text"}
+#: beside each, the tools stage with its passages sent to the JSON and text compressors
+#: (``documents=False``), where Chinese results went before they read as prose
+BASELINE = "-compressors"
+
+
+def _tool_request(question: str, result: str) -> Request:
+    arguments = json.dumps({"query": question}, ensure_ascii=False)
+    call = {"id": "c0", "type": "function", "function": {"name": "search", "arguments": arguments}}
+    return Request.from_openai({"messages": [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c0", "content": result},
+    ]})  # fmt: skip
+
+
+def run_tool_set(shape: str, n: int, *, documents: bool = True) -> dict[str, Any]:
+    """Chinese search results in a tool message (``TOOL_SETS``), through the tools stage."""
+    rng = random.Random(0)
+    items = [rag_zh_item(rng, i, n_documents=TOOL_DOCUMENTS) for i in range(n)]
+    counter = get_counter()
+    pipeline = Pipeline([ToolsStage() if documents else ToolsStage(documents=False)])
+    kept = 0
+    fractions: list[float] = []
+    times: list[float] = []
+    for k, item in enumerate(items):
+        docs = [d.text for d in item.request.documents]
+        listed = [{"title": f"结果{i + 1}", "content": d} for i, d in enumerate(docs)]
+        result = json.dumps(listed, ensure_ascii=False) if shape == "json" else "\n\n".join(docs)
+        request = _tool_request(item.request.query or "", result)
+        if k == 0:
+            pipeline.run(request)  # warm-up
+        start = time.perf_counter()
+        sent = pipeline.run(request).request.messages[-1].text
+        times.append((time.perf_counter() - start) * 1e3)
+        fractions.append(counter.count(sent) / counter.count(result))
+        kept += any(normalise_width(a) in normalise_width(sent) for a in item.answers)
+    described = f"rag-zh (generated in code, seed 0, {TOOL_DOCUMENTS} passages a result)"
+    return _row(kept, fractions, times, described)
 
 
 def run(n: int, fraction: float) -> dict[str, Any]:
     segmenter = chinese_segmenter("auto")  # loads jieba now, not inside the first timed request
     sets = {name: run_set(dataset, chunk, n, fraction) for name, (dataset, chunk) in SETS.items()}
     rows = sets.values()
+    tools = {name: run_tool_set(shape, n) for name, shape in TOOL_SETS.items()}
+    baseline = {
+        name + BASELINE: run_tool_set(shape, n, documents=False)
+        for name, shape in TOOL_SETS.items()
+    }
     return {
         "retention": min(r["retention"] for r in rows),
         "token_fraction_kept": max(r["token_fraction_kept"] for r in rows),
@@ -85,6 +153,9 @@ def run(n: int, fraction: float) -> dict[str, Any]:
         "p99_ms": max(r["p99_ms"] for r in rows),
         "n": sum(r["n"] for r in rows),
         "sets": sets,
+        "tool_retention": min(r["retention"] for r in tools.values()),
+        "tool_token_fraction_kept": max(r["token_fraction_kept"] for r in tools.values()),
+        "tool_sets": tools | baseline,
         "budget_fraction": fraction,
         "segmenter": segmenter,
         "clock": "wall clock of Pipeline.run in this process, after one warm-up request",
@@ -103,7 +174,7 @@ def main() -> None:
     keys = ("retention", "token_fraction_kept", "p50_ms", "p99_ms", "n")
     table = "\n".join(
         f"{name:10} " + "  ".join(f"{k} {row[k]}" for k in keys)
-        for name, row in result["sets"].items()
+        for name, row in (result["sets"] | result["tool_sets"]).items()
     )
     emit(result, args, f"{table}\nsegmenter {result['segmenter']}")
 

@@ -11,6 +11,7 @@ import pytest
 
 from promptslim.backends.tools.documents import MAX_ITEMS
 from promptslim.backends.tools.passages import find_passages
+from promptslim.backends.tools.prose import reads_as_prose
 from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.metrics import evidence_retention
 from promptslim.stages.tools import ToolsStage
@@ -155,3 +156,53 @@ def test_more_blocks_than_a_document_list_may_hold_go_to_the_text_compressor() -
     assert find_passages(text) is None
     out = ToolsStage().run(_asked("When do the ferries leave?", text))
     assert out.report.stages[0].changes[0].reason.startswith("tools/text")
+
+
+def _zh_search(seed: int, n: int) -> list[tuple[BenchItem, list[str]]]:
+    import random
+
+    from promptslim.bench.gen_rag import rag_zh_item
+
+    rng = random.Random(seed)
+    items = [rag_zh_item(rng, i, n_documents=40) for i in range(n)]
+    return [(item, [d.text for d in item.request.documents]) for item in items]
+
+
+@pytest.mark.parametrize("shape", ["text", "json"])
+def test_chinese_search_results_are_passages_and_keep_the_answer(shape: str) -> None:
+    # a CJK character says what a word does: by characters a Chinese passage's lines looked
+    # short, so its search results went to the text compressor or the JSON crusher, which
+    # kept the answer in 0.43 (text) and 0.10 (JSON) of such requests
+    from promptslim.tokens import get_counter
+
+    counter = get_counter()
+    kept = sent = given = 0
+    for item, docs in _zh_search(seed=11, n=20):
+        assert reads_as_prose(docs)
+        result = (
+            "\n\n".join(docs)
+            if shape == "text"
+            else json.dumps(
+                [{"title": f"r{k}", "content": d} for k, d in enumerate(docs)], ensure_ascii=False
+            )
+        )
+        query = item.request.query or ""
+        out = ToolsStage().run(_asked(query, result, json.dumps({"query": query})))
+        text = out.messages[-1].text
+        kept += evidence_retention(text, item.answers) == 1.0
+        sent += counter.count(text)
+        given += counter.count(result)
+    assert kept >= 19
+    assert sent < 0.2 * given
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\n".join(f"第{i}行 错误" for i in range(60)),  # short Chinese lines: a log, a list
+        "\n\n".join(["标题"] * 30),
+        "\n".join("2024-05-01 12:00:0" + str(i % 10) + " 服务 启动 完成" for i in range(80)),
+    ],
+)
+def test_short_chinese_lines_are_not_prose(text: str) -> None:
+    assert not reads_as_prose(text.split("\n\n"))

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from ...scripts import dominant_script
+from ...scripts import CJK_CHAR_WEIGHT, dominant_script
 from . import Compressed, Elision, elision_id, marker
 
 __all__ = ["MAX_ITEMS", "Found", "reads_as_prose", "trimmed_body"]
@@ -54,14 +54,21 @@ def reads_as_prose(bodies: Sequence[str]) -> bool:
     listing or a log has short lines), mostly letters and spaces, and words rather than
     tokens (a key, an id, base64 or a URL is a long run of Latin letters with no space). The
     cheap tests first: most tool output fails on its line lengths."""
-    chars = sum(map(len, bodies))
-    if not bodies or _weighted_median(sorted(map(len, bodies)), chars) < MIN_BODY_CHARS:
-        return False
-    if chars < MIN_LINE_CHARS * sum(b.count("\n") + 1 for b in bodies):
+    if not bodies:
         return False
     # the character tests read each body's head, ``SAMPLE_CHARS`` in all: a 60,000-character
     # log costs what a page does
     heads = [b[: max(SAMPLE_CHARS // len(bodies), 200)] for b in bodies]
+    chars = sum(map(len, bodies))
+    median = _weighted_median(sorted(map(len, bodies)), chars)
+    lines = sum(b.count("\n") + 1 for b in bodies)
+    if median < MIN_BODY_CHARS or chars < MIN_LINE_CHARS * lines:
+        # a CJK character says about what a word does: its prose is short by characters
+        if dominant_script("".join(heads)) != "cjk":
+            return False
+        weighted = CJK_CHAR_WEIGHT
+        if weighted * median < MIN_BODY_CHARS or weighted * chars < MIN_LINE_CHARS * lines:
+            return False
     sampled = sum(map(len, heads))
     # letter and space runs removed, what is left is the rest: one pass in C per body
     letters = sampled - sum(len(_LETTERS_OR_SPACE.sub("", b)) for b in heads)
