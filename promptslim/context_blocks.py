@@ -22,7 +22,9 @@ A block that is not fenced or closed ends at a line that starts the template's n
 short last paragraph stays outside it, as templates put their question or a last instruction
 after the context. A block under ``MIN_CHARS`` is not worth ranking and is not reported.
 
-The marks are English; a template in another language is left as it is.
+The marks are English and Chinese (参考资料：, 以下资料, 根据以上内容, 问题：); a template in
+another language is left as it is. A Chinese block's characters each weigh ``CJK_CHAR_WEIGHT``
+toward ``MIN_CHARS``, as the retrieval stage's windows weigh them.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from __future__ import annotations
 import functools
 import re
 from typing import NamedTuple
+
+from .scripts import CJK_CHAR_WEIGHT, dominant_script
 
 __all__ = ["MIN_CHARS", "ContextBlock", "element_patterns", "find_context_block"]
 
@@ -50,6 +54,9 @@ _NOUN = (
     r"(?:context|contexts|documents?|docs|passages?|sources?|search results|results|excerpts?|"
     r"snippets?|articles?|chunks?|information|knowledge(?: base)?|reference material|references)"
 )
+#: the same nouns in Chinese templates (参考资料：, 以下资料, 根据以上内容)
+_ZH_NOUN = r"(?:上下文|参考资料|参考文档|资料|背景信息|背景资料|相关信息|已知信息|文档|材料|检索结果|搜索结果)"
+_ZH_REFERENCE = rf"(?:{_ZH_NOUN}|内容|段落|文章|信息)"
 #: a heading's words before the noun ("Relevant documents:", "Wikipedia article section:")
 _QUALIFIER = r"(?:[\w-]+[ \t]+){0,2}"
 _HEADING = re.compile(
@@ -60,17 +67,20 @@ _HEADING = re.compile(
     rf"|^\[{_QUALIFIER}{_NOUN}\][ \t]*\n"  # [CONTEXT]
     rf"|^{_QUALIFIER}{_NOUN}[ \t]*\n(?=[ \t]*([-=*_~])\1{{2,}}[ \t]*\n)"  # a title over a fence
     rf"|^{_QUALIFIER}{_NOUN} (?:for|from|about|on) [^\n:]{{1,40}}:[ \t]*\n"  # "Results for...:"
+    rf"|^(?:#{{1,6}}[ \t]*)?(?:\*\*)?{_ZH_NOUN}(?:\*\*)?[ \t]*[:：][ \t]*(?:\n|(?=\S))"
 )
 _LEAD_IN = re.compile(
     rf"(?im)\b(?:the|these|this) (?:following|below) (?:pieces of )?{_QUALIFIER}{_NOUN}\b"
     rf"|\b(?:the|these) {_QUALIFIER}{_NOUN} (?:below|provided below|that follows?)\b"
     rf"|\b(?:the|these|those) {_QUALIFIER}{_NOUN}\b[^\n:.]{{0,40}}:[ \t]*$"
     rf"|^here(?:'s| is| are) (?:some |the )?{_QUALIFIER}{_NOUN}\b[^\n]*:[ \t]*$"
+    rf"|(?:以下|下面|下列|如下)(?:是|为)?(?:一些|几段|几篇|这些)?(?:相关|参考|检索到)?的?{_ZH_REFERENCE}"
 )
 #: a last paragraph that points back at the context ("Using the information above, ...")
 _LEAD_OUT = re.compile(
     rf"(?i)\b(?:the|this|these) {_QUALIFIER}{_NOUN} above\b|\bthe above {_QUALIFIER}{_NOUN}\b"
     r"|\b(?:based on|given|using) the above\b"
+    r"|(?:根据|基于|参考|结合)(?:以上|上述|上面)"
 )
 _FENCE = re.compile(r"[ \t]*(?:([-=*_~])\1{2,}|\"\"\"|```\w*)[ \t]*\n")
 #: where an unfenced block ends: the template's next part, or a line that closes the context
@@ -79,7 +89,8 @@ _NEXT_PART = re.compile(
     r"response)(?:\*\*)?[ \t]*:"
     r"|#{1,6}[ \t]*(?:question|query|user question|instructions?|task|answer)[ \t]*$"
     rf"|\[(?:/|end[ \t]+(?:of[ \t]+)?){_QUALIFIER}{_NOUN}\]"
-    rf"|end of (?:the )?{_QUALIFIER}{_NOUN}\b)"
+    rf"|end of (?:the )?{_QUALIFIER}{_NOUN}\b"
+    r"|(?:问题|用户问题|提问|查询|回答|答案)[ \t]*[:：])"
 )
 
 
@@ -95,13 +106,21 @@ class ContextBlock(NamedTuple):
 def find_context_block(text: str) -> ContextBlock | None:
     """The first block of retrieved context the text's template marks, with at least
     ``MIN_CHARS`` characters; ``None`` when there is none."""
-    if len(text) < MIN_CHARS:
+    if len(text) < MIN_CHARS // CJK_CHAR_WEIGHT:
         return None
     for find in (_tagged, _headed, _led_in, _led_out):
         block = find(text)
-        if block is not None and len(text[block.start : block.end].strip()) >= MIN_CHARS:
+        if block is not None and _long_enough(text[block.start : block.end].strip()):
             return block
     return None
+
+
+def _long_enough(block: str) -> bool:
+    """At least ``MIN_CHARS``, a CJK text's characters each weighing ``CJK_CHAR_WEIGHT`` (as
+    the retrieval stage's windows weigh them)."""
+    if len(block) >= MIN_CHARS:
+        return True
+    return len(block) * CJK_CHAR_WEIGHT >= MIN_CHARS and dominant_script(block) == "cjk"
 
 
 def _tagged(text: str) -> ContextBlock | None:
@@ -122,7 +141,7 @@ def _tagged(text: str) -> ContextBlock | None:
             block = ContextBlock(m.start(), closes[-1].end(), "tags")
         else:
             block = ContextBlock(m.end(), closes[0].start(), "tags")
-        if len(text[block.start : block.end].strip()) >= MIN_CHARS:
+        if _long_enough(text[block.start : block.end].strip()):
             return block
     return None
 
@@ -158,7 +177,7 @@ def _led_in(text: str) -> ContextBlock | None:
     if m is None:
         return None
     line_end = text.find("\n", m.end())
-    if line_end >= 0 and text[m.end() : line_end].rstrip().endswith(":"):
+    if line_end >= 0 and text[m.end() : line_end].rstrip().endswith((":", "：")):
         return _open_ended(text, line_end, "lead_in")  # "...these sources:" opens the block
     brk = text.find("\n\n", m.end())
     if brk < 0:

@@ -298,3 +298,47 @@ def test_any_block_found_goes_back_byte_for_byte_when_all_is_kept(pieces: list[s
     assert 0 <= block.start < block.end <= len(text)
     assert found.request.messages[0].text == text[: block.start] + text[block.end :]
     assert found.put_back(found.request).messages[0].text == text
+
+
+ZH_SENTENCE = "港口小镇在十二世纪围绕鱼市发展起来，石砌码头在风暴后重建过两次。"
+ZH_CONTEXT = "\n\n".join(ZH_SENTENCE * 3 + f"渡轮每小时从{i}号码头出发。" for i in range(5))
+ZH_TEMPLATES = {
+    "heading": "参考资料：\n{c}\n\n问题：{q}",
+    "lead_in": "请根据以下资料回答问题。\n\n{c}\n\n{q}",
+    "lead_in_some": "下面是一些相关文档，请据此回答。\n\n{c}\n\n问题：{q}",
+    "lead_out": "{c}\n\n根据以上内容，回答：{q}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZH_TEMPLATES))
+def test_a_chinese_template_s_block_is_the_context(name: str) -> None:
+    # shorter than MIN_CHARS by characters: a CJK character weighs three, as in the windows
+    assert len(ZH_CONTEXT) < MIN_CHARS
+    text = ZH_TEMPLATES[name].format(c=ZH_CONTEXT, q="渡轮从哪个码头出发？")
+    block = find_context_block(text)
+    assert block is not None
+    assert text[block.start : block.end].strip() == ZH_CONTEXT
+
+
+def test_chinese_search_passages_in_a_template_keep_the_answer() -> None:
+    import random
+
+    from promptslim.bench.gen_rag import rag_zh_item
+
+    rng = random.Random(2)
+    counter = get_counter()
+    kept = given_tokens = sent_tokens = 0
+    for i in range(20):
+        item = rag_zh_item(rng, i, n_documents=16)
+        context = "\n\n".join(d.text for d in item.request.documents)
+        question = item.request.query or ""
+        request = _user(ZH_TEMPLATES["heading"].format(c=context, q=question))
+        out, report = RetrievalStage(inline_context=True).run_report(request)
+        assert report.details["inline_context"]["kind"] == "heading"
+        text = out.messages[0].text
+        assert text.endswith(f"问题：{question}")
+        kept += evidence_retention(text.replace(question, ""), item.answers) == 1.0
+        given_tokens += count_request(request, counter)
+        sent_tokens += count_request(out, counter)
+    assert kept >= 19
+    assert sent_tokens < 0.3 * given_tokens

@@ -46,8 +46,8 @@ _blocks: BoundedCache[str, ContextBlock | None] = BoundedCache(
 #: the most names of elements inside an element looked at for its body
 _NESTED_NAMES = 8
 _QUESTION = re.compile(
-    r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:[\w-]+[ \t]+)?(?:question|query|q)(?: is)?"
-    r"(?:\*\*)?[ \t]*:[ \t]*\n?[ \t]*(\S[^\n]*)"
+    r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?(?:(?:[\w-]+[ \t]+)?(?:question|query|q)(?: is)?"
+    r"|用户问题|问题|提问)(?:\*\*)?[ \t]*[:：][ \t]*\n?[ \t]*(\S[^\n]*)"
 )
 _TAG = re.compile(r"<[^<>]*>")
 #: the longest text beside an element's body read as its title
