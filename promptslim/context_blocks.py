@@ -11,8 +11,8 @@ by a template. Four kinds of mark are read, the ones the common templates use:
   (``Context:``, ``## Documents``, ``Context information is below.``): the block starts after
   it, between fence lines (``-----``) when one follows;
 - **a lead-in**: "the following (pieces of retrieved) context / documents / passages", "the
-  context below", "these sources:", "Here are the relevant passages:": the block starts at
-  the next paragraph;
+  context below", "these sources:", "Here are the relevant passages:": the block starts on
+  the next line after a colon, else at the next paragraph;
 - **a lead-out**: a short last paragraph that points back ("Using the information above,
   answer..."): the block is what comes before it (after a short first paragraph that ends in
   a colon, if there is one).
@@ -196,7 +196,8 @@ def _led_out(text: str) -> ContextBlock | None:
     if last < 0 or end - last > _TAIL_CHARS or _LEAD_OUT.search(text, last) is None:
         return None
     first = text.find("\n\n", 0, last)
-    start = first if 0 <= first <= _TAIL_CHARS and text[:first].rstrip().endswith(":") else 0
+    intro = 0 <= first <= _TAIL_CHARS and text[:first].rstrip().endswith((":", "："))
+    start = first if intro else 0
     while start < last and text[start] in " \t\n\r":
         start += 1
     return ContextBlock(start, last, "lead_out")
