@@ -23,6 +23,16 @@ message, the fraction that message's tokens kept. Side by side, ``...-compressor
 results with ``tools:documents=false`` (the JSON crusher and the text compressor), where
 Chinese results went while their lines, counted in characters, looked too short for prose.
 
+And ``cross_sets``: a question in another language than its documents. The first 52 rows of
+nq20-dev (English Wikipedia passages, 20 a question) with the question translated by hand into
+Chinese, German, Spanish and French (``tests/data/nq20-dev-translated.json``; ``en`` is the
+question as written), through the default retrieval stage (hybrid, the English MiniLM; each
+request after ``cold_start``). Retention is the answer still in the kept passages (the NQ
+metric, with its Wilson interval as in every set's ``retention_ci``), the fraction their
+tokens. ``cross_retention`` is the worst language's; each set is ``cross-LANGUAGE``; side by
+side, ``cross-LANGUAGE-ranked``: ``keep_across_languages=False``, every question ranked by BM25
+and the English model whatever its language, as before the stage told languages apart.
+
     python benchmarks/bench_multilingual.py --quick --json
 """
 
@@ -34,16 +44,19 @@ import random
 import time
 from typing import Any
 
-from common import emit, machine, parser
+from common import SAMPLE_DATA, data_file, emit, machine, parser
 from shapes_data import chunked
 
 from promptslim.bench.datasets import load_dataset
+from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
 from promptslim.bench.gen_rag import rag_zh_item
+from promptslim.bench.metrics import evidence_retention
+from promptslim.bench.runner import cold_start
 from promptslim.pipeline import Pipeline
 from promptslim.stages.compress import CompressStage
 from promptslim.stages.retrieval import RetrievalStage
 from promptslim.stages.tools import ToolsStage
-from promptslim.stats import spread
+from promptslim.stats import proportion_ci, spread
 from promptslim.text import chinese_segmenter, normalise_width
 from promptslim.tokens import count_documents, get_counter
 from promptslim.types import Budget, Request
@@ -80,11 +93,13 @@ def run_set(dataset: str, chunk: int | None, n: int, fraction: float) -> dict[st
     return _row(kept, fractions, times, described + (f", {chunk} to a chunk)" if chunk else ")"))
 
 
-def _row(kept: int, fractions: list[float], times: list[float], dataset: str) -> dict[str, Any]:
+def _row(kept: float, fractions: list[float], times: list[float], dataset: str) -> dict[str, Any]:
     """A set's figures: ``kept`` of ``len(times)`` items kept their answer."""
     timing = spread(times)
+    interval = proportion_ci(round(kept), len(times))
     return {
         "retention": round(kept / len(times), 4),
+        "retention_ci": [round(interval.low, 4), round(interval.high, 4)],
         "token_fraction_kept": round(sum(fractions) / len(fractions), 4),
         "p50_ms": round(timing["p50"], 2),
         "p99_ms": round(timing["p99"], 2),
@@ -137,6 +152,43 @@ def run_tool_set(shape: str, n: int, *, documents: bool = True) -> dict[str, Any
     return _row(kept, fractions, times, described)
 
 
+#: the first rows of nq20-dev with their questions translated by hand (the passages stay
+#: English): the languages of ``cross_sets``
+CROSS_FILE = SAMPLE_DATA / "nq20-dev-translated.json"
+CROSS_LANGUAGES = ("en", "zh", "de", "es", "fr")
+#: beside each language, the retrieval stage with ``keep_across_languages=False``: ranked by
+#: the English model and BM25 anyway, as every question was before the languages were told
+RANKED = "-ranked"
+
+
+def run_cross_set(language: str, n: int, *, keep: bool = True) -> dict[str, Any]:
+    """nq20-dev's English passages asked in ``language`` through the default retrieval stage
+    (hybrid, the English MiniLM), each request cold (``cold_start``)."""
+    rows = json.loads(CROSS_FILE.read_text(encoding="utf-8"))["rows"][:n]
+    dataset = f"nq:{data_file('nq20-dev.jsonl.gz')}"
+    items = load_dataset(dataset, limit=len(rows)).items
+    stage = RetrievalStage() if keep else RetrievalStage(keep_across_languages=False)
+    pipeline = Pipeline([stage])
+    counter = get_counter()
+    kept = 0
+    fractions: list[float] = []
+    times: list[float] = []
+    for k, (item, row) in enumerate(zip(items, rows)):
+        request = qa_request(NQ_INSTRUCTION, row[language], item.request.documents)
+        if k == 0:
+            pipeline.run(request)  # warm-up: the model, the language identifier
+        cold_start()
+        start = time.perf_counter()
+        documents = pipeline.run(request).request.documents
+        times.append((time.perf_counter() - start) * 1e3)
+        given = count_documents(request.documents, counter)
+        fractions.append(count_documents(documents, counter) / given)
+        context = "\n".join(f"{d.title}\n{d.text}" for d in documents)
+        kept += evidence_retention(context, item.answers)
+    described = f"{CROSS_FILE.name}: nq20-dev rows 0-{len(rows) - 1}, the question in {language}"
+    return _row(kept, fractions, times, described)
+
+
 def run(n: int, fraction: float) -> dict[str, Any]:
     segmenter = chinese_segmenter("auto")  # loads jieba now, not inside the first timed request
     sets = {name: run_set(dataset, chunk, n, fraction) for name, (dataset, chunk) in SETS.items()}
@@ -146,6 +198,8 @@ def run(n: int, fraction: float) -> dict[str, Any]:
         name + BASELINE: run_tool_set(shape, n, documents=False)
         for name, shape in TOOL_SETS.items()
     }
+    cross = {f"cross-{lang}": run_cross_set(lang, n) for lang in CROSS_LANGUAGES}
+    ranked = {f"cross-{lang}{RANKED}": run_cross_set(lang, n, keep=False) for lang in CROSS_LANGUAGES}
     return {
         "retention": min(r["retention"] for r in rows),
         "token_fraction_kept": max(r["token_fraction_kept"] for r in rows),
@@ -156,6 +210,9 @@ def run(n: int, fraction: float) -> dict[str, Any]:
         "tool_retention": min(r["retention"] for r in tools.values()),
         "tool_token_fraction_kept": max(r["token_fraction_kept"] for r in tools.values()),
         "tool_sets": tools | baseline,
+        "cross_retention": min(r["retention"] for r in cross.values()),
+        "cross_token_fraction_en": cross["cross-en"]["token_fraction_kept"],
+        "cross_sets": cross | ranked,
         "budget_fraction": fraction,
         "segmenter": segmenter,
         "clock": "wall clock of Pipeline.run in this process, after one warm-up request",
@@ -174,7 +231,7 @@ def main() -> None:
     keys = ("retention", "token_fraction_kept", "p50_ms", "p99_ms", "n")
     table = "\n".join(
         f"{name:10} " + "  ".join(f"{k} {row[k]}" for k in keys)
-        for name, row in (result["sets"] | result["tool_sets"]).items()
+        for name, row in (result["sets"] | result["tool_sets"] | result["cross_sets"]).items()
     )
     emit(result, args, f"{table}\nsegmenter {result['segmenter']}")
 

@@ -81,6 +81,7 @@ GOALS: dict[str, tuple[Goal, ...]] = {
         Goal("token_fraction_kept", "<=", 0.35),
         Goal("p99_ms", "<=", 20.0),
         Goal("tool_retention", ">=", 0.9),
+        Goal("cross_retention", ">=", 0.97),
     ),
     # at one stream; at 100 streams on two cores the added time is CPU queueing
     "bench_proxy": (

@@ -40,6 +40,9 @@ from .errors import InvalidRequest as InvalidRequest
 from .errors import PromptSlimError as PromptSlimError
 from .errors import StageTimeout as StageTimeout
 from .errors import UnknownName as UnknownName
+from .languages import LanguagePair as LanguagePair
+from .languages import language_of as language_of
+from .languages import languages_differ as languages_differ
 from .limits import RequestLimits as RequestLimits
 from .limits import check_body as check_body
 from .pipeline import Pipeline as Pipeline
@@ -110,6 +113,7 @@ __all__ = [
     "HistoryOptions",
     "HistoryStage",
     "InvalidRequest",
+    "LanguagePair",
     "MemoryToolStore",
     "Message",
     "PassThrough",
@@ -157,6 +161,8 @@ __all__ = [
     "find_context_block",
     "get_counter",
     "is_expand_call",
+    "language_of",
+    "languages_differ",
     "message_counts",
     "render_documents",
     "report_figures",

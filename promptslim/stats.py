@@ -9,6 +9,8 @@ and the spread summary every benchmark reports.
   benchmark's JSON carries for each timed quantity.
 - ``paired_bootstrap_ci`` / ``mean_ci``: a mean (of paired differences) with a seeded
   percentile-bootstrap interval; pairing cancels per-item difficulty out of a quality delta.
+- ``proportion_ci``: a share of successes with scipy's Wilson score interval, which does not
+  collapse to a point when every trial succeeded, as a bootstrap of all ones does.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "paired_bootstrap_ci",
     "percentile",
     "percentiles",
+    "proportion_ci",
     "spread",
 ]
 
@@ -70,7 +73,7 @@ def spread(values: Iterable[float]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Interval:
-    """A mean and its bootstrap confidence interval over ``n`` items."""
+    """A mean and its confidence interval over ``n`` items."""
 
     mean: float
     low: float
@@ -115,3 +118,17 @@ def mean_ci(
     return paired_bootstrap_ci(
         values, [0.0] * len(values), resamples=resamples, confidence=confidence, seed=seed
     )
+
+
+def proportion_ci(successes: int, n: int, *, confidence: float = 0.95) -> Interval:
+    """The share ``successes / n`` and its Wilson score interval (scipy's ``binomtest``):
+    52 of 52 gives 0.93-1.00, where a bootstrap of 52 ones gives 1.00-1.00."""
+    if not 0 <= successes <= n:
+        raise ValueError(f"proportion_ci: successes must be in [0, n], got {successes} of {n}")
+    if n == 0:
+        nan = float("nan")
+        return Interval(nan, nan, nan, 0, confidence)
+    from scipy.stats import binomtest  # scipy: the bench extra (and sentence-transformers')
+
+    ci = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return Interval(successes / n, float(ci.low), float(ci.high), n, confidence)

@@ -69,3 +69,16 @@ def test_percentiles() -> None:
     values = [float(x) for x in range(1, 101)]
     assert percentile(values, 50) == pytest.approx(50.5)
     assert percentiles(values)["p99"] == pytest.approx(99.01)
+
+
+def test_proportion_ci_is_wilson_and_keeps_width_at_all_successes() -> None:
+    from promptslim.stats import proportion_ci
+
+    # Wilson's interval for 8 of 10 at 95 %: 0.490-0.943 (closed form, by hand)
+    ci = proportion_ci(8, 10)
+    assert ci.mean == 0.8 and ci.n == 10
+    assert ci.low == pytest.approx(0.4902, abs=1e-3) and ci.high == pytest.approx(0.9433, abs=1e-3)
+    every = proportion_ci(52, 52)
+    assert every.high == 1.0 and 0.92 < every.low < 0.94  # a bootstrap of ones gives 1.0-1.0
+    with pytest.raises(ValueError, match="successes"):
+        proportion_ci(3, 2)

@@ -44,34 +44,33 @@ scoring reuses precomputed ``Document.embedding`` vectors and the shared embeddi
 Long documents are scored by their parts (``promptslim.stages.windows``): each is cut into
 sentence-aligned windows of about ``window_chars`` characters (paragraph breaks preferred, a
 paragraph of about one window not cut, one sentence shared between neighbours; at most
-``max_windows`` per request read by the model), every window is scored by the scorer (BM25
-and the dense model each see windows, not whole chunks: in a request with more windows than
+``max_windows`` per request read by the model), every window is scored by the scorer (BM25 and
+the dense model each see windows, not whole chunks: in a request with more windows than
 ``max_windows``, the model reads each document's best by BM25 and BM25's best others, the rest
-score by their terms alone), and a document's score is its best window's; the
-``fraction`` cut-off then runs on the scale from the worst window to the best, as if every
-window were a passage of its own. A document of about
-one window is scored exactly as before. Then, coarse to fine (``select_within``), of each kept
-long document only the windows that pass the same cut-off stay (its best always), with the
-sentence before each, the sentence after it when that goes on the same line (in prose the
-answer often follows the sentence that names its subject; a table's or a log's next line is
-another record) and, when it has no title, the first sentence of its paragraph (that
-context stays inside the window's paragraph: in a chunk of several passages, the line before
-a paragraph belongs to another passage): whole sentences, byte-exact, protected spans never
-split. A document that brings a
-vector store's ``embedding`` is not embedded again for its first window (the head a store's
-embedder reads); its later windows are embedded (``store_windows="embed"``), or, under the
-hybrid scorer, scored without the model: by BM25 alone (``"lexical"``: paraphrase there goes
-unseen), or by BM25 and static vectors distilled from the model (``"static"``:
-``backends/static_vectors.py``). A store's ingest can embed every window ahead of the
-requests instead (``RetrievalStage.index``, into the shared cache and its Redis tier): a
-request then embeds its query alone (nothing when it brings the store's query vector), and
-its output is the same as without the index. The report lists the sentences kept of each
-document (a ``compressed`` change, and ``details["kept_parts"]``: character spans of the
-original). It lives here, not in the compress stage: the window scores are computed here.
+score by their terms alone), and a document's score is its best window's; the ``fraction``
+cut-off then runs on the scale from the worst window to the best, as if every window were a
+passage of its own. A document of about one window is scored exactly as before. Then, coarse to
+fine (``select_within``), of each kept long document only the windows that pass the same
+cut-off stay (its best always), with the sentence before each, the sentence after it when that
+goes on the same line (in prose the answer often follows the sentence that names its subject; a
+table's or a log's next line is another record) and, when it has no title, the first sentence
+of its paragraph (that context stays inside the window's paragraph: in a chunk of several
+passages, the line before a paragraph belongs to another passage): whole sentences, byte-exact,
+protected spans never split. A document that brings a vector store's ``embedding`` is not
+embedded again for its first window (the head a store's embedder reads); its later windows are
+embedded (``store_windows="embed"``), or, under the hybrid scorer, scored without the model: by
+BM25 alone (``"lexical"``: paraphrase there goes unseen), or by BM25 and static vectors
+distilled from the model (``"static"``: ``backends/static_vectors.py``). A store's ingest can
+embed every window ahead of the requests instead (``RetrievalStage.index``, into the shared
+cache and its Redis tier): a request then embeds its query alone (nothing when it brings the
+store's query vector), and its output is the same as without the index. The report lists the
+sentences kept of each document (a ``compressed`` change, and ``details["kept_parts"]``:
+character spans of the original). It lives here, beside the window scores, not in compress.
 
 Chinese and other non-Latin text: BM25 uses ``text.analyse``; with the default English
-MiniLM, ``dense``/``hybrid`` score such text with BM25 only and say so in a warning (a
-multilingual model given as ``model=`` is used as given).
+MiniLM, ``dense``/``hybrid`` score such text with BM25 only, with a warning (a multilingual
+model given as ``model=`` is used as given). A question in another language or script than
+its documents keeps them all, unranked (``keep_across_languages``).
 """
 
 from __future__ import annotations
@@ -86,7 +85,7 @@ from ..query import ask_of, asks_for_whole
 from ..tokens import count_document
 from ..types import Budget, Document, Request
 from .base import BaseStage, StageLog
-from .retrieval_cutoff import headings, relevance_cutoff, relevance_k
+from .retrieval_cutoff import headings, relevance_cutoff, relevance_k, unranked
 from .retrieval_inline import inline_for
 from .retrieval_lists import expand_lists, lists_of, sent
 from .retrieval_options import (  # noqa: F401  (re-exported: the old import path)
@@ -102,7 +101,13 @@ from .retrieval_options import (  # noqa: F401  (re-exported: the old import pat
     StoreWindows,
 )
 from .retrieval_pieces import keep_next_pieces
-from .retrieval_scoring import index_texts, score_documents, scoring_text
+from .retrieval_scoring import (
+    across_languages,
+    build_scorer,
+    index_texts,
+    score_documents,
+    scoring_text,
+)
 from .retrieval_select import (  # noqa: F401  (_edges, _shingles re-exported for old imports)
     Documents,
     _edges,
@@ -201,7 +206,10 @@ class RetrievalStage(BaseStage):
     passages, and the JSON sent holds those kept (``retrieval_lists``). ``whole_asks`` (on): a
     request that asks for its documents as a whole (``query.asks_for_whole``: a summary, a
     translation, every one of something in them) keeps them all, in their order, as many as
-    fit the documents budget (``details["whole_ask"]``). ``inline_context`` (off: invariant 1
+    fit the documents budget (``details["whole_ask"]``). ``keep_across_languages`` (on): a
+    question in another language or script than its documents (``languages_differ``), under a
+    scorer that reads one (BM25; the default English model), keeps them all the same way, with
+    a warning and ``details["languages"]``. ``inline_context`` (off: invariant 1
     keeps the last user message as written unless the caller opts in): context a template
     marks in it, with no documents, is ranked as documents (``retrieval_inline``). A scorer
     other than BM25 that is missing (extra not installed), fails or runs past
@@ -251,6 +259,7 @@ class RetrievalStage(BaseStage):
         piece_keys: tuple[str, str] = ("source", "start_index"),
         document_lists: bool = True,
         whole_asks: bool = True,
+        keep_across_languages: bool = True,
         inline_context: bool = False,
     ) -> None:
         # the keyword arguments, exactly as given (nothing else is bound yet), validated once
@@ -265,29 +274,7 @@ class RetrievalStage(BaseStage):
     def get_scorer(self) -> Scorer:
         """The scorer instance (built on first use from the registry and this stage's options)."""
         if self._scorer is None:
-            from ..backends.scorers import SCORERS
-
-            opts = self._options
-            cls = SCORERS.get(str(opts.scorer), field="scorer")
-            options: dict[str, Any] = {}
-            if opts.scorer in ("dense", "hybrid"):
-                options = {
-                    "model": opts.model,
-                    "max_seq_length": opts.max_seq_length,
-                    "backend": opts.backend,
-                    "quantize": opts.quantize,
-                    "store_float": opts.store_float,
-                }
-            if opts.scorer == "hybrid":
-                options.update(
-                    fusion=opts.fusion,
-                    dense_weight=opts.dense_weight,
-                    dense_min_spread=opts.dense_min_spread,
-                    dense_candidates=opts.dense_candidates,
-                )
-            if opts.scorer == "cross_encoder":
-                options = {"model": opts.model}
-            self._scorer = cls(**options)
+            self._scorer = build_scorer(self._options)
         return self._scorer
 
     # ---- ahead of requests
@@ -341,18 +328,18 @@ class RetrievalStage(BaseStage):
         return inline.put_back(self._ranked(inline.request, budget, log))
 
     def _ranked(self, request: Request, budget: Budget, log: StageLog) -> Request:
-        options = self._options
+        options, ask = self._options, ask_of(request)
         whole = options.whole_asks and asks_for_whole(request)
-        lists = options.document_lists and not whole  # a whole ask leaves a list whole too
+        across = not whole and across_languages(options, ask.text, request.documents, log)
+        lists = options.document_lists and not (whole or across)  # a list stays whole too
         listed = lists_of(request, budget, log.counter) if lists else None
         documents = Documents(request.documents if listed is None else listed.documents)
         tokens = [count_document(d, log.counter) for d in documents]
         valid = drop_empty(log, documents, tokens)
-        if whole:
-            return keep_whole(options, request, budget, documents, valid, tokens, log)
+        if whole or across:
+            return keep_whole(options, request, budget, documents, valid, tokens, log, whole)
 
         start = time.perf_counter()
-        ask = ask_of(request)
         scores, vectors, parts = score_documents(
             options,
             self.get_scorer(),
@@ -365,6 +352,7 @@ class RetrievalStage(BaseStage):
         )
         log.details["scoring_ms"] = (time.perf_counter() - start) * 1e3
         score_of = {i: float(scores[j]) for j, i in enumerate(valid)}
+        options = unranked(options, score_of, log)
         # best first; equal scores keep their original order (deterministic)
         ranked = sorted(valid, key=lambda i: (-score_of[i], i))
         heads = headings([d.text for d in documents], tokens, options.heading_share, valid)

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 from .retrieval_options import Cutoff, RetrievalOptions
 
 if TYPE_CHECKING:
+    from .base import StageLog
     from .retrieval_scoring import Parts
 
-__all__ = ["headings", "relevance_cutoff", "relevance_k"]
+__all__ = ["headings", "relevance_cutoff", "relevance_k", "unranked"]
 
 # a sentence's end: its mark, any closing quotes or brackets, then a space or the text's end
 _SENTENCE_END = re.compile(
@@ -45,6 +46,22 @@ def relevance_cutoff(
     if not gaps:
         return min(n, window or n)
     return 1 + max(range(len(gaps)), key=lambda i: (gaps[i], -i))
+
+
+def unranked(
+    options: RetrievalOptions, score_of: dict[int, float], log: StageLog
+) -> RetrievalOptions:
+    """The options a request's documents are kept by: ``options``, unless no score tells two
+    of them apart (a question that shares no term with them, under BM25). Then nothing ranks
+    them, and the ``edges`` order and the selection inside documents would move and cut them
+    by their position alone: they are kept in their order, whole, up to ``max_k`` (a hard cap
+    holds), with a warning."""
+    scores = list(score_of.values())
+    if len(scores) < 2 or max(scores) - min(scores) > 1e-12:
+        return options
+    log.warning("no score tells the documents apart: kept in their order, whole, up to max_k")
+    log.details["unranked"] = True
+    return options.model_copy(update={"order": "original", "select_within": False})
 
 
 def relevance_k(

@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ..backends.scorer_base import Scored, Scorer
+from ..languages import languages_differ
 from ..scripts import CJK_CHAR_WEIGHT, document_script, dominant_script
 from ..types import Document
 from .base import StageLog, run_with_fallback
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Parts",
+    "across_languages",
+    "build_scorer",
     "english_model_on_foreign_text",
     "index_texts",
     "score_documents",
@@ -38,6 +41,64 @@ __all__ = [
 
 #: the windows of a request's documents and each window's score
 Parts = tuple[Windowed, "np.ndarray"]
+
+
+def build_scorer(options: RetrievalOptions) -> Scorer:
+    """The scorer ``options`` name, built from the registry with the options it takes (or the
+    ``Scorer`` instance they hold)."""
+    if not isinstance(options.scorer, str):
+        return options.scorer
+    from ..backends.scorers import SCORERS
+
+    cls = SCORERS.get(options.scorer, field="scorer")
+    taken: dict[str, Any] = {}
+    if options.scorer in ("dense", "hybrid"):
+        taken = {
+            "model": options.model,
+            "max_seq_length": options.max_seq_length,
+            "backend": options.backend,
+            "quantize": options.quantize,
+            "store_float": options.store_float,
+        }
+    if options.scorer == "hybrid":
+        taken.update(
+            fusion=options.fusion,
+            dense_weight=options.dense_weight,
+            dense_min_spread=options.dense_min_spread,
+            dense_candidates=options.dense_candidates,
+        )
+    if options.scorer == "cross_encoder":
+        taken = {"model": options.model}
+    return cls(**taken)
+
+
+def across_languages(
+    options: RetrievalOptions, query: str, documents: Sequence[Document], log: StageLog
+) -> bool:
+    """Whether the question is written in another language than its documents
+    (``languages.languages_differ``) while the scorer reads one language: BM25 by shared
+    terms, ``dense`` or ``hybrid`` with the default English model. Nothing then ranks the
+    documents by the question (a cross-lingual English-only model reads a German question as
+    noise, BM25 matches its names alone), so they are kept whole, in their order, with a
+    warning. ``keep_across_languages=False``, a model given by name or path, a cross-encoder
+    or a ``Scorer`` instance: ranked as usual."""
+    if not options.keep_across_languages or not query.strip():
+        return False
+    if options.scorer != "bm25" and not (
+        options.scorer in ("dense", "hybrid") and _english_model(options)
+    ):
+        return False
+    pair = languages_differ(query, [d.text for d in documents])
+    if pair is None:
+        return False
+    log.warning(
+        f"the question is in {pair.query!r} and the documents in {pair.documents!r}, and the "
+        f"{options.scorer} scorer reads one language: nothing ranks them, so all are kept, in "
+        "their order (give a multilingual sentence-transformers model by path as model= to "
+        "rank them; keep_across_languages=False ranks them anyway)"
+    )
+    log.details["languages"] = {"query": pair.query, "documents": pair.documents}
+    return True
 
 
 def score_documents(
@@ -251,12 +312,17 @@ def english_model_on_foreign_text(
     script is not Latin (query first; the documents when the query is Latin or empty)."""
     if options.scorer not in ("dense", "hybrid"):
         return False  # BM25 needs no model; a cross-encoder or a Scorer is the caller's choice
-    if options.model is not None and "all-minilm" not in str(options.model).lower():
+    if not _english_model(options):
         return False  # the caller's model: a multilingual one is used as given
     script = dominant_script(query)
     if script in ("latin", ""):
         script = _documents_script(texts)
     return script not in ("latin", "")
+
+
+def _english_model(options: RetrievalOptions) -> bool:
+    """Whether the dense side's model is the default English MiniLM (or another copy of it)."""
+    return options.model is None or "all-minilm" in str(options.model).lower()
 
 
 def _documents_script(texts: Sequence[str]) -> str:

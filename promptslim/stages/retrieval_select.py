@@ -328,13 +328,15 @@ def keep_whole(
     valid: list[int],
     tokens: list[int],
     log: StageLog,
+    whole: bool = True,
 ) -> Request:
     """What a request that asks for its documents as a whole keeps (``query.asks_for_whole``:
-    a summary, a translation, every one of something in them): every document, unscored, in
+    a summary, a translation, every one of something in them), or one whose documents nothing
+    ranks (``whole=False``: a question in another language): every document, unscored, in
     its order, as many as fit the documents budget."""
     kept = fit_budget(options, request, budget, valid, documents, tokens, {}, log)
     log.details.update(
-        whole_ask=True,
+        whole_ask=whole,
         candidates=len(documents),
         kept=len(kept),
         tokens_kept=sum(tokens[i] for i in kept),

@@ -1,0 +1,97 @@
+"""Which natural language a text is written in, and whether a question and its documents are
+written in different ones: where a stage that ranks texts by shared terms, or by a model that
+reads one language, has nothing to rank them by.
+
+Languages are told by py3langid (a naive Bayes model over byte n-grams that ships inside the
+package: nothing is downloaded), among ``LANGUAGES``: the widely written ones. Told among all
+the languages it knows, an English question now and then reads as Nigerian Pidgin or Javanese.
+A text's script (``scripts.dominant_script``: CJK, Latin, other) is read first: a question in
+another script than its documents differs from them however short it is; within one script,
+both must be told with a probability of at least ``MIN_CONFIDENCE``. A short question ("Sinead")
+is told with none, and is taken to be in its documents' language.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .scripts import dominant_script
+
+__all__ = ["LANGUAGES", "MIN_CONFIDENCE", "LanguagePair", "language_of", "languages_differ"]
+
+#: ISO 639-1 codes of the languages a text is told among
+LANGUAGES: tuple[str, ...] = (
+    "ar", "bg", "bn", "ca", "cs", "da", "de", "el", "en", "es", "et", "fa", "fi", "fr", "he",
+    "hi", "hr", "hu", "id", "it", "ja", "ko", "lt", "lv", "ms", "nl", "no", "pl", "pt", "ro",
+    "ru", "sk", "sl", "sr", "sv", "ta", "th", "tr", "uk", "ur", "vi", "zh",
+)  # fmt: skip
+#: the probability both texts' languages must be told with before they are said to differ
+MIN_CONFIDENCE = 0.7
+#: characters of the documents read: their language is in their opening lines as much as in all
+SAMPLE_CHARS = 1_000
+
+
+@dataclass(frozen=True)
+class LanguagePair:
+    """A question's language and its documents' (ISO 639-1 codes; a script's name, ``cjk``,
+    ``latin`` or ``other``, where the language was not told)."""
+
+    query: str
+    documents: str
+
+
+@functools.cache
+def _identifier() -> Any | None:
+    """promptslim's own py3langid identifier, told among ``LANGUAGES`` (None when py3langid is
+    not installed), loaded on first use: about half a second, which ``Pipeline.warm_up`` takes
+    off the first request. Two threads that both meet it first may both load it, and one of
+    the two identical identifiers is kept."""
+    try:
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+    except ImportError:
+        return None
+    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    identifier.set_languages(list(LANGUAGES))
+    return identifier
+
+
+def language_of(text: str) -> tuple[str, float] | None:
+    """The language ``text`` is most likely written in and its probability; None when
+    py3langid is not installed (the ``languages_differ`` check then compares scripts only)."""
+    identifier = _identifier()
+    if identifier is None:
+        return None
+    code, probability = identifier.classify(text)
+    return str(code), float(probability)
+
+
+def languages_differ(query: str, documents: Sequence[str]) -> LanguagePair | None:
+    """The question's language and the documents' when they differ (by script, or both told
+    with ``MIN_CONFIDENCE``); None when they agree or either is not told. The documents are
+    read from a sample: the opening ``SAMPLE_CHARS`` of them in turn, in a share of each."""
+    sample = _sample(documents)
+    scripts = dominant_script(query), dominant_script(sample)
+    if "" in scripts:  # no letters: nothing to tell
+        return None
+    told = language_of(query), language_of(sample)
+    names = [t[0] if t is not None else s for t, s in zip(told, scripts)]
+    if scripts[0] != scripts[1]:
+        return LanguagePair(names[0], names[1])
+    if None in told or names[0] == names[1]:
+        return None
+    if min(t[1] for t in told if t is not None) < MIN_CONFIDENCE:
+        return None
+    return LanguagePair(names[0], names[1])
+
+
+def _sample(documents: Sequence[str]) -> str:
+    """Up to ``SAMPLE_CHARS`` of the documents, an equal share from the start of each (one
+    long document does not speak for the rest)."""
+    texts = [d for d in documents if d.strip()]
+    if not texts:
+        return ""
+    share = max(1, SAMPLE_CHARS // len(texts))
+    return "\n".join(d[:share] for d in texts)[:SAMPLE_CHARS]
