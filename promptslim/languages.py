@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .memo import BoundedCache
 from .scripts import dominant_script
 
 __all__ = ["LANGUAGES", "MIN_CONFIDENCE", "LanguagePair", "language_of", "languages_differ"]
@@ -72,11 +73,13 @@ def languages_differ(query: str, documents: Sequence[str]) -> LanguagePair | Non
     """The question's language and the documents' when they differ (by script, or both told
     with ``MIN_CONFIDENCE``); None when they agree or either is not told. The documents are
     read from a sample: the opening ``SAMPLE_CHARS`` of them in turn, in a share of each."""
-    sample = _sample(documents)
-    scripts = dominant_script(query), dominant_script(sample)
+    (query_script, query_told), (sample_script, sample_told) = (
+        _read(query),
+        _read(_sample(documents)),
+    )
+    scripts, told = (query_script, sample_script), (query_told, sample_told)
     if "" in scripts:  # no letters: nothing to tell
         return None
-    told = language_of(query), language_of(sample)
     names = [t[0] if t is not None else s for t, s in zip(told, scripts)]
     if scripts[0] != scripts[1]:
         return LanguagePair(names[0], names[1])
@@ -85,6 +88,17 @@ def languages_differ(query: str, documents: Sequence[str]) -> LanguagePair | Non
     if min(t[1] for t in told if t is not None) < MIN_CONFIDENCE:
         return None
     return LanguagePair(names[0], names[1])
+
+
+def _reading(text: str) -> tuple[str, tuple[str, float] | None]:
+    return dominant_script(text), language_of(text)
+
+
+#: a text's script and told language, memoised: a request's documents (their sample) and its
+#: question recur across requests. Bounded by entries and by the characters of text held
+_read: BoundedCache[str, tuple[str, tuple[str, float] | None]] = BoundedCache(
+    max_entries=4_096, max_size=4_000_000, compute=_reading
+)
 
 
 def _sample(documents: Sequence[str]) -> str:

@@ -214,3 +214,15 @@ def test_warm_up_loads_the_language_model() -> None:
     languages._identifier.cache_clear()
     Pipeline([RetrievalStage(scorer="bm25")]).warm_up()
     assert languages._identifier.cache_info().currsize == 1  # not on the first user's request
+
+
+def test_a_question_and_its_documents_are_read_once() -> None:
+    from promptslim import languages
+    from promptslim.memo import clear_memos
+
+    clear_memos()
+    texts = [d.text for d in ENGLISH]
+    first = languages_differ("Wer bekam den ersten Nobelpreis für Physik?", texts)
+    misses = languages._read.misses
+    assert languages_differ("Wer bekam den ersten Nobelpreis für Physik?", texts) == first
+    assert languages._read.misses == misses  # both memoised: a warm request pays two lookups
