@@ -2,8 +2,9 @@
 GitHub API responses, logs — ``pytest -v`` of some of the project's tests, llama-server
 serving a few requests on the packaged SmolLM2 and ``promptslim serve`` in front of it (JSON
 lines of 400 characters and more), made here; the set-up's own verbose pip installs
-and llama-server build, which ``scripts/setup.sh`` keeps, or else pip's verbose download of one
-package — and source files of installed packages).
+and llama-server build, which ``scripts/setup.sh`` keeps (each pip log as this benchmark first
+met it: ``first_seen``), or else pip's verbose download of one package — and source files of
+installed packages).
 
 Fetched or made into ``~/.cache/promptslim`` at run time, never committed. Every log is made
 by a pinned program from the project's own files, so a fresh clone gets the same kinds of
@@ -89,7 +90,7 @@ def logs() -> list[tuple[str, Path]]:
     # the set-up's own installs and llama-server build (scripts/setup.sh keeps their verbose
     # output here), when it wrote them; else pip's verbose download of one small package
     found += [
-        ("pip install -v " + p.stem.removeprefix("pip_install_"), p)
+        ("pip install -v " + p.stem.removeprefix("pip_install_"), first_seen(p))
         for p in sorted(folder.glob("pip_install_*.log"))
     ]
     proxy = proxy_log(folder / "promptslim_serve.log")
@@ -101,6 +102,18 @@ def logs() -> list[tuple[str, Path]]:
     if not any(p.name.startswith("pip_install_") for _, p in found):
         found.append(("pip download -v rank-bm25", pip_download_log(folder)))
     return found
+
+
+def first_seen(log: Path) -> Path:
+    """The copy of a set-up log taken the first time a run met it, in ``sources/`` beside it.
+    A set-up run again rewrites its logs (a re-install's pip log is a third of a first
+    install's, without the long list of versions installed), which would change the traces
+    between two runs of this benchmark; the copy keeps every later run on the same text."""
+    copy = log.parent / "sources" / log.name
+    if not copy.is_file():
+        copy.parent.mkdir(exist_ok=True)
+        copy.write_bytes(log.read_bytes())
+    return copy
 
 
 def pip_download_log(folder: Path) -> Path:

@@ -80,6 +80,8 @@ def test_nothing_differs_without_a_told_language() -> None:
     texts = [d.text for d in ENGLISH]
     assert languages_differ("who got the first nobel prize in physics", texts) is None
     assert languages_differ("Sinead", texts) is None  # too short to tell: not a difference
+    for keywords in ("python asyncio gather", "kubernetes pod restart", "bridge records json"):
+        assert languages_differ(keywords, texts) is None, keywords  # a search box's words
     assert languages_differ("1901?", texts) is None  # no letters
     assert languages_differ("who won in 1901", ["12 34", "  "]) is None
     assert languages_differ("who won", []) is None
@@ -223,6 +225,11 @@ def test_a_question_and_its_documents_are_read_once() -> None:
     clear_memos()
     texts = [d.text for d in ENGLISH]
     first = languages_differ("Wer bekam den ersten Nobelpreis für Physik?", texts)
-    misses = languages._read.misses
+    misses = languages._told.misses
     assert languages_differ("Wer bekam den ersten Nobelpreis für Physik?", texts) == first
-    assert languages._read.misses == misses  # both memoised: a warm request pays two lookups
+    assert languages._told.misses == misses  # both memoised: a warm request pays lookups
+
+
+def test_a_lone_surrogate_is_read_not_raised() -> None:
+    found = language_of("Wer bekam den ersten Nobelpreis \ud800 für Physik im Jahr 1901?")
+    assert found is not None and found[0] == "de"
