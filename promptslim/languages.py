@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .memo import BoundedCache
-from .scripts import document_script
+from .scripts import CJK_CHAR_WEIGHT, document_script
 
 __all__ = ["LANGUAGES", "MIN_CONFIDENCE", "LanguagePair", "language_of", "languages_differ"]
 
@@ -82,8 +82,9 @@ def languages_differ(query: str, documents: Sequence[str]) -> LanguagePair | Non
     read from a sample: the opening ``SAMPLE_CHARS`` of them in turn, in a share of each. The
     sample's language is told only where it can matter: a question in its documents' script
     whose language is not told is taken to be theirs."""
-    sample = _sample(documents)
-    scripts = document_script(query), document_script(sample)
+    main, texts = _main_script(documents)
+    sample = _sample(texts)
+    scripts = document_script(query), main
     if "" in scripts:  # no letters: nothing to tell
         return None
     asked = _told(query)
@@ -102,6 +103,24 @@ def languages_differ(query: str, documents: Sequence[str]) -> LanguagePair | Non
 _told: BoundedCache[str, tuple[str, float] | None] = BoundedCache(
     max_entries=4_096, max_size=4_000_000, compute=language_of
 )
+
+
+def _main_script(documents: Sequence[str]) -> tuple[str, list[str]]:
+    """The script most of the documents' text is in (each document's own, memoised, weighed by
+    its length, a CJK character as ``CJK_CHAR_WEIGHT`` letters), and the documents in it: a set
+    that mixes languages is read by its main one, so two English passages and a Chinese one
+    are English documents."""
+    scripts = [(document_script(d), d) for d in documents if d.strip()]
+    weight: dict[str, int] = {}
+    for script, text in scripts:
+        if script:
+            weight[script] = weight.get(script, 0) + len(text) * (
+                CJK_CHAR_WEIGHT if script == "cjk" else 1
+            )
+    if not weight:
+        return "", []
+    main = max(sorted(weight), key=weight.__getitem__)
+    return main, [text for script, text in scripts if script == main]
 
 
 def _sample(documents: Sequence[str]) -> str:

@@ -233,3 +233,35 @@ def test_a_question_and_its_documents_are_read_once() -> None:
 def test_a_lone_surrogate_is_read_not_raised() -> None:
     found = language_of("Wer bekam den ersten Nobelpreis \ud800 für Physik im Jahr 1901?")
     assert found is not None and found[0] == "de"
+
+
+def test_five_languages_written_after_the_rule_differ_from_the_english_passages(
+    eval_data: Path,
+) -> None:
+    more = TRANSLATED["more_rows"]
+    items = load_dataset(f"nq:{eval_data / 'nq20-dev.jsonl.gz'}", limit=more[-1]["row"] + 1).items
+    told = {
+        language: sum(
+            1
+            for row in more
+            if languages_differ(
+                row[language], [d.text for d in items[row["row"]].request.documents]
+            )
+        )
+        for language in ("it", "pt", "ja", "ru", "nl")
+    }
+    assert sum(told.values()) >= 35 and min(told.values()) >= 6, told  # 39 of 40 when written
+
+
+def test_a_set_that_mixes_languages_is_read_by_its_main_one() -> None:
+    from promptslim.pipeline import _warm_up_request
+    from promptslim.query import ask_of
+
+    # two English passages and a Chinese one, asked in English: ranked (and the warm-up,
+    # whose sample this is, loads the model a ranked request needs)
+    sample = _warm_up_request()
+    assert languages_differ(ask_of(sample).text, [d.text for d in sample.documents]) is None
+    chinese = ["年度套餐在购买后三十天内可以全额退款。三十天之后，未使用的月份可以按比例退款。"] * 3
+    assert languages_differ("What is the refund window?", [ENGLISH[0].text, *chinese]) == (
+        LanguagePair("en", "zh")
+    )
