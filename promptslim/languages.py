@@ -23,7 +23,14 @@ from typing import Any
 from .memo import BoundedCache
 from .scripts import CJK_CHAR_WEIGHT, document_script
 
-__all__ = ["LANGUAGES", "MIN_CONFIDENCE", "LanguagePair", "language_of", "languages_differ"]
+__all__ = [
+    "LANGUAGES",
+    "MIN_CONFIDENCE",
+    "LanguagePair",
+    "language_of",
+    "languages_differ",
+    "main_script",
+]
 
 #: ISO 639-1 codes of the languages a text is told among
 LANGUAGES: tuple[str, ...] = (
@@ -82,7 +89,7 @@ def languages_differ(query: str, documents: Sequence[str]) -> LanguagePair | Non
     read from a sample: the opening ``SAMPLE_CHARS`` of them in turn, in a share of each. The
     sample's language is told only where it can matter: a question in its documents' script
     whose language is not told is taken to be theirs."""
-    main, texts = _main_script(documents)
+    main, texts = main_script(documents)
     sample = _sample(texts)
     scripts = document_script(query), main
     if "" in scripts:  # no letters: nothing to tell
@@ -105,7 +112,7 @@ _told: BoundedCache[str, tuple[str, float] | None] = BoundedCache(
 )
 
 
-def _main_script(documents: Sequence[str]) -> tuple[str, list[str]]:
+def main_script(documents: Sequence[str]) -> tuple[str, list[str]]:
     """The script most of the documents' text is in (each document's own, memoised, weighed by
     its length, a CJK character as ``CJK_CHAR_WEIGHT`` letters), and the documents in it: a set
     that mixes languages is read by its main one, so two English passages and a Chinese one

@@ -10,8 +10,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ..backends.scorer_base import Scored, Scorer
-from ..languages import languages_differ
-from ..scripts import CJK_CHAR_WEIGHT, document_script, dominant_script
+from ..languages import languages_differ, main_script
+from ..scripts import dominant_script
 from ..types import Document
 from .base import StageLog, run_with_fallback
 from .retrieval_options import WINDOWS_PER_MODEL_INPUT, RetrievalOptions
@@ -326,16 +326,9 @@ def _english_model(options: RetrievalOptions) -> bool:
 
 
 def _documents_script(texts: Sequence[str]) -> str:
-    """The main script of the documents: each document's own (cached), weighted by its length
-    as ``dominant_script`` weighs letters (a CJK character as ``CJK_CHAR_WEIGHT``)."""
-    weight: dict[str, int] = {}
-    for text in texts:
-        script = document_script(text)
-        if script:
-            weight[script] = weight.get(script, 0) + len(text) * (
-                CJK_CHAR_WEIGHT if script == "cjk" else 1
-            )
-    return max(sorted(weight), key=weight.__getitem__) if weight else ""
+    """The main script of the documents (``languages.main_script``: each document's own,
+    cached, weighed by its length, a CJK character as ``CJK_CHAR_WEIGHT`` letters)."""
+    return main_script(texts)[0]
 
 
 @lru_cache(maxsize=64)
