@@ -5,8 +5,8 @@ When the caller gives ``Request.query``, that is the question, taken as given. O
 question is somewhere in the messages, and the last user message alone is often not it:
 
 - **a template around the question** ("Using only the documents provided, answer concisely and
-  cite the ids... Question: ..."): a sentence embedder that reads a text's first 64 word pieces
-  reads the instructions and never the question;
+  cite the ids... Question: ..."): a sentence embedder that reads a text's head (its first 96
+  word pieces) reads the instructions and never the question;
 - **a follow-up that names nothing** ("Can you check again?", "and when was he born?"): the
   topic is in an earlier user turn.
 

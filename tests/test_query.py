@@ -34,6 +34,14 @@ INSTRUCTIONS = (
     "not know rather than guessing, and do not mention these instructions."
 )
 
+#: more of a template's rules: with ``INSTRUCTIONS`` before it, longer than the head of a
+#: text the dense scorer reads by default
+RULES = (
+    "Quote numbers, dates and names exactly as the documents give them. When two documents "
+    "disagree, give both answers and the ids of the documents that support each. Answer in "
+    "the language of the question, and never add facts from memory."
+)
+
 
 def chat(*turns: tuple[str, str], query: str | None = None) -> Request:
     messages = [Message(role="system", content="Answer from the documents.")]
@@ -165,7 +173,10 @@ def test_beside_the_stores_query_vector_the_dense_scorer_embeds_no_way_of_asking
     # the store searched with the question; the message wraps it in instructions
     question = "who wrote the novel Dracula"
     query_vector = scorer.service(float32=True).embed_one(question).tolist()
-    message = f"{INSTRUCTIONS}\n\nQuestion: {question}"
+    # instructions longer than the head the model reads, as a template's rules often are
+    message = f"{INSTRUCTIONS}\n\n{RULES}\n\nQuestion: {question}"
+    pieces = len(scorer.service().load().tokenizer(message)["input_ids"])
+    assert pieces > (scorer.max_seq_length or 0) + 20
     views = [*ask_of(chat(("user", message))).views]
     scored = scorer.score(message, TEXTS, query_embedding=query_vector, views=views)
     plain = scorer.score(message, TEXTS, query_embedding=query_vector)

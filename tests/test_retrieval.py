@@ -357,7 +357,7 @@ def test_default_embeds_int8_on_the_cpu_and_float_beside_a_vector_stores_vectors
     float_twin = stage.get_scorer()._dense.service(float32=True)  # type: ignore[attr-defined]
     on_cpu = default_device() == "cpu"
     assert primary.int8 is on_cpu and float_twin.int8 is False
-    assert stage.max_seq_length == 64 and stage.backend == "auto" and stage.quantize is None
+    assert stage.max_seq_length == 96 and stage.backend == "auto" and stage.quantize is None
     request = nq_requests[3]
     assert stage.run(request).report.stages[0].details["int8"] is on_cpu
     # one passage brings a vector store's (float) vector: the query and the other 19 passages

@@ -17,8 +17,11 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MAX_SEQ_LENGTH", "DenseScorer"]
 
-#: word pieces of each passage the embedder reads, by default (MiniLM's own limit is 256)
-DEFAULT_MAX_SEQ_LENGTH = 64
+#: word pieces of each text the embedder reads, by default (MiniLM's own limit is 256): about
+#: three quarters of a 600-character window of English prose (``DEFAULT_WINDOW_CHARS``), where
+#: 64 read less than half of it and left the rest to BM25 (docs/architecture.md, "How much of
+#: a window the model reads")
+DEFAULT_MAX_SEQ_LENGTH = 96
 
 
 #: texts embedded per call when indexing (the vectors of one call are held at once)
@@ -34,12 +37,13 @@ class DenseScorer(Scorer):
     the query in the same model call. For large candidate sets the search goes through faiss.
 
     The defaults buy cold speed on a CPU, where embedding fresh passages is the whole cost:
-    64 word pieces (a passage's topic is in its head), the ONNX backend where onnxruntime is
-    installed (``auto``), and the int8 model on the CPU (``quantize=None``; float on a GPU).
-    On nq20-dev (1,000 questions, the 2-core development VM) that took the default retrieval
-    policy's cold request from 399 to 114 ms at the median, at the same 0.992 gold recall
-    (``benchmarks/bench_retrieval.py --cold-options``), and running each text alone in the
-    ONNX encoder (see ``onnx_encoder``) to about 80 ms. Beside a vector store's float
+    the head of each text (``DEFAULT_MAX_SEQ_LENGTH`` word pieces, not the model's 256), the
+    ONNX backend where onnxruntime is installed (``auto``), and the int8 model on the CPU
+    (``quantize=None``; float on a GPU). On nq20-dev (1,000 questions, the 2-core development
+    VM), at 64 word pieces, those took the default retrieval policy's cold request from 399 to
+    114 ms at the median, at the same 0.992 gold recall (``benchmarks/bench_retrieval.py
+    --cold-options``), and running each text alone in the ONNX encoder (see ``onnx_encoder``)
+    to about 80 ms; reading 96 costs about a quarter more. Beside a vector store's float
     vectors and its query's (``store_float=False``, the default), the texts without a vector
     are embedded by the int8 model and the store's query vector meets them all: ONNX's int8
     vectors point where the float ones do (``EmbeddingService.near_float``), and the store

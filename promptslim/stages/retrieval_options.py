@@ -33,10 +33,10 @@ OnOverflow = Literal["keep_best", "drop", "raise"]
 StoreWindows = Literal["embed", "lexical", "static"]
 
 #: characters per scoring window of a long document, and the most windows of one request
-#: the model reads. Each is one model input of up to 64 word pieces (3-4 ms of int8 MiniLM
-#: on two cores), so the cap bounds a cold request's cost: 32 windows is about 2,300 tokens
-#: of chunks cut at 600 characters, and on the shape suite (200 held-out nq20-dev questions)
-#: 32 kept the same evidence as 64 on every shape of that size
+#: the model reads. Each is one model input of up to ``max_seq_length`` word pieces (a few ms
+#: of int8 MiniLM on one core), so the cap bounds a cold request's cost: 32 windows is about
+#: 2,300 tokens of chunks cut at 600 characters, and on the shape suite (200 held-out nq20-dev
+#: questions) 32 kept the same evidence as 64 on every shape of that size
 DEFAULT_WINDOW_CHARS = 600
 DEFAULT_MAX_WINDOWS = 32
 #: windows of a request in all, per window the model may read: a larger request keeps its
