@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from promptslim.backends.tools import Compressed, ToolContext
@@ -200,6 +200,12 @@ _VALUES = st.recursive(
     value=_VALUES,
     query=st.sampled_from(["", "the html_url of 12", "user 7", "a url"]),
     ascii=st.booleans(),
+)
+# a status value that is a line break: the marker's note stays on one line
+@example(
+    value=[None, None, {"url": None, "state": "\n"}, dict.fromkeys(("url", "html_url", "id", "state"))],
+    query="",
+    ascii=False,
 )
 def test_valid_json_in_valid_json_out_and_every_marker_resolves(
     value: Any, query: str, ascii: bool

@@ -4,6 +4,7 @@ its left-out items held."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from itertools import chain
 from operator import itemgetter
@@ -51,9 +52,16 @@ def status_note(leaves: list[list[tuple[str, Any]]], noted: dict[str, str]) -> s
         for p, v in lv:
             key = noted.get(p)
             if key is not None:
-                values.setdefault(key, Counter())[str(v)] += 1
+                values.setdefault(key, Counter())[_shown(v)] += 1
     parts = []
     for key in sorted(values)[:3]:
         common = values[key].most_common(3)
         parts.append(f"{key}: " + ", ".join(f"{v} {c}" for v, c in common))
     return "; ".join(parts)
+
+
+def _shown(value: Any) -> str:
+    """A status value as a marker's note shows it: on one line, since a marker is one line
+    (a value that is only whitespace, such as "\n", as its JSON string)."""
+    text = str(value)
+    return " ".join(text.split()) or json.dumps(text)
