@@ -452,3 +452,47 @@ def test_a_chinese_chunk_keeps_the_answering_passage_and_drops_the_rest() -> Non
     assert "靛蓝色" in kept[0].text
     # with the sentence after the window: 0.35 (a window of 600 characters kept 0.55)
     assert len(kept[0].text) < 0.4 * len("".join(facts))
+
+
+# ---------------------------------------------------------------- what the model reads
+
+# a splitter's piece of about 500 characters whose head is about something else: what answers
+# the question starts past its first 64 word pieces
+FERRY = (
+    "The market square fills every Saturday with stalls selling fish, cheese, wool and "
+    "vegetables from the farms around the bay, and the cafes along its north side stay open "
+    "late through the summer. The library, the post office and the old courthouse face the "
+    "square, and a bronze statue of a fisherman stands beside the fountain at its centre. "
+    "From the pier below the square the ferry to Inishmore leaves every two hours, and the "
+    "crossing takes forty minutes in calm weather. Timetables hang in the harbour office."
+)
+ISLAND_PIECES = [
+    (
+        "The largest of the islands in the bay has three villages, a lighthouse and a school "
+        "of forty pupils. Most families fish or keep sheep on the stony fields."
+    ),
+    (
+        "The lifeboat station on the pier was founded in 1890, and its crews have rescued "
+        "fishermen and sailors caught by storms off the islands ever since."
+    ),
+    (
+        "Winter gales close the coast road several times a year, and the islands are cut off "
+        "from the mainland until the sea calms down."
+    ),
+]
+
+
+@pytest.mark.slow
+def test_the_model_reads_past_the_head_of_a_piece() -> None:
+    from promptslim.backends.dense import DEFAULT_MAX_SEQ_LENGTH, DenseScorer
+
+    question = "How long is the boat trip out to Inishmore?"
+    texts = [*ISLAND_PIECES, FERRY]
+    scorer = DenseScorer()
+    pieces = len(scorer.service().load().tokenizer(FERRY)["input_ids"])
+    assert 100 <= pieces and DEFAULT_MAX_SEQ_LENGTH < pieces  # longer than what is read
+    ranked = [int(i) for i in (-scorer.score(question, texts).scores).argsort()]
+    assert ranked[0] == len(texts) - 1
+    # read only as far as its first 64 word pieces, the piece is about the market
+    head = DenseScorer(max_seq_length=64).score(question, texts).scores
+    assert int(head.argmax()) != len(texts) - 1
