@@ -109,8 +109,10 @@ def elision_id(original: str) -> str:
 def marker(count: int, unit: str, ident: str, note: str = "") -> str:
     """The short text that stands where a stretch was elided (one wording everywhere, so a
     model learns it once, and the ``promptslim_expand`` tool's description names it): short,
-    since a marker costs tokens on every turn: ``[… 24 items elided (state: open 24) id=ps…]``."""
-    extra = f" ({note})" if note else ""
+    since a marker costs tokens on every turn: ``[… 24 items elided (state: open 24) id=ps…]``.
+    One line, whatever ``note`` holds: a marker split over lines no longer reads as one."""
+    one_line = " ".join(note.split())
+    extra = f" ({one_line})" if one_line else ""
     return f"[… {count} {unit} elided{extra} id={ident}]"
 
 
