@@ -43,7 +43,7 @@ class DenseScorer(Scorer):
     VM), at 64 word pieces, those took the default retrieval policy's cold request from 399 to
     114 ms at the median, at the same 0.992 gold recall (``benchmarks/bench_retrieval.py
     --cold-options``), and running each text alone in the ONNX encoder (see ``onnx_encoder``)
-    to about 80 ms; reading 96 costs about a quarter more. Beside a vector store's float
+    to about 80 ms; reading 96 costs a quarter to nearly a half more. Beside a vector store's float
     vectors and its query's (``store_float=False``, the default), the texts without a vector
     are embedded by the int8 model and the store's query vector meets them all: ONNX's int8
     vectors point where the float ones do (``EmbeddingService.near_float``), and the store

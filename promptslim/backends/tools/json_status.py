@@ -61,7 +61,7 @@ def status_note(leaves: list[list[tuple[str, Any]]], noted: dict[str, str]) -> s
 
 
 def _shown(value: Any) -> str:
-    """A status value as a marker's note shows it: on one line, since a marker is one line
-    (a value that is only whitespace, such as "\n", as its JSON string)."""
+    """A status value as a marker's note shows it. One that is only whitespace, such as "\n",
+    as its JSON string: ``marker`` puts a note on one line, which would leave nothing of it."""
     text = str(value)
-    return " ".join(text.split()) or json.dumps(text)
+    return text if text.strip() else json.dumps(text)
