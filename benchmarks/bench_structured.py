@@ -18,6 +18,11 @@ the default pipeline on those (``structured_data``, seeded):
   LangChain records under ``add_start_index=True``, which the retrieval stage reads to keep the
   piece after the best one) and ``tokens256`` (cut by LangChain's token splitter at 256
   tokens, inside sentences);
+- the NQ items as other retrievers and users send them (``variant_data``):
+  ``candidates100`` (a top-100 of titled passages: the item's and four other items'
+  candidates), ``duplicates4`` (every chunk of four twice, under two ids), ``sourced4``
+  (a loader's source line atop each chunk), ``keywords4`` (the question as search-box
+  keywords), ``typos4`` (two typos in the question);
 - an agent's search results (``search_json``, ``search_results``, ``search_snippets``,
   ``search_text``, ``fetch_json``): the NQ passages as a search tool's answer in the tool message (JSON, plain
   text without titles, or one fetched page's content),

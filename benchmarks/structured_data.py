@@ -20,6 +20,9 @@ Its kinds, each seeded so a run is reproducible:
   (four titled passages to a chunk as speech-to-text writes them: lower case, no punctuation,
   one run-on line, so no sentence ends; the evidence check normalises case and punctuation
   away, so the answers count as they are);
+- **the NQ items as other retrievers and users send them** (``variant_data``: ``VARIANTS``):
+  a top-100 of passages, every chunk twice, a loader's source line atop each chunk, the
+  question as search-box keywords, the question with typos;
 - **the NQ passages as a search returned them** (``search_data``): in a tool message
   (``SEARCH``) or as JSON document lists among the request's documents (``LISTED``);
 - **the NQ passages written into the user's message** by a prompt template, with no documents
@@ -41,6 +44,7 @@ from html import escape
 from inline_data import INLINE
 from search_data import LISTED, SEARCH
 from shapes_data import placed_pieces, resplit, small_splitters
+from variant_data import VARIANTS
 
 from promptslim.bench.datasets import BenchItem
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
@@ -296,4 +300,6 @@ def build(nq: list[BenchItem], n: int, seed: int = 0) -> dict[str, list[BenchIte
     shapes = {name: [make(rng, i) for i in range(n)] for name, make in GENERATED.items()}
     for name, relay in (PROSE | SEARCH | LISTED | ASKED | INLINE).items():
         shapes[name] = [relay(item, rng) for item in nq]
+    for name, vary in VARIANTS.items():  # last: the shapes above draw what they always drew
+        shapes[name] = [vary(nq, i, rng) for i in range(len(nq))]
     return shapes

@@ -249,3 +249,41 @@ def test_the_inline_shapes_hold_every_passage_in_the_user_s_message(nq: list[Ben
     asked = [{"role": "user", "content": f"{item.metadata['question']} {answer}"}]
     told = {**item.metadata, "question": asked[0]["content"]}
     assert row(BenchItem(item.id, item.request, item.answers, told), [], asked, 1.0)["evidence"] == 0
+
+
+def test_the_variants_keep_every_passage_and_vary_what_they_say(nq: list[BenchItem]) -> None:
+    shapes = structured_data.build(nq, 1)
+    for n, item in enumerate(nq):
+        passages = [f"{d.title}\n{d.text}" for d in item.request.documents]
+        question = item.request.query or ""
+        pool = shapes["candidates100"][n].request.documents
+        others = [d for i, it in enumerate(nq) if i != n for d in it.request.documents]
+        assert len(pool) == len(passages) + sum(not d.metadata.get("isgold") for d in others)
+        assert sorted(d.text for d in item.request.documents) == sorted(
+            d.text for d in pool if d.text in {p.text for p in item.request.documents}
+        )
+        assert sum(bool(d.metadata.get("isgold")) for d in pool) == 1
+        assert len({d.id for d in pool}) == len(pool)
+        chunks = ["\n\n".join(passages[c : c + 4]) for c in range(0, len(passages), 4)]
+        twice = [d.text for d in shapes["duplicates4"][n].request.documents]
+        assert sorted(twice) == sorted(chunks * 2)
+        sourced = [d.text for d in shapes["sourced4"][n].request.documents]
+        assert all(t.startswith("source: ") for t in sourced)
+        assert [t.split("\n", 1)[1] for t in sourced] == chunks
+        for name in ("keywords4", "typos4"):
+            varied = shapes[name][n].request
+            assert varied.query and varied.query != question
+            assert [d.text for d in varied.documents] == chunks
+
+
+def test_a_search_box_query_keeps_the_content_words_in_their_order() -> None:
+    from variant_data import keywords, typos
+
+    assert keywords("who sang the song in the film Top Gun?") == "sang song film Top Gun"
+    assert keywords("what is it") == "what is it"  # nothing left: the question as it is
+    rng = random.Random(0)
+    asked = "where did the battle of gettysburg take place"
+    typed = typos(asked, rng)
+    changed = [(a, b) for a, b in zip(asked.split(), typed.split()) if a != b]
+    assert len(typed) == len(asked) and len(changed) == 2
+    assert all(sorted(a) == sorted(b) and a[0] == b[0] for a, b in changed)

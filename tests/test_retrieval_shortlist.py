@@ -1,7 +1,8 @@
 """The dense work of a request bounded by construction (``dense_windows``, or ``max_windows``
 when a request holds more windows than that): every window is scored by BM25, each document's
-first window is embedded, and of the later windows only BM25's best are; the rest score by
-their terms alone, at the low end of the dense scale."""
+first window is embedded, and of the later windows only BM25's best are (with more documents
+than ``max_windows``, BM25's best windows of any document); the rest score by their terms
+alone, at the low end of the dense scale."""
 
 from __future__ import annotations
 
@@ -102,6 +103,21 @@ def test_without_a_shortlist_every_window_is_embedded() -> None:
     assert details["texts_embedded"] == 1 + len({w.text for w in _windows()})
     assert details["computed"] == details["texts_embedded"]
     assert "shortlist_left_out" not in details
+    assert ANSWER in kept.get("history", "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("max_windows", [2, 3])
+def test_more_documents_than_the_model_reads_get_bm25s_best_windows_read(max_windows: int) -> None:
+    stage = RetrievalStage(window_chars=WINDOW_CHARS, max_windows=max_windows)
+    kept, details = _run(stage)
+    assert len(knowledge_base()) > max_windows  # not every document can have a window read
+    # BM25's best max_windows windows and the query, whatever the number of documents
+    assert details["texts_embedded"] == max_windows + 1 == details["computed"]
+    # every other window is left out, but for a copy of a text the model read (its twin)
+    twins = len(_windows()) - len({w.text for w in _windows()})
+    left_out = details["windows"] - max_windows
+    assert left_out - twins <= details["shortlist_left_out"] <= left_out
     assert ANSWER in kept.get("history", "")
 
 

@@ -46,8 +46,8 @@ sentence-aligned windows of about ``window_chars`` characters (paragraph breaks 
 paragraph of about one window not cut, one sentence shared between neighbours; at most
 ``max_windows`` per request read by the model), every window is scored by the scorer (BM25 and
 the dense model each see windows, not whole chunks: in a request with more windows than
-``max_windows``, the model reads each document's best by BM25 and BM25's best others, the rest
-score by their terms alone), and a document's score is its best window's; the ``fraction``
+``max_windows``, the model reads each document's best by BM25 and BM25's best others, or with
+more documents than that BM25's best windows, the rest score by their terms alone), and a document's score is its best window's; the ``fraction``
 cut-off then runs on the scale from the worst window to the best, as if every window were a
 passage of its own. A document of about one window is scored exactly as before. Then, coarse to
 fine (``select_within``), of each kept long document only the windows that pass the same
@@ -165,7 +165,8 @@ class RetrievalStage(BaseStage):
     ``max_windows`` bounds the windows the model reads in one request: past it, the hybrid
     scorer keeps the windows at ``window_chars`` (up to ``WINDOWS_PER_MODEL_INPUT`` times as
     many) and embeds each document's best window by BM25 and BM25's best others, up to
-    ``max_windows``; other scorers get windows grown to fit ``max_windows``.
+    ``max_windows`` (with more documents than that, BM25's best ``max_windows`` windows);
+    other scorers get windows grown to fit ``max_windows``.
     ``select_within``: keep only the matching parts of kept long documents;
     ``select_fraction`` (None: ``cutoff_fraction``) is their cut-off, ``neighbour_fraction``
     (None: off) a lower one for the neighbours of a kept window, ``context_sentences`` and

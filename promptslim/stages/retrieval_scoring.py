@@ -267,8 +267,10 @@ def _model_shortlist(
     ``dense_windows`` when it is set; otherwise, when the request holds more texts to embed
     than ``max_windows``, each document's best window by BM25 (so every document has a dense
     score of its own, from the part most likely to hold its answer) and BM25's best others,
-    ``max_windows`` texts in all (one a document when there are more documents than that).
-    A window whose vector a store gave takes no place. None: the model reads every window."""
+    ``max_windows`` texts in all. With more documents than that (a top-100 of passages), BM25's
+    best ``max_windows`` windows, as a cascade reranks a first stage's best: the model's work
+    stays bounded whatever the number of candidates. A window whose vector a store gave takes
+    no place. None: the model reads every window."""
     if options.dense_windows is not None:
         later = later_windows(windowed)
         if later is None:
@@ -282,8 +284,10 @@ def _model_shortlist(
     ]
     if len({text for _, text in to_embed}) <= options.max_windows:
         return None
-    documents = {doc for doc, _ in to_embed}
-    return [w.doc for w in windowed.windows], max(0, options.max_windows - len(documents)), 1
+    documents = len({doc for doc, _ in to_embed})
+    if documents > options.max_windows:
+        return [w.doc for w in windowed.windows], options.max_windows, 0
+    return [w.doc for w in windowed.windows], options.max_windows - documents, 1
 
 
 def _windows(
