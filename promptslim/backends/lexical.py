@@ -9,7 +9,12 @@ It is computed here rather than by building a ``BM25Okapi`` per request because 
 candidates change every time while the documents themselves recur: each text's term counts
 are memoised by a hash of the text, so a warm request costs a few dictionary lookups per
 query term (rank-bm25 re-counts every document: several milliseconds for 20).
-The tests check the scores against rank-bm25's. Pure Python: no optional dependency.
+The tests check the scores against rank-bm25's.
+
+A query term no candidate holds is matched to the candidates' terms within an edit of it
+(``fuzzy``, on by default), as search engines' fuzzy queries do: people misspell what they ask
+("gettsyburg"), documents seldom do, and a misspelt name would otherwise count for nothing.
+rapidfuzz (a core dependency) measures the edits.
 """
 
 from __future__ import annotations
@@ -28,7 +33,25 @@ from .scorer_base import Scored, Scorer
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["BM25Scorer", "bm25_scores"]
+__all__ = [
+    "FUZZY_MAX_TERMS",
+    "FUZZY_MIN_CHARS",
+    "FUZZY_TWO_EDITS_CHARS",
+    "BM25Scorer",
+    "bm25_scores",
+    "close_terms",
+]
+
+#: a query term this long or longer that no candidate holds is read as the candidates' terms
+#: one edit from it (optimal string alignment: two neighbouring letters swapped are one edit);
+#: from ``FUZZY_TWO_EDITS_CHARS`` on, two edits. A shorter word is left alone: one edit turns
+#: most short words into other words ("sang", "song"). Only letters: a number or an
+#: identifier one digit off is another record, not a typo
+FUZZY_MIN_CHARS = 5
+FUZZY_TWO_EDITS_CHARS = 9
+#: distinct missing terms of one query looked up so: each is a scan of the candidates' terms,
+#: and a question has a handful (a pasted page as the query would have thousands)
+FUZZY_MAX_TERMS = 16
 
 #: each text's term counts and length, by a digest of the text. Bounded by entries and by the
 #: distinct terms held, each entry charged its count of them: a long document's counts are a
@@ -52,8 +75,12 @@ def _term_stats(text: str) -> tuple[dict[str, int], int]:
     return stats
 
 
-def bm25_scores(query: str, texts: Sequence[str], *, k1: float = 1.5, b: float = 0.75) -> np.ndarray:
-    """Okapi BM25 (Lucene IDF) of each text for ``query``, IDF computed over ``texts``."""
+def bm25_scores(
+    query: str, texts: Sequence[str], *, k1: float = 1.5, b: float = 0.75, fuzzy: bool = True
+) -> np.ndarray:
+    """Okapi BM25 (Lucene IDF) of each text for ``query``, IDF computed over ``texts``.
+    ``fuzzy``: a query term no text holds counts as the texts' terms closest to it
+    (``close_terms``), sharing its weight."""
     import numpy as np
 
     n = len(texts)
@@ -65,11 +92,11 @@ def bm25_scores(query: str, texts: Sequence[str], *, k1: float = 1.5, b: float =
     avgdl = total / n
     norms = [k1 * (1.0 - b + b * length / avgdl) for _, length in stats]
     # every occurrence of a query term counts, as in rank-bm25's get_scores
-    for term in analyse(query):
+    for term, weight in _query_terms(query, [tf for tf, _ in stats], fuzzy):
         df = sum(1 for tf, _ in stats if term in tf)
         if not df:
             continue
-        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        idf = weight * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
         for i, (tf, _) in enumerate(stats):
             f = tf.get(term)
             if f:
@@ -77,21 +104,67 @@ def bm25_scores(query: str, texts: Sequence[str], *, k1: float = 1.5, b: float =
     return np.asarray(scores, dtype=np.float64)
 
 
+def _query_terms(
+    query: str, counts: Sequence[dict[str, int]], fuzzy: bool
+) -> list[tuple[str, float]]:
+    """The query's terms, each weighing 1; under ``fuzzy``, a term no text holds gives way to
+    the texts' terms closest to it, which share its weight (the first ``FUZZY_MAX_TERMS``
+    distinct such terms; the others stay as they are)."""
+    terms = analyse(query)
+    if not fuzzy:
+        return [(t, 1.0) for t in terms]
+    vocabulary: list[str] | None = None  # built once, and only when a term is missing
+    found: dict[str, list[str]] = {}  # each distinct term's close terms (none: itself)
+    looked = 0
+    out: list[tuple[str, float]] = []
+    for term in terms:
+        if term not in found:
+            found[term] = []
+            fuzzable = len(term) >= FUZZY_MIN_CHARS and term.isalpha()
+            if fuzzable and looked < FUZZY_MAX_TERMS and not any(term in c for c in counts):
+                looked += 1
+                if vocabulary is None:
+                    vocabulary = sorted({t for c in counts for t in c})
+                found[term] = close_terms(term, vocabulary)
+        close = found[term]
+        out += [(t, 1.0 / len(close)) for t in close] or [(term, 1.0)]
+    return out
+
+
+def close_terms(term: str, vocabulary: Sequence[str]) -> list[str]:
+    """The terms of ``vocabulary`` fewest edits from ``term`` (optimal string alignment), at
+    most one edit away (two from ``FUZZY_TWO_EDITS_CHARS`` characters), in sorted order;
+    none when ``term`` is shorter than ``FUZZY_MIN_CHARS`` or is not all letters."""
+    if len(term) < FUZZY_MIN_CHARS or not term.isalpha():
+        return []
+    from rapidfuzz import process
+    from rapidfuzz.distance import OSA
+
+    edits = 2 if len(term) >= FUZZY_TWO_EDITS_CHARS else 1
+    found = process.extract(term, vocabulary, scorer=OSA.distance, score_cutoff=edits, limit=None)
+    fewest = min((d for _, d, _ in found), default=0)
+    return sorted(t for t, d, _ in found if d == fewest)
+
+
 class BM25Scorer(Scorer):
     """Lexical relevance: Okapi BM25 over the candidates, with :func:`promptslim.text.analyse`'s
     terms (lowercased, stopwords removed, lightly stemmed, an identifier such as ``db-4471``
     whole as well as its words; Chinese by jieba or bigrams). Scores are unbounded and
-    comparable within a request."""
+    comparable within a request. ``fuzzy`` (on): a query term no candidate holds counts as
+    their terms an edit from it (``close_terms``: a misspelt word of the question)."""
 
     name: ClassVar[str] = "bm25"
 
-    def __init__(self, *, k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(self, *, k1: float = 1.5, b: float = 0.75, fuzzy: bool = True) -> None:
         if k1 < 0:
             raise ConfigError("must be 0 or more", field="k1")
         if not 0.0 <= b <= 1.0:
             raise ConfigError("must be between 0 and 1", field="b")
+        if not isinstance(fuzzy, bool):
+            raise ConfigError(f"must be a bool, got {fuzzy!r}", field="fuzzy")
         self.k1 = k1
         self.b = b
+        self.fuzzy = fuzzy
 
     def score(
         self,
@@ -101,7 +174,7 @@ class BM25Scorer(Scorer):
         embeddings: Sequence[Any] | None = None,
         query_embedding: Sequence[float] | None = None,
     ) -> Scored:
-        return Scored(scores=bm25_scores(query, texts, k1=self.k1, b=self.b))
+        return Scored(scores=bm25_scores(query, texts, k1=self.k1, b=self.b, fuzzy=self.fuzzy))
 
     @staticmethod
     def cache_info() -> CacheInfo:

@@ -74,6 +74,7 @@ class HybridScorer(Scorer):
     paraphrase that term overlap misses. Equal weights are the default: neither is assumed
     better in general. ``dense_min_spread``: dense scores spread less than this are scaled as
     if spread this far (``DENSE_MIN_SPREAD``: near-equal similarities are noise, not signal).
+    ``fuzzy``: BM25's (``BM25Scorer``), a misspelt query term matched to the texts' terms.
 
     ``dense_candidates`` (a cascade; None: off): embed only BM25's best this many texts (and
     any with a precomputed embedding, which cost nothing); the others take the lowest dense
@@ -98,6 +99,7 @@ class HybridScorer(Scorer):
         dense_candidates: int | None = None,
         store_float: bool = False,
         dense_min_spread: float = DENSE_MIN_SPREAD,
+        fuzzy: bool = True,
     ) -> None:
         if not 0.0 <= dense_min_spread <= 2.0:
             raise ConfigError("must be a cosine spread, 0 to 2", field="dense_min_spread")
@@ -120,7 +122,8 @@ class HybridScorer(Scorer):
         self.dense_candidates = dense_candidates
         self.store_float = store_float
         self.dense_min_spread = dense_min_spread
-        self._bm25 = BM25Scorer()
+        self._bm25 = BM25Scorer(fuzzy=fuzzy)
+        self.fuzzy = fuzzy
         self._dense = DenseScorer(
             model=model,
             max_seq_length=max_seq_length,

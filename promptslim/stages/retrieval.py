@@ -150,7 +150,9 @@ class RetrievalStage(BaseStage):
     (``store_float=True``, and always without the query's vector). These defaults took a
     cold request (20 fresh passages) on two cores from 400-500 ms to about 80 ms at the
     median, at unchanged recall of the default policy; see :class:`~promptslim.backends.scorers.DenseScorer`. ``dense_candidates``: for ``hybrid``,
-    embed only BM25's best this many documents (a cascade; None embeds all).
+    embed only BM25's best this many documents (a cascade; None embeds all). ``fuzzy`` (on):
+    for BM25 and the hybrid, a query term no candidate holds counts as their terms an edit
+    from it (a misspelt word of the question; ``promptslim.backends.lexical``).
     ``dense_min_spread``: for ``hybrid``'s weighted fusion, dense similarities spread less than
     this are scaled as if spread this far, so near-equal ones (look-alike code, records,
     tables) count in proportion rather than as much as BM25's whole range (``DENSE_MIN_SPREAD``).
@@ -232,6 +234,7 @@ class RetrievalStage(BaseStage):
         dense_weight: float = 0.5,
         dense_min_spread: float = DENSE_MIN_SPREAD,
         dense_candidates: int | None = None,
+        fuzzy: bool = True,
         max_k: int | None = 10,
         min_k: int = 1,
         cutoff: Cutoff = "fraction",

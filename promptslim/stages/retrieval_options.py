@@ -71,6 +71,7 @@ class RetrievalOptions(BaseModel):
     dense_weight: float = _unit(0.5)
     dense_min_spread: float = Field(default=DENSE_MIN_SPREAD, ge=0.0, le=2.0, strict=True)
     dense_candidates: int | None = Field(default=None, ge=1, strict=True)
+    fuzzy: bool = Field(default=True, strict=True)
     max_k: int | None = Field(default=10, ge=1, strict=True)
     min_k: int = Field(default=1, ge=0, strict=True)
     cutoff: Cutoff = "fraction"

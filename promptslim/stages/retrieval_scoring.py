@@ -51,7 +51,7 @@ def build_scorer(options: RetrievalOptions) -> Scorer:
     from ..backends.scorers import SCORERS
 
     cls = SCORERS.get(options.scorer, field="scorer")
-    taken: dict[str, Any] = {}
+    taken: dict[str, Any] = {"fuzzy": options.fuzzy} if options.scorer == "bm25" else {}
     if options.scorer in ("dense", "hybrid"):
         taken = {
             "model": options.model,
@@ -66,6 +66,7 @@ def build_scorer(options: RetrievalOptions) -> Scorer:
             dense_weight=options.dense_weight,
             dense_min_spread=options.dense_min_spread,
             dense_candidates=options.dense_candidates,
+            fuzzy=options.fuzzy,
         )
     if options.scorer == "cross_encoder":
         taken = {"model": options.model}
@@ -185,7 +186,7 @@ def _run_scorer(
             "sentence-transformers model by path as model= for dense scores)"
         )
         log.details["language_fallback"] = "bm25"
-        scorer = BM25Scorer()
+        scorer = BM25Scorer(fuzzy=options.fuzzy)
     if scorer.name == "bm25":
         for key in vectors_given.keys() - {"embeddings", "query_embedding"}:
             vectors_given.pop(key)  # every text is lexical there
@@ -193,7 +194,7 @@ def _run_scorer(
     else:
         scored = run_with_fallback(
             lambda: scorer.score(query, texts, **vectors_given),
-            lambda: BM25Scorer().score(query, texts),
+            lambda: BM25Scorer(fuzzy=options.fuzzy).score(query, texts),
             backend=f"{scorer.name} scorer",
             fallback_name="bm25",
             extra="retrieval",
