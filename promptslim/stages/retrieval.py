@@ -44,28 +44,28 @@ scoring reuses precomputed ``Document.embedding`` vectors and the shared embeddi
 Long documents are scored by their parts (``promptslim.stages.windows``): each is cut into
 sentence-aligned windows of about ``window_chars`` characters (paragraph breaks preferred, a
 paragraph of about one window not cut, one sentence shared between neighbours; at most
-``max_windows`` per request read by the model), every window is scored by the scorer (BM25 and
-the dense model each see windows, not whole chunks: in a request with more windows than
-``max_windows``, the model reads each document's best by BM25 and BM25's best others, or with
-more documents than that BM25's best windows, the rest score by their terms alone), and a document's score is its best window's; the ``fraction``
-cut-off then runs on the scale from the worst window to the best, as if every window were a
-passage of its own. A document of about one window is scored exactly as before. Then, coarse to
-fine (``select_within``), of each kept long document only the windows that pass the same
-cut-off stay (its best always), with the sentence before each, the sentence after it when that
-goes on the same line (in prose the answer often follows the sentence that names its subject; a
-table's or a log's next line is another record) and, when it has no title, the first sentence
-of its paragraph (that context stays inside the window's paragraph: in a chunk of several
-passages, the line before a paragraph belongs to another passage): whole sentences, byte-exact,
-protected spans never split. A document that brings a vector store's ``embedding`` is not
-embedded again for its first window (the head a store's embedder reads); its later windows are
-embedded (``store_windows="embed"``), or, under the hybrid scorer, scored without the model: by
-BM25 alone (``"lexical"``: paraphrase there goes unseen), or by BM25 and static vectors
-distilled from the model (``"static"``: ``backends/static_vectors.py``). A store's ingest can
-embed every window ahead of the requests instead (``RetrievalStage.index``, into the shared
+``max_windows`` per request read by the model), every window is scored by the scorer (BM25 and the
+dense model each see windows, not whole chunks: in a request with more windows than
+``max_windows``, the model reads each document's best by BM25 and BM25's best others, or with more
+documents than that BM25's best windows, the rest score by their terms alone), and a document's
+score is its best window's; the ``fraction`` cut-off then runs on the scale from the worst window
+to the best, as if every window were a passage of its own. A document of about one window is scored
+exactly as before. Then, coarse to fine (``select_within``), of each kept long document only the
+windows that pass the same cut-off stay (its best always), with the sentence before each, the
+sentence after it when that goes on the same line (in prose the answer often follows the sentence
+that names its subject; a table's or a log's next line is another record) and, when it has no
+title, the first sentence of its paragraph (that context stays inside the window's paragraph: in a
+chunk of several passages, the line before a paragraph belongs to another passage): whole
+sentences, byte-exact, protected spans never split. A document that brings a vector store's
+``embedding`` is not embedded again for its first window (the head a store's embedder reads); its
+later windows are embedded (``store_windows="embed"``), or, under the hybrid scorer, scored without
+the model: by BM25 alone (``"lexical"``: paraphrase there goes unseen), or by BM25 and static
+vectors distilled from the model (``"static"``: ``backends/static_vectors.py``). A store's ingest
+can embed every window ahead of the requests instead (``RetrievalStage.index``, into the shared
 cache and its Redis tier): a request then embeds its query alone (nothing when it brings the
 store's query vector), and its output is the same as without the index. The report lists the
-sentences kept of each document (a ``compressed`` change, and ``details["kept_parts"]``:
-character spans of the original). It lives here, beside the window scores, not in compress.
+sentences kept of each document (a ``compressed`` change, and ``details["kept_parts"]``: character
+spans of the original). It lives here, beside the window scores, not in compress.
 
 Chinese and other non-Latin text: BM25 uses ``text.analyse``; with the default English
 MiniLM, ``dense``/``hybrid`` score such text with BM25 only, with a warning (a multilingual
