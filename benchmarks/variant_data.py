@@ -3,9 +3,9 @@
 The shape suite and the structured shapes vary how the passages are cut and laid out; these
 vary what comes around them and how the question is put, each seeded:
 
-- ``candidates100``: a top-100 of short passages: the item's 20 and the 19 other candidates of
-  each of the next ``POOLED_OTHERS`` items (their gold passages left out), shuffled, each a
-  document with its title: what a first-stage retriever hands a reranker;
+- ``candidates100``: about a top-100 of short passages (96): the item's 20 and the 19 other
+  candidates of each of the next ``POOLED_OTHERS`` items (their gold passages left out),
+  shuffled, each a document with its title: what a first-stage retriever hands a reranker;
 - ``duplicates4``: four titled passages to a chunk, every chunk sent twice under two ids
   (two retrievers' results merged, or one index that holds a page twice), shuffled;
 - ``sourced4``: four titled passages to a chunk, each chunk opening with the line a loader
