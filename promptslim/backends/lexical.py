@@ -123,8 +123,8 @@ def _query_terms(
             fuzzable = len(term) >= FUZZY_MIN_CHARS and term.isalpha()
             if fuzzable and looked < FUZZY_MAX_TERMS and not any(term in c for c in counts):
                 looked += 1
-                if vocabulary is None:
-                    vocabulary = sorted({t for c in counts for t in c})
+                if vocabulary is None:  # any order: close_terms sorts what it finds
+                    vocabulary = list({t for c in counts for t in c})
                 found[term] = close_terms(term, vocabulary)
         close = found[term]
         out += [(t, 1.0 / len(close)) for t in close] or [(term, 1.0)]
