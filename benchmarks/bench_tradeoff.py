@@ -30,10 +30,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_shapes import NOT_CHUNKS, dataset_path, row
-from common import RESULTS, emit, machine, parser
+from common import RESULTS, emit, machine, parser, rows_from
 from shapes_data import build_shapes
 
-from promptslim.bench.datasets import BenchItem, load_dataset
+from promptslim.bench.datasets import BenchItem
 from promptslim.bench.metrics import mean_ci
 from promptslim.bench.runner import build_config
 from promptslim.pipeline import Pipeline
@@ -42,15 +42,6 @@ from promptslim.stages.retrieval_options import RetrievalOptions
 PLOT = "bench_tradeoff.png"
 #: the cut-offs each curve goes through, lenient to strict (the default is added)
 FRACTIONS = (0.3, 0.4, 0.5, 0.6, 0.7)
-
-
-def rows_from(spec: str, offset: int, n: int) -> tuple[list[BenchItem], int]:
-    """``n`` items from row ``offset`` on, and the offset used: 0 where the file is too short
-    (the committed sample, under ``--quick`` without the data)."""
-    items = load_dataset(spec, limit=offset + n).items
-    if len(items) < offset + n:
-        return items[:n], 0
-    return items[offset:], offset
 
 
 def pipelines(fractions: list[float]) -> dict[float, Pipeline]:

@@ -48,6 +48,18 @@ def data_file(name: str) -> Path:
     return folder / name
 
 
+def rows_from(spec: str, offset: int, n: int) -> tuple[list[Any], int]:
+    """``n`` items of the dataset ``spec`` from row ``offset`` on (rows the defaults were not
+    chosen on), and the offset used: 0 where the file is too short (the committed sample,
+    under ``--quick`` without the data)."""
+    from promptslim.bench.datasets import load_dataset
+
+    items = load_dataset(spec, limit=offset + n).items
+    if len(items) < offset + n:
+        return items[:n], 0
+    return items[offset:], offset
+
+
 def machine() -> dict[str, Any]:
     info: dict[str, Any] = {
         "platform": platform.platform(),
