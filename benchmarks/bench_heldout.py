@@ -44,6 +44,7 @@ from structured_data import ASKED, SEARCH, build
 
 from promptslim.bench.datasets import BenchItem
 from promptslim.bench.runner import build_config
+from promptslim.stats import spread
 
 #: the shapes ``--quick`` reads: one of each kind (passages, chunks, a splitter, generated
 #: records, a search result in a tool message)
@@ -113,10 +114,12 @@ def main() -> None:
     warm_up(runs, shapes[next(iter(shapes))][0])
     if search:
         warm_up(searched, search[next(iter(search))][0])
-    results = run_suite(shapes, runs) | run_suite(search, searched)
+    gauge: list[float] = []  # how fast the host ran Python beside the items (bench_shapes)
+    results = run_suite(shapes, runs, gauge) | run_suite(search, searched, gauge)
     out = {
         "benchmark": "bench_heldout",
         "machine": machine(),
+        "reference_loop_ms": {k: round(v, 3) for k, v in spread(gauge).items()},
         "rows": [offset, offset + len(nq)],
         "items": len(nq),
         "seed": args.seed,
