@@ -136,7 +136,7 @@ def measure(
 def row(item: BenchItem, kept: list[Document], messages: list[Any], ms: float) -> dict[str, float]:
     """One measured request: time, document tokens kept / given (a request without documents:
     tool-message tokens, or with no tool message the last user message's), evidence in what
-    is sent."""
+    is sent (with ``metadata["also_answers"]``, an answer of each set)."""
     counter = get_counter(item.request.tokenizer)
     given = count_documents(item.request.documents, counter)
     if given:
@@ -144,7 +144,10 @@ def row(item: BenchItem, kept: list[Document], messages: list[Any], ms: float) -
     else:
         sent = item.request.to_openai()["messages"]
         ratio = _context_tokens(messages, counter) / max(1, _context_tokens(sent, counter))
-    evidence = evidence_retention(_evidence_text(item, messages), item.answers)
+    text = _evidence_text(item, messages)
+    evidence = evidence_retention(text, item.answers)
+    if "also_answers" in item.metadata:  # an ask of two questions: an answer to each
+        evidence *= evidence_retention(text, item.metadata["also_answers"])
     return {"ms": ms, "ratio": ratio, "evidence": evidence}
 
 

@@ -22,7 +22,10 @@ the default pipeline on those (``structured_data``, seeded):
   ``candidates100`` (a top-100 of titled passages: the item's and four other items'
   candidates), ``duplicates4`` (every chunk of four twice, under two ids), ``sourced4``
   (a loader's source line atop each chunk), ``keywords4`` (the question as search-box
-  keywords), ``typos4`` (two typos in the question);
+  keywords), ``typos4`` (two typos in the question), ``questions2`` (two questions in one
+  ask, ten chunks of the two items' passages; the evidence counts when an answer to each is
+  kept), this last with ``one_ask`` beside the suite's configs
+  (``retrieval:each_question=false``: the ask scored as one text);
 - an agent's search results (``search_json``, ``search_results``, ``search_snippets``,
   ``search_text``, ``fetch_json``): the NQ passages as a search tool's answer in the tool message (JSON, plain
   text without titles, or one fetched page's content),
@@ -132,6 +135,12 @@ INLINE_CONFIGS = {
 }
 
 
+#: the rows of asks that hold two questions, and the config they add to the suite's: the ask
+#: scored as one text, as before each question was scored on its own
+QUESTIONS = ("questions2",)
+QUESTIONS_CONFIGS = {"one_ask": "prefix+history+retrieval:each_question=false+compress"}
+
+
 def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The default config's worst shape: evidence, token ratio, cold p99; the budgeted rows
     apart (``evidence_min_budget``): there the caller, not the stage, sets how much is cut;
@@ -183,6 +192,10 @@ def main() -> None:
     whole = {label: build_config(spec).pipeline.run for label, spec in ASKED_CONFIGS.items()}
     searched = {label: build_config(spec).pipeline.run for label, spec in SEARCH_CONFIGS.items()}
     inline = {name: shapes.pop(name) for name in INLINE}
+    questions = {name: shapes.pop(name) for name in QUESTIONS}
+    each = runs | {
+        label: build_config(spec).pipeline.run for label, spec in QUESTIONS_CONFIGS.items()
+    }
     stuffed = {label: build_config(spec).pipeline.run for label, spec in INLINE_CONFIGS.items()}
     warm_up(runs, shapes[next(iter(shapes))][0])
     warm_up(searched, search[next(iter(search))][0])
@@ -192,6 +205,7 @@ def main() -> None:
     results |= run_suite(listed, lists, gauge)
     results |= run_suite(asked, whole, gauge)
     results |= run_suite(inline, stuffed, gauge)
+    results |= run_suite(questions, each, gauge)
     for row, (shape, specs) in BUDGETED.items():
         results |= run_suite({row: shapes[shape]}, under_budget(specs), gauge)
     out = {

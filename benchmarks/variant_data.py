@@ -13,7 +13,10 @@ vary what comes around them and how the question is put, each seeded:
 - ``keywords4``: four titled passages to a chunk, the question typed into a search box: its
   question and function words (``FUNCTION_WORDS``) left out, the rest in its order;
 - ``typos4``: four titled passages to a chunk, the question with two letters swapped in each
-  of two of its longer words, as people type.
+  of two of its longer words, as people type;
+- ``questions2``: two questions in one ask ("Who got the first Nobel prize in physics? And
+  when ...?"), the two items' passages four to a chunk, shuffled, ten chunks; the evidence
+  counts only when an answer to each is kept (``metadata["also_answers"]``: the second's).
 """
 
 from __future__ import annotations
@@ -126,6 +129,25 @@ def misspelt(items: Sequence[BenchItem], n: int, rng: random.Random) -> BenchIte
     return _chunked(items[n], typos(items[n].request.query or "", rng))
 
 
+def _asked(question: str) -> str:
+    """An NQ question (lower case, no mark) as a person writes it in a message."""
+    question = question.strip().rstrip("?").strip()
+    return f"{question[:1].upper()}{question[1:]}?"
+
+
+def two_questions(items: Sequence[BenchItem], n: int, rng: random.Random) -> BenchItem:
+    item, other = items[n], items[(n + 1) % len(items)]
+    docs = [*item.request.documents, *other.request.documents]
+    rng.shuffle(docs)
+    texts = ["\n\n".join(_titled(d) for d in docs[c : c + 4]) for c in range(0, len(docs), 4)]
+    chunks = [Document(id=f"chunk-{c}", text=t) for c, t in enumerate(texts)]
+    first, second = _asked(item.request.query or ""), _asked(other.request.query or "")
+    query = f"{first} And {second[:1].lower()}{second[1:]}"
+    request = item.request.replace(documents=chunks, query=query)
+    metadata = {**item.metadata, "also_answers": tuple(other.answers)}
+    return BenchItem(item.id, request, item.answers, metadata)
+
+
 #: the variants by name: each builds item ``n`` of ``items`` (some read its neighbours)
 VARIANTS: dict[str, Callable[[Sequence[BenchItem], int, random.Random], BenchItem]] = {
     "candidates100": candidates100,
@@ -133,4 +155,5 @@ VARIANTS: dict[str, Callable[[Sequence[BenchItem], int, random.Random], BenchIte
     "sourced4": sourced,
     "keywords4": keyworded,
     "typos4": misspelt,
+    "questions2": two_questions,
 }

@@ -49,6 +49,7 @@ from .pipeline import Pipeline as Pipeline
 from .query import Ask as Ask
 from .query import ask_of as ask_of
 from .query import asks_for_whole as asks_for_whole
+from .query import questions_in as questions_in
 from .registry import STAGES as STAGES
 from .registry import Registry as Registry
 from .render import render_documents as render_documents
@@ -164,6 +165,7 @@ __all__ = [
     "language_of",
     "languages_differ",
     "message_counts",
+    "questions_in",
     "render_documents",
     "report_figures",
 ]

@@ -18,6 +18,13 @@ turns alone. A dense scorer compares each with the documents and trusts most the
 documents answer best (:func:`promptslim.backends.scorer_base.view_weights`). The documents
 were retrieved for what the user means now, so they say which view that is.
 
+An ask may hold several questions ("Who wrote The Outsiders? And when was Gettysburg?"). Each
+is answered by other documents, and scored as one text the better-matched question sets the
+top of the scale and the other's documents fall under the cut-off. ``questions`` names them,
+when a short ask (at most :data:`VIEW_CHARS` characters) holds two to :data:`MAX_QUESTIONS`
+sentences that end in a question mark and have a topic of their own; the retrieval stage
+scores the documents against each as well as against the whole (``each_question``).
+
 Not every ask is a question that part of the documents answers. "Summarize the documents",
 "Translate them into French", "List every person mentioned in the sources" ask for all of
 them: ranked against such an ask, the documents score by noise and most are dropped.
@@ -61,11 +68,13 @@ from .text import analyse, sentence_bounds
 __all__ = [
     "EARLIER_TURNS",
     "HEAD_SENTENCES",
+    "MAX_QUESTIONS",
     "TAIL_SENTENCES",
     "VIEW_CHARS",
     "Ask",
     "ask_of",
     "asks_for_whole",
+    "questions_in",
 ]
 
 #: earlier user turns a follow-up may refer to (the most recent ones)
@@ -76,21 +85,28 @@ HEAD_SENTENCES = 1
 TAIL_SENTENCES = 3
 #: characters of each view: an embedder reads a few dozen word pieces of it anyway
 VIEW_CHARS = 1_000
+#: the most questions of one ask scored each on its own; an ask with more (a questionnaire)
+#: is scored as one, so a request's scoring work stays bounded
+MAX_QUESTIONS = 4
+# a question's end: its mark, then any closing quotes or brackets
+_QUESTION_END = re.compile("[?\uff1f][\"')\\]\u2019\u201d]*\\s*$")
 
 
 @dataclass(frozen=True)
 class Ask:
     """``text``: what documents are scored against (a lexical scorer reads it all); ``views``:
-    other ways the conversation may be asking it (empty: ``text`` is the only one)."""
+    other ways the conversation may be asking it (empty: ``text`` is the only one);
+    ``questions``: the separate questions it holds, when it holds several (else empty)."""
 
     text: str
     views: tuple[str, ...] = ()
+    questions: tuple[str, ...] = ()
 
 
 def ask_of(request: Request) -> Ask:
     """The request's ask: ``Request.query`` as given, or one derived from its user turns."""
     if request.query is not None:
-        return Ask(request.query)
+        return Ask(request.query, questions=questions_in(request.query))
     users = [m.text for m in request.messages if m.role == "user"]
     if not users:
         return Ask("")
@@ -105,7 +121,20 @@ def ask_of(request: Request) -> Ask:
         views.append(last)
     views += reversed(earlier)  # the most recent first
     unique = [v for v in dict.fromkeys(v[:VIEW_CHARS] for v in views) if v.strip()]
-    return Ask(text, tuple(v for v in unique if v != text[:VIEW_CHARS]))
+    return Ask(text, tuple(v for v in unique if v != text[:VIEW_CHARS]), questions_in(last))
+
+
+def questions_in(text: str) -> tuple[str, ...]:
+    """The questions ``text`` asks, when it is short and asks two to :data:`MAX_QUESTIONS`
+    with a topic each (else none): its sentences that end in a question mark. A long text is
+    a pasted one, whose question marks are not the user's; a question with no topic ("Is
+    that right?") names nothing to rank by."""
+    if len(text) > VIEW_CHARS or text.count("?") + text.count("\uff1f") < 2:
+        return ()
+    asked = [text[a:b].strip() for a, b in sentence_bounds(text)]
+    found = [q for q in asked if _QUESTION_END.search(q) and _topics(q)]
+    unique = tuple(dict.fromkeys(found))
+    return unique if 2 <= len(unique) <= MAX_QUESTIONS else ()
 
 
 def _clip(turn: str) -> str:

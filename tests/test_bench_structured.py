@@ -17,7 +17,7 @@ from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
 from promptslim.bench.metrics import evidence_retention
 from promptslim.bench.runner import build_config
-from promptslim.query import ask_of
+from promptslim.query import ask_of, questions_in
 from promptslim.text import split_sentences
 from promptslim.tokens import count_document, get_counter
 from promptslim.types import Document
@@ -287,3 +287,23 @@ def test_a_search_box_query_keeps_the_content_words_in_their_order() -> None:
     changed = [(a, b) for a, b in zip(asked.split(), typed.split()) if a != b]
     assert len(typed) == len(asked) and len(changed) == 2
     assert all(sorted(a) == sorted(b) and a[0] == b[0] for a, b in changed)
+
+
+def test_two_questions_pool_both_items_and_count_an_answer_to_each(nq: list[BenchItem]) -> None:
+    from bench_shapes import row
+
+    shapes = structured_data.build(nq, 1)
+    for n, item in enumerate(nq):
+        other = nq[(n + 1) % len(nq)]
+        asked = shapes["questions2"][n]
+        texts = "\n\n".join(d.text for d in asked.request.documents)
+        for d in [*item.request.documents, *other.request.documents]:
+            assert f"{d.title}\n{d.text}" in texts
+        assert len(questions_in(asked.request.query or "")) == 2
+        assert asked.metadata["also_answers"] == other.answers
+    # the evidence counts only when an answer of each set is kept
+    asked = shapes["questions2"][0]
+    first, second = asked.answers[0], asked.metadata["also_answers"][0]
+    for context, evidence in ((f"{first} and {second}", 1.0), (first, 0.0), (second, 0.0)):
+        sent = [{"role": "system", "content": context}, {"role": "user", "content": "q"}]
+        assert row(asked, [], sent, 1.0)["evidence"] == evidence

@@ -29,10 +29,10 @@ the reason; empty documents are dropped and reported, never fatal. A report entr
 document ``document:{id}``, or ``document:{id}#{i}`` (its index) when it shares its id.
 
 The stage's modules, one idea each: ``retrieval_options`` (the one pydantic model of its
-options), ``retrieval_scoring``, ``retrieval_cutoff``, ``retrieval_select`` (choosing and
-ordering), ``retrieval_pieces`` (the piece after the best one in its source),
-``retrieval_lists`` (a document that is a JSON list of passages), ``retrieval_inline`` (context
-written into a message) and the stage itself, here.
+options), ``retrieval_scoring``, ``retrieval_questions`` (an ask of several questions),
+``retrieval_cutoff``, ``retrieval_select`` (choosing and ordering), ``retrieval_pieces`` (the
+piece after the best one in its source), ``retrieval_lists`` (a document that is a JSON list of
+passages), ``retrieval_inline`` (context written into a message) and the stage itself, here.
 
 When even the best document alone does not fit the documents budget, the default
 (``on_overflow="keep_best"``) keeps it anyway, says so in a warning and in
@@ -101,13 +101,8 @@ from .retrieval_options import (  # noqa: F401  (re-exported: the old import pat
     StoreWindows,
 )
 from .retrieval_pieces import keep_next_pieces
-from .retrieval_scoring import (
-    across_languages,
-    build_scorer,
-    index_texts,
-    score_documents,
-    scoring_text,
-)
+from .retrieval_questions import score_asked
+from .retrieval_scoring import across_languages, build_scorer, index_texts, scoring_text
 from .retrieval_select import (  # noqa: F401  (_edges, _shingles re-exported for old imports)
     Documents,
     _edges,
@@ -209,7 +204,10 @@ class RetrievalStage(BaseStage):
     passages, and the JSON sent holds those kept (``retrieval_lists``). ``whole_asks`` (on): a
     request that asks for its documents as a whole (``query.asks_for_whole``: a summary, a
     translation, every one of something in them) keeps them all, in their order, as many as
-    fit the documents budget (``details["whole_ask"]``). ``keep_across_languages`` (on): a
+    fit the documents budget (``details["whole_ask"]``). ``each_question`` (on): an ask that
+    holds several questions (``query.Ask.questions``) is scored against each as well as the
+    whole, and a window keeps its best place (``retrieval_questions``; ``details["questions"]``).
+    ``keep_across_languages`` (on): a
     question in another language or script than its documents (``languages_differ``), under a
     scorer that reads one (BM25; the default English model), keeps them all the same way, with
     a warning and ``details["languages"]``. ``inline_context`` (off: invariant 1
@@ -263,6 +261,7 @@ class RetrievalStage(BaseStage):
         piece_keys: tuple[str, str] = ("source", "start_index"),
         document_lists: bool = True,
         whole_asks: bool = True,
+        each_question: bool = True,
         keep_across_languages: bool = True,
         inline_context: bool = False,
     ) -> None:
@@ -344,15 +343,14 @@ class RetrievalStage(BaseStage):
             return keep_whole(options, request, budget, documents, valid, tokens, log, whole)
 
         start = time.perf_counter()
-        scores, vectors, parts = score_documents(
+        scores, vectors, parts = score_asked(
             options,
             self.get_scorer(),
-            ask.text,
+            ask,
             [documents[i] for i in valid],
             log,
             request.query_embedding,
             request.protect,
-            ask.views,
         )
         log.details["scoring_ms"] = (time.perf_counter() - start) * 1e3
         score_of = {i: float(scores[j]) for j, i in enumerate(valid)}

@@ -102,6 +102,7 @@ class RetrievalOptions(BaseModel):
     piece_keys: tuple[str, str] = ("source", "start_index")
     document_lists: bool = Field(default=True, strict=True)
     whole_asks: bool = Field(default=True, strict=True)
+    each_question: bool = Field(default=True, strict=True)
     keep_across_languages: bool = Field(default=True, strict=True)
     inline_context: bool = Field(default=False, strict=True)
 

@@ -1,0 +1,75 @@
+"""An ask that holds several questions (``promptslim.query.Ask.questions``): the documents are
+scored against the whole ask and against each question alone, and each window keeps the best
+of its places on those scales.
+
+Scored as one text, the question whose words the documents match best sets the top of the
+scale, and the documents that answer the other fall under the cut-off. Each run's window scores
+are put on ``[0, 1]`` by that run's worst and best window, and a window's score is its highest:
+a window then passes the cut-off when it is near the best for the whole ask or for one of its
+questions, so what is kept is about the union of what each would keep alone. The whole ask's
+run stays in the union: where a question leans on a sentence around it ("I am reading about
+Gettysburg. When did it start? Who won?"), the whole ask still carries the topic.
+
+The windows are cut by the documents alone, so every run scores the same windows; a window's
+embedding is computed once (the shared embedding cache) and each question adds its BM25 pass
+and its own query's embedding, at most ``MAX_QUESTIONS`` of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..backends.scorer_base import Scorer, minmax
+from ..query import Ask
+from ..types import Document
+from .base import StageLog
+from .retrieval_options import RetrievalOptions
+from .retrieval_scoring import Parts, score_documents
+from .windows import document_scores
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["score_asked"]
+
+
+def score_asked(
+    options: RetrievalOptions,
+    scorer: Scorer,
+    ask: Ask,
+    docs: list[Document],
+    log: StageLog,
+    query_embedding: Sequence[float] | None = None,
+    protect: Sequence[str] = (),
+) -> tuple[np.ndarray, np.ndarray | None, Parts | None]:
+    """``score_documents`` for ``ask``: its text (with its views and the request's query
+    vector), and with ``each_question`` each of its questions too, fused as the module says.
+    The questions' runs report nothing of their own but new warnings."""
+    whole = score_documents(
+        options, scorer, ask.text, docs, log, query_embedding, protect, ask.views
+    )
+    _, vectors, parts = whole
+    if not options.each_question or len(ask.questions) < 2 or parts is None:
+        return whole
+    runs = [parts[1]]
+    for question in ask.questions:
+        quiet = StageLog(log.counter)
+        asked = score_documents(options, scorer, question, docs, quiet, None, protect)[2]
+        if asked is not None:
+            runs.append(asked[1])
+        log.warnings += [w for w in quiet.warnings if w not in log.warnings]
+    fused = _best_of(runs)
+    log.details["questions"] = len(ask.questions)
+    windowed = parts[0]
+    if len(windowed.windows) == len(docs):
+        return fused, vectors, (windowed, fused)
+    return document_scores(windowed, fused, len(docs)), vectors, (windowed, fused)
+
+
+def _best_of(runs: Sequence[np.ndarray]) -> np.ndarray:
+    """Each window's highest place among ``runs``, each on ``[0, 1]`` by its own worst and
+    best window."""
+    import numpy as np
+
+    return np.asarray(np.maximum.reduce([minmax(run) for run in runs]), dtype=np.float64)

@@ -1,0 +1,129 @@
+"""An ask that holds several questions (``promptslim.query.questions_in``): each is scored on
+its own as well as the whole ask (``promptslim.stages.retrieval_questions``), so the documents
+that answer the less well-matched question are not cut. On real nq20 rows with the real
+MiniLM: two questions asked at once keep an answer to each."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from promptslim.bench.datasets import load_dataset
+from promptslim.bench.metrics import evidence_retention
+from promptslim.pipeline import Pipeline
+from promptslim.query import MAX_QUESTIONS, VIEW_CHARS, ask_of, questions_in
+from promptslim.stages.retrieval import RetrievalStage
+from promptslim.stages.retrieval_questions import _best_of
+from promptslim.types import Document, Message, Request
+
+TWO = "Who wrote The Outsiders? And when did the Battle of Gettysburg start?"
+
+
+def test_two_questions_are_found_in_their_order() -> None:
+    assert questions_in(TWO) == (
+        "Who wrote The Outsiders?",
+        "And when did the Battle of Gettysburg start?",
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "who wrote the outsiders",  # one question, no mark
+        "Who wrote The Outsiders?",  # one question
+        "Who wrote The Outsiders? Why?",  # the second names nothing
+        "Who wrote The Outsiders? Who wrote The Outsiders?",  # the same one twice
+        "Tell me about The Outsiders. Then summarise Gettysburg.",  # no question mark
+    ],
+)
+def test_fewer_than_two_questions_with_a_topic_are_none(text: str) -> None:
+    assert questions_in(text) == ()
+
+
+def test_more_questions_than_the_bound_are_scored_as_one() -> None:
+    asked = [f"Who founded company number {i} in Ohio?" for i in range(MAX_QUESTIONS + 1)]
+    assert questions_in(" ".join(asked[:MAX_QUESTIONS])) == tuple(asked[:MAX_QUESTIONS])
+    assert questions_in(" ".join(asked)) == ()
+
+
+def test_a_long_message_is_a_pasted_text_not_questions() -> None:
+    pasted = "The report says revenue rose. " * (VIEW_CHARS // 30 + 1)
+    assert questions_in(f"{pasted}\n{TWO}") == ()
+
+
+def test_full_width_question_marks_count() -> None:
+    assert len(questions_in("谁写了霍比特人？沙丘是哪一年出版的？")) == 2
+
+
+def test_the_ask_carries_the_questions_of_a_given_query_or_the_last_message() -> None:
+    given_query = Request(messages=[Message(role="user", content="hi")], query=TWO)
+    assert ask_of(given_query).questions == questions_in(TWO)
+    derived = Request(
+        messages=[
+            Message(role="user", content="Is Paris in France? Where is Lyon?"),
+            Message(role="assistant", content="Both are in France."),
+            Message(role="user", content=TWO),
+        ]
+    )
+    assert ask_of(derived).questions == questions_in(TWO)  # the last user message's alone
+
+
+@given(st.text(max_size=300))
+def test_questions_are_the_texts_own_question_sentences(text: str) -> None:
+    found = questions_in(text)
+    assert found == () or 2 <= len(found) <= MAX_QUESTIONS
+    assert len(set(found)) == len(found)
+    for question in found:
+        assert question in text
+        assert question.rstrip("\"')]\u2019\u201d \t\n").endswith(("?", "\uff1f"))
+
+
+@given(
+    st.lists(
+        st.lists(st.floats(-5, 5, allow_nan=False), min_size=4, max_size=4),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_window_keeps_its_best_place_on_any_runs_scale(runs: list[list[float]]) -> None:
+    arrays = [np.asarray(r) for r in runs]
+    fused = _best_of(arrays)
+    assert fused.min() >= 0.0 and fused.max() <= 1.0
+    for run in arrays:  # each run's best window is at the top of the fused scale
+        if run.max() - run.min() > 1e-12:
+            assert fused[int(run.argmax())] == pytest.approx(1.0)
+
+
+def _two_asked(items: list, i: int) -> tuple[Request, tuple[str, ...], tuple[str, ...]]:
+    first, second = items[2 * i], items[2 * i + 1]
+    docs = [*first.request.documents, *second.request.documents]
+    random.Random(i).shuffle(docs)
+    chunks = [
+        Document(id=f"chunk-{c}", text="\n\n".join(f"{d.title}\n{d.text}" for d in docs[c : c + 4]))
+        for c in range(0, len(docs), 4)
+    ]
+    query = f"{first.request.query}? And {second.request.query}?"
+    return first.request.replace(documents=chunks, query=query), first.answers, second.answers
+
+
+def test_two_questions_asked_at_once_keep_an_answer_to_each(eval_data: Path) -> None:
+    items = load_dataset(f"nq:{eval_data / 'nq20-dev.jsonl.gz'}", limit=60).items
+    each = Pipeline([RetrievalStage()]).run
+    one = Pipeline([RetrievalStage(each_question=False)]).run
+    both = {"each": 0, "one": 0}
+    for i in range(len(items) // 2):
+        request, answers, also = _two_asked(items, i)
+        for name, run in (("each", each), ("one", one)):
+            result = run(request)
+            text = "\n".join(d.text for d in result.request.documents)
+            both[name] += evidence_retention(text, answers) * evidence_retention(text, also) > 0
+            if name == "each":
+                assert result.report.stages[0].details["questions"] == 2
+    # scored as one text, the less well-matched question lost its answer in several pairs
+    assert both["each"] >= 28, both
+    assert both["each"] >= both["one"] + 3, both
