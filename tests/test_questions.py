@@ -127,3 +127,36 @@ def test_two_questions_asked_at_once_keep_an_answer_to_each(eval_data: Path) -> 
     # scored as one text, the less well-matched question lost its answer in several pairs
     assert both["each"] >= 28, both
     assert both["each"] >= both["one"] + 3, both
+
+
+def _chunks_about(topics: list[str]) -> list[Document]:
+    return [
+        Document(id=f"d{i}", text=f"{topic.title()} facts. " + f"The {topic} was studied. " * 8)
+        for i, topic in enumerate(topics)
+    ]
+
+
+def test_the_scoring_passes_stay_bounded() -> None:
+    topics = ["glacier", "volcano", "harbour", "orchard", "lighthouse", "canyon"]
+    stage = RetrievalStage(scorer="bm25")
+    asked = " ".join(f"Where is the {t}?" for t in topics[: MAX_QUESTIONS + 1])
+    request = Request(
+        messages=[Message(role="user", content=asked)], documents=_chunks_about(topics)
+    )
+    details = Pipeline([stage]).run(request).report.stages[0].details
+    assert "questions" not in details  # more than the bound: scored as one ask
+    asked = " ".join(f"Where is the {t}?" for t in topics[:MAX_QUESTIONS])
+    request = request.replace(messages=[Message(role="user", content=asked)])
+    assert Pipeline([stage]).run(request).report.stages[0].details["questions"] == MAX_QUESTIONS
+
+
+@pytest.mark.parametrize("query", ["Where is the glacier?", "where is the glacier and volcano"])
+def test_an_ask_of_one_question_is_scored_as_before(query: str) -> None:
+    docs = _chunks_about(["glacier", "volcano", "harbour", "orchard"])
+    request = Request(messages=[Message(role="user", content=query)], documents=docs)
+    runs = [
+        Pipeline([RetrievalStage(scorer="bm25", each_question=on)]).run(request)
+        for on in (True, False)
+    ]
+    assert runs[0].request == runs[1].request
+    assert "questions" not in runs[0].report.stages[0].details
