@@ -160,3 +160,18 @@ def test_an_ask_of_one_question_is_scored_as_before(query: str) -> None:
     ]
     assert runs[0].request == runs[1].request
     assert "questions" not in runs[0].report.stages[0].details
+
+
+def test_the_questions_share_the_time_limit_the_whole_ask_left() -> None:
+    topics = ["glacier", "volcano", "harbour", "orchard"]
+    asked = "Where is the glacier? Where is the volcano?"
+    request = Request(
+        messages=[Message(role="user", content=asked)], documents=_chunks_about(topics)
+    )
+    spent = Pipeline([RetrievalStage(scorer="bm25", time_limit_ms=1e-6)]).run(request)
+    stage = spent.report.stages[0]
+    assert stage.details["questions"] == 0
+    assert any("0 of the ask's 2 questions" in w for w in stage.warnings)
+    ample = Pipeline([RetrievalStage(scorer="bm25", time_limit_ms=60_000.0)]).run(request)
+    assert ample.report.stages[0].details["questions"] == 2
+    assert not ample.report.stages[0].warnings

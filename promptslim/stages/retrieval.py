@@ -206,15 +206,16 @@ class RetrievalStage(BaseStage):
     translation, every one of something in them) keeps them all, in their order, as many as
     fit the documents budget (``details["whole_ask"]``). ``each_question`` (on): an ask that
     holds several questions (``query.Ask.questions``) is scored against each as well as the
-    whole, and a window keeps its best place (``retrieval_questions``; ``details["questions"]``).
-    ``keep_across_languages`` (on): a
-    question in another language or script than its documents (``languages_differ``), under a
-    scorer that reads one (BM25; the default English model), keeps them all the same way, with
-    a warning and ``details["languages"]``. ``inline_context`` (off: invariant 1
+    whole, and a window keeps its best place (``retrieval_questions``; ``details["questions"]``:
+    the questions scored on their own). ``keep_across_languages`` (on): a question in another
+    language or script than its documents (``languages_differ``), under a scorer that reads one
+    (BM25; the default English model), keeps them all the same way, with a warning and
+    ``details["languages"]``. ``inline_context`` (off: invariant 1
     keeps the last user message as written unless the caller opts in): context a template
     marks in it, with no documents, is ranked as documents (``retrieval_inline``). A scorer
     other than BM25 that is missing (extra not installed), fails or runs past
-    ``time_limit_ms`` is replaced by BM25 for that request, with a warning; ``strict=True``
+    ``time_limit_ms`` is replaced by BM25 for that request, with a warning (the runs of an ask's
+    questions share what the whole ask's run left of the limit); ``strict=True``
     raises instead.
     """
 

@@ -10,13 +10,17 @@ questions, so what is kept is about the union of what each would keep alone. The
 run stays in the union: where a question leans on a sentence around it ("I am reading about
 Gettysburg. When did it start? Who won?"), the whole ask still carries the topic.
 
-The windows are cut by the documents alone, so every run scores the same windows; a window's
-embedding is computed once (the shared embedding cache) and each question adds its BM25 pass
-and its own query's embedding, at most ``MAX_QUESTIONS`` of them.
+The windows are cut by the documents alone, so every run scores the same windows, and a
+window's embedding is computed once (the shared embedding cache). A question adds its BM25
+pass, its own query's embedding and, in a request with more windows than the model reads
+(``max_windows``), the windows its own BM25 shortlists: at most ``MAX_QUESTIONS`` runs more,
+each bounded as the whole ask's is. Under ``time_limit_ms`` the questions' runs share what the
+whole ask's run left of it, and a question it leaves no time for is not scored on its own.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -46,6 +50,7 @@ def score_asked(
     """``score_documents`` for ``ask``: its text (with its views and the request's query
     vector), and with ``each_question`` each of its questions too, fused as the module says.
     The questions' runs report nothing of their own but new warnings."""
+    start = time.perf_counter()
     whole = score_documents(
         options, scorer, ask.text, docs, log, query_embedding, protect, ask.views
     )
@@ -54,17 +59,33 @@ def score_asked(
         return whole
     runs = [parts[1]]
     for question in ask.questions:
+        limited = _within_limit(options, start)
+        if limited is None:
+            log.warning(
+                f"time_limit_ms ({options.time_limit_ms:g}) spent: {len(runs) - 1} of the ask's "
+                f"{len(ask.questions)} questions were scored on their own"
+            )
+            break
         quiet = StageLog(log.counter)
-        asked = score_documents(options, scorer, question, docs, quiet, None, protect)[2]
+        asked = score_documents(limited, scorer, question, docs, quiet, None, protect)[2]
+        log.warnings += [w for w in quiet.warnings if w not in log.warnings]
         if asked is not None:
             runs.append(asked[1])
-        log.warnings += [w for w in quiet.warnings if w not in log.warnings]
+    log.details["questions"] = len(runs) - 1
     fused = _best_of(runs)
-    log.details["questions"] = len(ask.questions)
     windowed = parts[0]
     if len(windowed.windows) == len(docs):
         return fused, vectors, (windowed, fused)
     return document_scores(windowed, fused, len(docs)), vectors, (windowed, fused)
+
+
+def _within_limit(options: RetrievalOptions, start: float) -> RetrievalOptions | None:
+    """``options`` with ``time_limit_ms`` cut to what is left of it since ``start`` (as given
+    without a limit), or None when nothing is left."""
+    if options.time_limit_ms is None:
+        return options
+    left = options.time_limit_ms - (time.perf_counter() - start) * 1e3
+    return options.model_copy(update={"time_limit_ms": left}) if left > 0 else None
 
 
 def _best_of(runs: Sequence[np.ndarray]) -> np.ndarray:
