@@ -22,7 +22,8 @@ An ask may hold several questions ("Who wrote The Outsiders? And when was Gettys
 is answered by other documents, and scored as one text the better-matched question sets the
 top of the scale and the other's documents fall under the cut-off. ``questions`` names them,
 when a short ask (at most :data:`VIEW_CHARS` characters) holds two to :data:`MAX_QUESTIONS`
-sentences that end in a question mark and have a topic of their own; the retrieval stage
+questions with a topic of their own: sentences that end in a question mark, and the
+questions such a sentence joins with "and" before a question word; the retrieval stage
 scores the documents against each as well as against the whole (``each_question``).
 
 Not every ask is a question that part of the documents answers. "Summarize the documents",
@@ -90,6 +91,12 @@ VIEW_CHARS = 1_000
 MAX_QUESTIONS = 4
 # a question's end: its mark, then any closing quotes or brackets
 _QUESTION_END = re.compile("[?\uff1f][\"')\\]\u2019\u201d]*\\s*$")
+# a second question inside one: "and" (or "also") before a question word ("Who wrote it and
+# when did it start?"); the question word stays with the second
+_CLAUSE = re.compile(
+    r"[,;]?\s+(?:and|also)\s+(?=(?:who|whom|whose|what|when|where|which|why|how)\b)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -126,13 +133,17 @@ def ask_of(request: Request) -> Ask:
 
 def questions_in(text: str) -> tuple[str, ...]:
     """The questions ``text`` asks, when it is short and asks two to :data:`MAX_QUESTIONS`
-    with a topic each (else none): its sentences that end in a question mark. A long text is
-    a pasted one, whose question marks are not the user's; a question with no topic ("Is
-    that right?") names nothing to rank by."""
-    if len(text) > VIEW_CHARS or text.count("?") + text.count("\uff1f") < 2:
+    with a topic each (else none): its sentences that end in a question mark, each cut where
+    "and" comes before a question word ("Who wrote it and when was it filmed?" asks two). A
+    long text is a pasted one, whose question marks are not the user's; a question with no
+    topic ("Is that right?") names nothing to rank by. Without a question mark nothing is cut:
+    a search-box query ("who wrote antigone and what are the dates of his birth") is one
+    ask, its second part leaning on the first."""
+    if len(text) > VIEW_CHARS or ("?" not in text and "\uff1f" not in text):
         return ()
     asked = [text[a:b].strip() for a, b in sentence_bounds(text)]
-    found = [q for q in asked if _QUESTION_END.search(q) and _topics(q)]
+    parts = [p.strip() for q in asked if _QUESTION_END.search(q) for p in _CLAUSE.split(q)]
+    found = [q for q in parts if _topics(q)]
     unique = tuple(dict.fromkeys(found))
     return unique if 2 <= len(unique) <= MAX_QUESTIONS else ()
 

@@ -32,6 +32,35 @@ def test_two_questions_are_found_in_their_order() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        (
+            "Who wrote The Outsiders and when did the Battle of Gettysburg start?",
+            ("Who wrote The Outsiders", "when did the Battle of Gettysburg start?"),
+        ),
+        (
+            "Who sang it, and what year was it released?",
+            ("Who sang it", "what year was it released?"),
+        ),
+    ],
+)
+def test_and_before_a_question_word_joins_two_questions(text: str, found: tuple[str, ...]) -> None:
+    assert questions_in(text) == found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "who wrote antigone and what are the dates of his birth",  # no mark: a search-box query
+        "What is the difference between who and whom?",  # "whom" alone names nothing
+        "How and why did Rome fall?",
+    ],
+)
+def test_and_before_a_question_word_inside_one_question_is_one(text: str) -> None:
+    assert questions_in(text) == ()
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "who wrote the outsiders",  # one question, no mark
@@ -74,13 +103,13 @@ def test_the_ask_carries_the_questions_of_a_given_query_or_the_last_message() ->
 
 
 @given(st.text(max_size=300))
-def test_questions_are_the_texts_own_question_sentences(text: str) -> None:
+def test_questions_are_the_texts_own_words(text: str) -> None:
     found = questions_in(text)
     assert found == () or 2 <= len(found) <= MAX_QUESTIONS
     assert len(set(found)) == len(found)
+    assert found == () or "?" in text or "\uff1f" in text
     for question in found:
-        assert question in text
-        assert question.rstrip("\"')]\u2019\u201d \t\n").endswith(("?", "\uff1f"))
+        assert question in text and question == question.strip()
 
 
 @given(
@@ -123,7 +152,7 @@ def test_two_questions_asked_at_once_keep_an_answer_to_each(eval_data: Path) -> 
             text = "\n".join(d.text for d in result.request.documents)
             both[name] += evidence_retention(text, answers) * evidence_retention(text, also) > 0
             if name == "each":
-                assert result.report.stages[0].details["questions"] == 2
+                assert result.report.stages[0].details["questions"] >= 2
     # scored as one text, the less well-matched question lost its answer in several pairs
     assert both["each"] >= 28, both
     assert both["each"] >= both["one"] + 3, both
