@@ -30,7 +30,8 @@ STATIC = "prefix+history+retrieval:store_windows=static+compress"
 def dense_topk() -> Callable[[Any], Any]:
     """Plain dense top-k (a vector store's answer): whole documents at the model's full length,
     k = a fifth of the candidates, no cut-off, no windows, no selection inside, no piece kept
-    for following a kept one, a JSON list of passages one document as any other."""
+    for following a kept one, a JSON list of passages one document as any other, an ask of
+    several questions embedded as one text."""
     stages: dict[int, Pipeline] = {}
 
     def run(request: Any) -> Any:
@@ -39,7 +40,7 @@ def dense_topk() -> Callable[[Any], Any]:
             stage = RetrievalStage(
                 scorer="dense", max_seq_length=None, quantize=False, max_k=k, min_k=k,
                 cutoff="none", dedup="none", order="score", window_chars=None,
-                select_within=False, next_pieces=0, document_lists=False,
+                select_within=False, next_pieces=0, document_lists=False, each_question=False,
             )  # fmt: skip
             stages[k] = Pipeline([stage])
         return stages[k].run(request)

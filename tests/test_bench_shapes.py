@@ -196,3 +196,11 @@ def test_the_indexed_config_reads_the_windows_from_redis_and_embeds_nothing(
             assert STORE_STATS.counts.get("computed_embedding", 0) - before == query
         bench_shapes.cold_start()
         assert got.to_openai() == vectors(request).to_openai()  # the index changes no output
+
+
+def test_plain_dense_top_k_embeds_an_ask_of_several_questions_as_one(items: list) -> None:
+    # the baseline is a vector store's answer: one query vector, nothing of promptslim's asks
+    request = items[0].request.replace(query="Who wrote it? And when was Gettysburg fought?")
+    stage = shapes_configs.dense_topk()(request).report.stages[0]
+    assert "questions" not in stage.details
+    assert stage.details["kept"] == round(len(request.documents) / 5)
