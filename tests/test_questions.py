@@ -204,3 +204,23 @@ def test_the_questions_share_the_time_limit_the_whole_ask_left() -> None:
     ample = Pipeline([RetrievalStage(scorer="bm25", time_limit_ms=60_000.0)]).run(request)
     assert ample.report.stages[0].details["questions"] == 2
     assert not ample.report.stages[0].warnings
+
+
+def test_a_question_that_barely_separates_the_windows_is_left_out() -> None:
+    whole = np.asarray([0.0, 0.2, 0.6, 0.4])
+    noise = np.asarray([0.10, 0.0, 0.05, 0.12])  # spreads a fifth of the whole ask's
+    assert _best_of([whole, noise], 0.5).tolist() == pytest.approx((whole / 0.6).tolist())
+    assert _best_of([whole, noise], 0.0)[3] == pytest.approx(1.0)  # kept, it tops window 3
+
+
+def test_a_noise_question_keeps_its_one_file_alone() -> None:
+    # the second question's word ("cap") is in no window and the model's similarities among
+    # these look-alike modules are noise: it must not carry every file past the cut-off
+    from tests.test_retrieval_structured import modules
+
+    asked = "How is the retry delay computed? What is its cap?"
+    request = Request(
+        messages=[Message(role="user", content=asked)], documents=modules(with_retry=2)
+    )
+    assert len(questions_in(asked)) == 2
+    assert [d.id for d in RetrievalStage(window_chars=700).run(request).documents] == ["c2"]

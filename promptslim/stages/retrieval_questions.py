@@ -72,7 +72,7 @@ def score_asked(
         if asked is not None:
             runs.append(asked[1])
     log.details["questions"] = len(runs) - 1
-    fused = _best_of(runs)
+    fused = _best_of(runs, options.cutoff_fraction)
     windowed = parts[0]
     if len(windowed.windows) == len(docs):
         return fused, vectors, (windowed, fused)
@@ -88,9 +88,14 @@ def _within_limit(options: RetrievalOptions, start: float) -> RetrievalOptions |
     return options.model_copy(update={"time_limit_ms": left}) if left > 0 else None
 
 
-def _best_of(runs: Sequence[np.ndarray]) -> np.ndarray:
+def _best_of(runs: Sequence[np.ndarray], share: float = 0.0) -> np.ndarray:
     """Each window's highest place among ``runs``, each on ``[0, 1]`` by its own worst and
-    best window."""
+    best window; a run after the first (a question's) that spreads less than ``share`` of the
+    first's (the whole ask's) spread is left out: its scores barely tell the windows apart (its
+    words in none of them, the model's similarities noise), and stretched over the whole scale
+    they would carry noise past the cut-off."""
     import numpy as np
 
-    return np.asarray(np.maximum.reduce([minmax(run) for run in runs]), dtype=np.float64)
+    spread = float(np.ptp(runs[0])) if len(runs[0]) else 0.0
+    kept = [runs[0], *(r for r in runs[1:] if len(r) and float(np.ptp(r)) >= share * spread)]
+    return np.asarray(np.maximum.reduce([minmax(run) for run in kept]), dtype=np.float64)
