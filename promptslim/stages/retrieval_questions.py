@@ -6,7 +6,11 @@ Scored as one text, the question whose words the documents match best sets the t
 scale, and the documents that answer the other fall under the cut-off. Each run's window scores
 are put on ``[0, 1]`` by that run's worst and best window, and a window's score is its highest:
 a window then passes the cut-off when it is near the best for the whole ask or for one of its
-questions, so what is kept is about the union of what each would keep alone. The whole ask's
+questions, so what is kept is about the union of what each would keep alone. A question
+whose run spreads less than ``cutoff_fraction`` of the whole ask's is left out: on the whole
+ask's scale none of its windows would rise from the bottom to the bar, and its scores barely
+tell the windows apart (its words in none of them, the model's similarities noise), so
+stretched over the whole scale they would carry noise past the cut-off. The whole ask's
 run stays in the union: where a question leans on a sentence around it ("I am reading about
 Gettysburg. When did it start? Who won?"), the whole ask still carries the topic.
 
