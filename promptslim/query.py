@@ -134,7 +134,7 @@ def ask_of(request: Request) -> Ask:
 def questions_in(text: str) -> tuple[str, ...]:
     """The questions ``text`` asks, when it is short and asks two to :data:`MAX_QUESTIONS`
     with a topic each (else none): its sentences that end in a question mark, each cut where
-    "and" comes before a question word ("Who wrote it and when was it filmed?" asks two). A
+    "and" (or "also") comes before a question word ("Who wrote it and when was it filmed?" asks two). A
     long text is a pasted one, whose question marks are not the user's; a question with no
     topic ("Is that right?") names nothing to rank by. Without a question mark nothing is cut:
     a search-box query ("who wrote antigone and what are the dates of his birth") is one
