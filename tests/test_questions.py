@@ -224,3 +224,54 @@ def test_a_noise_question_keeps_its_one_file_alone() -> None:
     )
     assert len(questions_in(asked)) == 2
     assert [d.id for d in RetrievalStage(window_chars=700).run(request).documents] == ["c2"]
+
+
+_GLACIER_DOCS = {
+    "en": [
+        (
+            "The glacier expedition surveyed the glacier ice sheet. Glacier ice sheet survey "
+            "expedition records the glacier ice thickness each winter."
+        ),
+        (
+            "Basalt quarry workers cut stone for the harbour wall. The volcano near the town "
+            "last erupted in 1821, burying two farms."
+        ),
+        "The orchard grows apples and pears. Its trees were planted in rows beside the old mill.",
+        "The lighthouse keeper lit the lamp each evening. Ships passed the rocks safely at night.",
+        "The canyon trail runs along the river for twelve miles below red cliffs.",
+    ],
+    "zh": [
+        "冰川考察队测量了冰川冰盖。冰川冰盖考察记录每年冬天冰川冰层的厚度。",
+        "采石工人为港口的墙切割石头。镇附近的火山最后一次喷发是在1821年，掩埋了两个农场。",
+        "果园种植苹果和梨。果树种在老磨坊旁边，一排一排。",
+        "灯塔看守人每天晚上点灯。船只在夜间安全地经过礁石。",
+        "峡谷小径沿着河流延伸十二英里，位于红色悬崖之下。",
+    ],
+}
+_GLACIER_ASKS = {
+    "en": (
+        "Which expedition surveyed the glacier ice sheet thickness in winter? "
+        "When did the volcano erupt?"
+    ),
+    "zh": "哪个考察队在冬天测量了冰川冰盖的厚度？火山什么时候喷发的？",
+}
+
+
+@pytest.mark.parametrize(
+    ("language", "scorer"), [("en", "bm25"), ("zh", "hybrid")], ids=["bm25", "zh-fallback"]
+)
+def test_a_lexical_run_that_matches_fewer_words_still_counts(language: str, scorer: str) -> None:
+    # the volcano question matches two words once; the glacier one, many words many times.
+    # BM25 spreads the second far less without any noise in it (the Chinese text is scored
+    # by BM25 alone under the English default model), so the spread rule must not drop it
+    docs = [Document(id=f"d{i}", text=t) for i, t in enumerate(_GLACIER_DOCS[language])]
+    request = Request(
+        messages=[Message(role="user", content=_GLACIER_ASKS[language])], documents=docs
+    )
+    runs = [
+        Pipeline([RetrievalStage(scorer=scorer, each_question=on)]).run(request)
+        for on in (True, False)
+    ]
+    assert [d.id for d in runs[1].request.documents] == ["d0"]  # as one text: no volcano
+    assert [d.id for d in runs[0].request.documents] == ["d0", "d1"]
+    assert runs[0].report.stages[0].details["questions"] == 2

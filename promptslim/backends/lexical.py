@@ -154,6 +154,7 @@ class BM25Scorer(Scorer):
     their terms an edit from it (``close_terms``: a misspelt word of the question)."""
 
     name: ClassVar[str] = "bm25"
+    lexical: ClassVar[bool] = True
 
     def __init__(self, *, k1: float = 1.5, b: float = 0.75, fuzzy: bool = True) -> None:
         if k1 < 0:

@@ -53,6 +53,10 @@ class Scorer(ABC):
     """
 
     name: ClassVar[str]
+    #: True when a text scores above the run's floor only through terms it shares with the
+    #: query (BM25): such a run spreads only as far as the query's words are found, so a
+    #: narrow spread is a question matching fewer or rarer words, never the model's noise
+    lexical: ClassVar[bool] = False
 
     @abstractmethod
     def score(

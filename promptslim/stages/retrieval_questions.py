@@ -10,7 +10,11 @@ questions, so what is kept is about the union of what each would keep alone. A q
 whose run spreads less than ``cutoff_fraction`` of the whole ask's is left out: on the whole
 ask's scale none of its windows would rise from the bottom to the bar, and its scores barely
 tell the windows apart (its words in none of them, the model's similarities noise), so
-stretched over the whole scale they would carry noise past the cut-off. The whole ask's
+stretched over the whole scale they would carry noise past the cut-off. Under a lexical
+scorer (``Scorer.lexical``: BM25) every question counts: its scores come only from the
+question's words found in a window, so a question that matches fewer or rarer words than the
+whole ask spreads less without being noise, and one whose words are nowhere scores all
+windows alike, which adds nothing. The whole ask's
 run stays in the union: where a question leans on a sentence around it ("I am reading about
 Gettysburg. When did it start? Who won?"), the whole ask still carries the topic.
 
@@ -76,7 +80,9 @@ def score_asked(
         if asked is not None:
             runs.append(asked[1])
     log.details["questions"] = len(runs) - 1
-    fused = _best_of(runs, options.cutoff_fraction)
+    # a lexical run's narrow spread is a question matching fewer words, not noise
+    lexical = scorer.lexical or log.details.get("language_fallback") == "bm25"
+    fused = _best_of(runs, 0.0 if lexical else options.cutoff_fraction)
     windowed = parts[0]
     if len(windowed.windows) == len(docs):
         return fused, vectors, (windowed, fused)
