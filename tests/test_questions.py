@@ -39,12 +39,39 @@ def test_two_questions_are_found_in_their_order() -> None:
             ("Who wrote The Outsiders", "when did the Battle of Gettysburg start?"),
         ),
         (
-            "Who sang it, and what year was it released?",
-            ("Who sang it", "what year was it released?"),
+            "Who sang Hallelujah, and what year was Purple Rain released?",
+            ("Who sang Hallelujah", "what year was Purple Rain released?"),
         ),
     ],
 )
 def test_and_before_a_question_word_joins_two_questions(text: str, found: tuple[str, ...]) -> None:
+    assert questions_in(text) == found
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Who wrote The Outsiders? When was it published?", ()),  # one question, then
+        ("Who sang it, and what year was it released?", ()),  # both lean on what came before
+        ("I'm reading about Gettysburg. When did it start? Who won it?", ()),
+        (
+            "I'm reading about Gettysburg. When did it start? Who wrote Dune?",
+            ("I'm reading about Gettysburg. When did it start?", "Who wrote Dune?"),
+        ),
+        (
+            "Who wrote The Outsiders? Who else was involved in it? When is Deadpool 3 out?",
+            ("Who wrote The Outsiders? Who else was involved in it?", "When is Deadpool 3 out?"),
+        ),
+        ("What is loihi and where does it originate from?", ()),  # "it" is loihi
+        (
+            "谁写了局外人？它是什么时候出版的？谁写了霍比特人？",
+            ("谁写了局外人？它是什么时候出版的？", "谁写了霍比特人？"),
+        ),
+    ],
+)
+def test_a_question_that_leans_on_the_one_before_is_asked_with_it(
+    text: str, found: tuple[str, ...]
+) -> None:
     assert questions_in(text) == found
 
 
@@ -218,7 +245,7 @@ def test_a_noise_question_keeps_its_one_file_alone() -> None:
     # these look-alike modules are noise: it must not carry every file past the cut-off
     from tests.test_retrieval_structured import modules
 
-    asked = "How is the retry delay computed? What is its cap?"
+    asked = "How is the retry delay computed? What is the cap?"
     request = Request(
         messages=[Message(role="user", content=asked)], documents=modules(with_retry=2)
     )

@@ -14,9 +14,9 @@ stretched over the whole scale they would carry noise past the cut-off. Under a 
 scorer (``Scorer.lexical``: BM25) every question counts: its scores come only from the
 question's words found in a window, so a question that matches fewer or rarer words than the
 whole ask spreads less without being noise, and one whose words are nowhere scores all
-windows alike, which adds nothing. The whole ask's
-run stays in the union: where a question leans on a sentence around it ("I am reading about
-Gettysburg. When did it start? Who won?"), the whole ask still carries the topic.
+windows alike, which adds nothing. The whole ask's run stays in the union: it weighs the
+questions together, as the ask was written (a question that leans on the one before it is
+asked with it: ``promptslim.query.questions_in``).
 
 The windows are cut by the documents alone, so every run scores the same windows, and a
 window's embedding is computed once (the shared embedding cache). A question adds its BM25
