@@ -150,9 +150,9 @@ def questions_in(text: str) -> tuple[str, ...]:
     on what was said before it (``_leans``: "Who wrote The Outsiders? When was it
     published?") is asked with it: with the sentences since the question before when they name
     something ("I read about Gettysburg. When did it start?"), else with that question. Alone,
-    its one word matches whatever windows hold it. Without a question
-    mark nothing is cut: a search-box query ("who wrote antigone and what are the dates of his
-    birth") is one ask, its second part leaning on the first."""
+    its one word matches whatever windows hold it. Without a question mark nothing is cut: a
+    search-box query ("who wrote antigone and what are the dates of his birth") is one ask,
+    its second part leaning on the first."""
     if len(text) > VIEW_CHARS or ("?" not in text and "\uff1f" not in text):
         return ()
     found: list[tuple[int, int]] = []
@@ -192,8 +192,8 @@ def _leans(question: str) -> bool:
     """Whether ``question`` leans on what was asked before it: it refers back (``_BACK``) and
     names at most one thing of its own ("When was it published?", "Who else was in it?").
     Scored alone, its one word (or the model's reading of a pronoun) ranks windows that have
-    nothing to do with what it asks about. Nine in ten of nq20-dev's questions name two things
-    or more, and none that refers back names fewer."""
+    nothing to do with what it asks about. All but one of nq20-dev's 1,000 questions name two
+    things or more, and none that refers back names fewer."""
     if not _BACK.search(question):
         return False
     return len([t for t in _topics(question) if not _BACK.search(t)]) <= 1
