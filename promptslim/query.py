@@ -99,6 +99,15 @@ _CLAUSE = re.compile(
     r"[,;]?\s+(?:and|also)\s+(?=(?:who|whom|whose|what|when|where|which|why|how)\b)",
     re.IGNORECASE,
 )
+#: a line that asks without a question mark: it opens with a question word, after a list's
+#: bullet or number if any ("1. who wrote the outsiders", "- when did gettysburg start")
+_MARKER = r"(?:[-*\u2022]|\(?(?:\d{1,2}|[a-z])[.)])[ \t]+"
+_LISTED = re.compile(
+    rf"^[ \t]*(?:{_MARKER})?"
+    r"(?P<q>(?:who|whom|whose|what|when|where|which|why|how)\b[^\n?\uff1f]*)$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_MARKERS = re.compile(rf"^[ \t]*{_MARKER}", re.IGNORECASE | re.MULTILINE)
 #: words by which a question refers back to what was said before it ("When was it
 #: published?", "Who else was involved?"): English third-person pronouns and demonstratives,
 #: "else", and their Chinese kin (a term holding one of those characters: 它们, 这件, 其他)
@@ -145,22 +154,23 @@ def questions_in(text: str) -> tuple[str, ...]:
     """The questions ``text`` asks, when it is short and asks two to :data:`MAX_QUESTIONS`
     with a topic each (else none): its sentences that end in a question mark, each cut where
     "and" (or "also") comes before a question word ("Who wrote Dune and when did Gettysburg
-    start?" asks two). A long text is a pasted one, whose question marks are not the user's; a
-    question with no topic ("Is that right?") names nothing to rank by. A question that leans
-    on what was said before it (``_leans``: "Who wrote The Outsiders? When was it
-    published?") is asked with it: with the sentences since the question before when they name
-    something ("I read about Gettysburg. When did it start?"), else with that question. Alone,
-    its one word matches whatever windows hold it. Without a question mark nothing is cut: a
-    search-box query ("who wrote antigone and what are the dates of his birth") is one ask,
-    its second part leaning on the first."""
-    if len(text) > VIEW_CHARS or ("?" not in text and "\uff1f" not in text):
+    start?" asks two), and its lines that open with a question word, as a list of questions
+    often has no marks ("1. who wrote the outsiders"). A long text is a pasted one, whose
+    question marks are not the user's; a question with no topic ("Is that right?") names
+    nothing to rank by. A question that leans on what was said before it (``_leans``: "Who
+    wrote The Outsiders? When was it published?") is asked with it: with the sentences since
+    the question before when they name something ("I read about Gettysburg. When did it
+    start?"), else with that question. Alone, its one word matches whatever windows hold it. A
+    line without a question mark is not cut: a search-box query ("who wrote antigone and what
+    are the dates of his birth") is one ask, its second part leaning on the first."""
+    if len(text) > VIEW_CHARS:
         return ()
     found: list[tuple[int, int]] = []
     end = 0  # where the question before ended
     for a, b in _question_spans(text):
         if _leans(text[a:b]):
             said = text[end:a]  # what was said since the question before
-            if _topics(said):
+            if _topics(_MARKERS.sub("", said)):
                 found.append((end + len(said) - len(said.lstrip()), b))
             elif found:
                 found[-1] = (found[-1][0], b)
@@ -172,8 +182,12 @@ def questions_in(text: str) -> tuple[str, ...]:
 
 
 def _question_spans(text: str) -> list[tuple[int, int]]:
-    """Where ``text``'s questions are: its sentences that end in a question mark, each cut
-    where "and" comes before a question word (``_CLAUSE``), without surrounding space."""
+    """Where ``text``'s questions are, in order, without surrounding space: its sentences that
+    end in a question mark, each cut where "and" comes before a question word (``_CLAUSE``),
+    and its lines that ask without a mark (``_LISTED``), each whole."""
+    listed = [(m.start("q"), m.start("q") + len(m["q"].rstrip())) for m in _LISTED.finditer(text)]
+    if "?" not in text and "\uff1f" not in text:
+        return listed
     spans: list[tuple[int, int]] = []
     for a, b in sentence_bounds(text):
         if not _QUESTION_END.search(text[a:b]):
@@ -181,11 +195,12 @@ def _question_spans(text: str) -> list[tuple[int, int]]:
         cuts = [(m.start(), m.end()) for m in _CLAUSE.finditer(text, a, b)]
         starts, ends = [a, *(e for _, e in cuts)], [*(s for s, _ in cuts), b]
         for start, end in zip(starts, ends):
-            part = text[start:end]
-            lead = len(part) - len(part.lstrip())
+            marked = _MARKERS.match(text, start)  # a list's bullet or number is not asked
+            begin = marked.end() if marked else start
+            part = text[begin:end]
             if part.strip():
-                spans.append((start + lead, start + len(part.rstrip())))
-    return spans
+                spans.append((begin + len(part) - len(part.lstrip()), begin + len(part.rstrip())))
+    return sorted({*spans, *listed})
 
 
 def _leans(question: str) -> bool:

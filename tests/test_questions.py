@@ -76,6 +76,35 @@ def test_a_question_that_leans_on_the_one_before_is_asked_with_it(
 
 
 @pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        (
+            "1. who wrote the outsiders\n2. when did the battle of gettysburg start",
+            ("who wrote the outsiders", "when did the battle of gettysburg start"),
+        ),
+        (
+            "Answer these:\n- Who wrote The Outsiders\n- when is Deadpool 3 out",
+            ("Who wrote The Outsiders", "when is Deadpool 3 out"),
+        ),
+        (
+            "(a) who wrote dune\n(b) when did gettysburg start?",  # one mark, one without
+            ("who wrote dune", "when did gettysburg start?"),
+        ),
+        (
+            "who wrote dune\nwhen did gettysburg start",
+            ("who wrote dune", "when did gettysburg start"),
+        ),
+        ("a) who wrote dune\nb) when was it published", ()),  # the second leans on the first
+        ("who wrote dune\nThe book is long. When did gettysburg start", ()),  # mid-line
+    ],
+)
+def test_lines_that_open_with_a_question_word_ask_without_a_mark(
+    text: str, found: tuple[str, ...]
+) -> None:
+    assert questions_in(text) == found
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "who wrote antigone and what are the dates of his birth",  # no mark: a search-box query
@@ -134,7 +163,7 @@ def test_questions_are_the_texts_own_words(text: str) -> None:
     found = questions_in(text)
     assert found == () or 2 <= len(found) <= MAX_QUESTIONS
     assert len(set(found)) == len(found)
-    assert found == () or "?" in text or "\uff1f" in text
+    assert found == () or "?" in text or "\uff1f" in text or "\n" in text  # marks or lines
     for question in found:
         assert question in text and question == question.strip()
 
