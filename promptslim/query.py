@@ -22,11 +22,12 @@ An ask may hold several questions ("Who wrote The Outsiders? And when was Gettys
 is answered by other documents, and scored as one text the better-matched question sets the
 top of the scale and the other's documents fall under the cut-off. ``questions`` names them,
 when a short ask (at most :data:`VIEW_CHARS` characters) holds two to :data:`MAX_QUESTIONS`
-questions with a topic of their own: sentences that end in a question mark, and the
-questions such a sentence joins with "and" before a question word; the retrieval stage
-scores the documents against each as well as against the whole (``each_question``). A
-question that refers back and names at most one thing of its own ("When was it published?")
-leans on what was said before it, and is asked with that.
+questions with a topic of their own: sentences that end in a question mark, the questions
+such a sentence joins with "and" before a question word, and lines that open with a question
+word (a list of questions, often written without marks); the retrieval stage scores the
+documents against each as well as against the whole (``each_question``). A question that
+refers back and names at most one thing of its own ("When was it published?") leans on what
+was said before it, and is asked with that.
 
 Not every ask is a question that part of the documents answers. "Summarize the documents",
 "Translate them into French", "List every person mentioned in the sources" ask for all of
@@ -204,7 +205,7 @@ def _question_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _leans(question: str) -> bool:
-    """Whether ``question`` leans on what was asked before it: it refers back (``_BACK``) and
+    """Whether ``question`` leans on what was said before it: it refers back (``_BACK``) and
     names at most one thing of its own ("When was it published?", "Who else was in it?").
     Scored alone, its one word (or the model's reading of a pronoun) ranks windows that have
     nothing to do with what it asks about. All but one of nq20-dev's 1,000 questions name two
