@@ -24,7 +24,8 @@ the default pipeline on those (``structured_data``, seeded):
   (a loader's source line atop each chunk), ``keywords4`` (the question as search-box
   keywords), ``typos4`` (two typos in the question), ``questions2`` (two questions in one
   ask, ten chunks of the two items' passages; the evidence counts when an answer to each is
-  kept), this last with ``one_ask`` beside the suite's configs
+  kept) and ``questions2_numbered`` (the same, asked as a numbered list without question
+  marks), these two with ``one_ask`` beside the suite's configs
   (``retrieval:each_question=false``: the ask scored as one text);
 - an agent's search results (``search_json``, ``search_results``, ``search_snippets``,
   ``search_text``, ``fetch_json``): the NQ passages as a search tool's answer in the tool message (JSON, plain
@@ -137,7 +138,7 @@ INLINE_CONFIGS = {
 
 #: the rows of asks that hold two questions, and the config they add to the suite's: the ask
 #: scored as one text, as before each question was scored on its own
-QUESTIONS = ("questions2",)
+QUESTIONS = ("questions2", "questions2_numbered")
 QUESTIONS_CONFIGS = {"one_ask": "prefix+history+retrieval:each_question=false+compress"}
 
 

@@ -16,7 +16,10 @@ vary what comes around them and how the question is put, each seeded:
   of two of its longer words, as people type;
 - ``questions2``: two questions in one ask ("Who got the first Nobel prize in physics? And
   when ...?"), the two items' passages four to a chunk, shuffled, ten chunks; the evidence
-  counts only when an answer to each is kept (``metadata["also_answers"]``: the second's).
+  counts only when an answer to each is kept (``metadata["also_answers"]``: the second's);
+- ``questions2_numbered``: the same two questions as a numbered list without question marks
+  ("1. who got the first nobel prize in physics\n2. when ..."), as lists of questions are
+  often typed.
 """
 
 from __future__ import annotations
@@ -148,6 +151,14 @@ def two_questions(items: Sequence[BenchItem], n: int, rng: random.Random) -> Ben
     return BenchItem(item.id, request, item.answers, metadata)
 
 
+def numbered_questions(items: Sequence[BenchItem], n: int, rng: random.Random) -> BenchItem:
+    """``two_questions``, the two asked as a numbered list without question marks."""
+    asked = two_questions(items, n, rng)
+    first, second = (items[i].request.query or "" for i in (n, (n + 1) % len(items)))
+    query = f"1. {first.strip()}\n2. {second.strip()}"
+    return BenchItem(asked.id, asked.request.replace(query=query), asked.answers, asked.metadata)
+
+
 #: the variants by name: each builds item ``n`` of ``items`` (some read its neighbours)
 VARIANTS: dict[str, Callable[[Sequence[BenchItem], int, random.Random], BenchItem]] = {
     "candidates100": candidates100,
@@ -156,4 +167,5 @@ VARIANTS: dict[str, Callable[[Sequence[BenchItem], int, random.Random], BenchIte
     "keywords4": keyworded,
     "typos4": misspelt,
     "questions2": two_questions,
+    "questions2_numbered": numbered_questions,
 }

@@ -301,6 +301,12 @@ def test_two_questions_pool_both_items_and_count_an_answer_to_each(nq: list[Benc
             assert f"{d.title}\n{d.text}" in texts
         assert len(questions_in(asked.request.query or "")) == 2
         assert asked.metadata["also_answers"] == other.answers
+        numbered = shapes["questions2_numbered"][n]  # the same, as a list without marks
+        texts = "\n\n".join(d.text for d in numbered.request.documents)
+        for d in [*item.request.documents, *other.request.documents]:
+            assert f"{d.title}\n{d.text}" in texts
+        assert numbered.request.query == f"1. {item.request.query}\n2. {other.request.query}"
+        assert numbered.metadata["also_answers"] == other.answers
     # the evidence counts only when an answer of each set is kept
     asked = shapes["questions2"][0]
     first, second = asked.answers[0], asked.metadata["also_answers"][0]
