@@ -164,11 +164,12 @@ def questions_in(text: str) -> tuple[str, ...]:
     start?"), else with that question. Alone, its one word matches whatever windows hold it. A
     line without a question mark is not cut: a search-box query ("who wrote antigone and what
     are the dates of his birth") is one ask, its second part leaning on the first."""
-    if len(text) > VIEW_CHARS:
+    spans = _question_spans(text) if len(text) <= VIEW_CHARS else []
+    if len(spans) < 2:  # one question or none: nothing to split, nothing to analyse
         return ()
     found: list[tuple[int, int]] = []
     end = 0  # where the question before ended
-    for a, b in _question_spans(text):
+    for a, b in spans:
         if _leans(text[a:b]):
             said = text[end:a]  # what was said since the question before
             if _topics(_MARKERS.sub("", said)):
