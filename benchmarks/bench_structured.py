@@ -67,9 +67,12 @@ Under a documents budget of ``BUDGET_DOCUMENTS`` tokens: ``records_budget``, the
 items (less than one export fits), side by side: ``default`` cuts the export along its
 structure (``compress:crush_json``, the default) and ``whole_json`` does not
 (``compress:crush_json=false``), so the export goes whole; the answer is the account's
-``"seats"`` member as JSON writes it with or without the space. ``transcript4_budget``: the
-``transcript4`` items, the default alone (its documents are cut into units of about a long
-sentence: ``UNIT_CHARS``).
+``"seats"`` member as JSON writes it with or without the space. ``transcript4_budget``,
+``untitled4_budget`` and ``long_document_budget``: those shapes' items (a transcript's
+documents are cut into units of about a long sentence: ``UNIT_CHARS``), side by side:
+``default`` fits the chosen documents' parts to the budget, each one's best window first,
+and ``whole_parts`` (``retrieval:fit_parts=false``) drops a document whose parts do not fit
+the room left whole.
 
     python benchmarks/bench_structured.py --quick --json
 """
@@ -91,16 +94,21 @@ from promptslim.query import asks_for_whole
 from promptslim.stats import spread
 from promptslim.types import Budget
 
-#: less than one ``records`` export (40 accounts, about 1,000-1,300 tokens), and a sixth of a
-#: ``transcript4`` item's documents
+#: less than one ``records`` export (40 accounts, about 1,000-1,300 tokens), and a fifth of a
+#: ``transcript4``, ``untitled4`` or ``long_document`` item's documents
 BUDGET_DOCUMENTS = 500
+#: beside the default on the prose rows under the budget: a document whose parts do not fit
+#: the room left dropped whole, not cut to its best parts first
+WHOLE_PARTS = "prefix+history+retrieval:fit_parts=false+compress"
 #: the budgeted rows: the shape they run and their configs
 BUDGETED = {
     "records_budget": (
         "records",
         {"default": "full", "whole_json": "prefix+history+retrieval+compress:crush_json=false"},
     ),
-    "transcript4_budget": ("transcript4", {"default": "full"}),
+    "transcript4_budget": ("transcript4", {"default": "full", "whole_parts": WHOLE_PARTS}),
+    "untitled4_budget": ("untitled4", {"default": "full", "whole_parts": WHOLE_PARTS}),
+    "long_document_budget": ("long_document", {"default": "full", "whole_parts": WHOLE_PARTS}),
 }
 
 

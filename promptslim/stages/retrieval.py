@@ -34,7 +34,9 @@ options), ``retrieval_scoring``, ``retrieval_questions`` (an ask of several ques
 piece after the best one in its source), ``retrieval_lists`` (a document that is a JSON list of
 passages), ``retrieval_inline`` (context written into a message) and the stage itself, here.
 
-When even the best document alone does not fit the documents budget, the default
+Under a documents budget a long document that does not fit whole is cut to its best parts
+first, rather than dropped (``fit_parts``; ``retrieval_fit``). When even the best document
+alone does not fit the documents budget, the default
 (``on_overflow="keep_best"``) keeps it anyway, says so in a warning and in
 ``details["over_budget"]``, and leaves it to the compress stage to shrink it; ``"drop"``
 keeps none and ``"raise"`` raises ``BudgetInfeasible`` at once. Scoring is lazy and pluggable
@@ -86,6 +88,7 @@ from ..tokens import count_document
 from ..types import Budget, Document, Request
 from .base import BaseStage, StageLog
 from .retrieval_cutoff import headings, relevance_cutoff, relevance_k, unranked
+from .retrieval_fit import sent_parts
 from .retrieval_inline import inline_for
 from .retrieval_lists import expand_lists, lists_of, sent
 from .retrieval_options import (  # noqa: F401  (re-exported: the old import path)
@@ -100,7 +103,6 @@ from .retrieval_options import (  # noqa: F401  (re-exported: the old import pat
     RetrievalOptions,
     StoreWindows,
 )
-from .retrieval_pieces import keep_next_pieces
 from .retrieval_questions import score_asked
 from .retrieval_scoring import across_languages, build_scorer, index_texts, scoring_text
 from .retrieval_select import (  # noqa: F401  (_edges, _shingles re-exported for old imports)
@@ -110,11 +112,9 @@ from .retrieval_select import (  # noqa: F401  (_edges, _shingles re-exported fo
     choose,
     document_target,
     drop,
-    fit_budget,
     keep_whole,
     mmr,
     order_kept,
-    select_parts_of,
     walk,
 )
 from .retrieval_targets import drop_empty
@@ -170,7 +170,10 @@ class RetrievalStage(BaseStage):
     ``context_after`` (1 each) the sentences kept before and after each kept window, inside
     its paragraph; a sentence after only where it goes on the same line (in prose the
     sentence after the one naming a question's subject often states the answer; the next row
-    of a table or a log is another record).
+    of a table or a log is another record). ``fit_parts`` (on): when the chosen documents'
+    parts do not fit the documents budget, each gets its best window first, best document
+    first, then more of its windows as the room allows, rather than the last ones being
+    dropped whole (``retrieval_fit``).
     ``store_windows``: how the later windows of a document that brings a vector store's
     ``embedding`` are scored (its first window takes the store's vector): ``embed`` (the
     default) embeds them; ``lexical`` scores them by BM25 alone under ``hybrid``, so such a
@@ -254,6 +257,7 @@ class RetrievalStage(BaseStage):
         context_sentences: int = 1,
         context_after: int = 1,
         neighbour_fraction: float | None = None,
+        fit_parts: bool = True,
         store_windows: StoreWindows = "embed",
         dense_windows: int | None = None,
         dense_windows_each: int = 1,
@@ -363,13 +367,9 @@ class RetrievalStage(BaseStage):
         selected = choose(options, ranked, k_rel, documents, vectors, valid, score_of, tokens, log)
 
         tokens_given = sum(tokens)
-        trimmed: dict[int, str] = {}
-        if parts is not None and options.select_within:
-            trimmed = select_parts_of(options, selected, documents, valid, parts, tokens, log)
-        selected = keep_next_pieces(
-            options, selected, documents, valid, parts, tokens, trimmed, log
+        kept, trimmed = sent_parts(
+            options, request, budget, selected, documents, valid, parts, tokens, score_of, log
         )
-        kept = fit_budget(options, request, budget, selected, documents, tokens, score_of, log)
         log.details.update(
             scorer="bm25" if "fallback" in log.details else self.get_scorer().name,
             candidates=len(documents),

@@ -1,8 +1,8 @@
 """How the retrieval stage chooses among the scored documents that pass the relevance cut-off
 (``retrieval_cutoff``): the walk down the ranking (hard cap, ``min_k``, near-duplicates), MMR,
-the documents budget, the parts kept inside long documents, and the order the kept ones go
-in. Pure functions of the options and the scores; every dropped document is recorded in the
-stage's log with its reason."""
+and the order the kept ones go in (what of each is sent, and the documents budget:
+``retrieval_fit``). Pure functions of the options and the scores; every dropped document is
+recorded in the stage's log with its reason."""
 
 from __future__ import annotations
 
@@ -11,11 +11,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from ..budget import allocate
-from ..errors import BudgetInfeasible
-from ..tokens import count_document
 from ..types import Budget, Document, Request
 from .base import StageLog
+from .retrieval_fit import fit_budget
 from .retrieval_options import (
     DEFAULT_COSINE_THRESHOLD,
     DEFAULT_SHINGLE_THRESHOLD,
@@ -23,23 +21,19 @@ from .retrieval_options import (
     RetrievalOptions,
 )
 from .retrieval_targets import CUT_OFF, HARD_CAP, Documents, document_target, drop
-from .window_select import Selection, select_parts
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .retrieval_scoring import Parts
 
 __all__ = [
     "Documents",
     "choose",
     "document_target",
     "drop",
-    "fit_budget",
     "keep_whole",
     "mmr",
     "order_kept",
-    "select_parts_of",
     "walk",
 ]
 
@@ -102,40 +96,6 @@ def choose(
         if i not in selected:
             drop(log, documents, i, tokens[i], score_of[i], "not selected by MMR")
     return selected
-
-
-def select_parts_of(
-    options: RetrievalOptions,
-    selected: list[int],
-    documents: Sequence[Document],
-    valid: list[int],
-    parts: Parts,
-    tokens: list[int],
-    log: StageLog,
-) -> dict[int, str]:
-    """Coarse to fine (``window_select.select_parts``): the matching parts of each selected
-    long document. ``tokens`` is updated; the report says which sentences stayed."""
-    row = {i: j for j, i in enumerate(valid)}
-    fraction = (
-        options.cutoff_fraction if options.select_fraction is None else options.select_fraction
-    )
-    rule = Selection(
-        fraction, options.neighbour_fraction, options.context_sentences, options.context_after
-    )
-    trimmed: dict[int, str] = {}
-    for i in selected:
-        doc = documents[i]
-        found = select_parts(parts[0], parts[1], row[i], doc.text, rule, first=not doc.title)
-        if found is None:
-            continue
-        text, kept_spans, summary = found
-        n = count_document(doc.model_copy(update={"text": text}), log.counter)
-        reason = f"kept sentences {summary} (the parts that match the query)"
-        log.change("compressed", document_target(documents, i), tokens=tokens[i] - n, reason=reason)
-        log.details.setdefault("kept_parts", []).append({"id": doc.id, "spans": kept_spans})
-        tokens[i] = n
-        trimmed[i] = text
-    return trimmed
 
 
 def walk(
@@ -263,61 +223,6 @@ def mmr(
         selected.append(best_i)
         remaining.remove(best_i)
     return selected
-
-
-def fit_budget(
-    options: RetrievalOptions,
-    request: Request,
-    budget: Budget,
-    selected: list[int],
-    documents: Sequence[Document],
-    tokens: list[int],
-    score_of: dict[int, float],
-    log: StageLog,
-) -> list[int]:
-    """Documents of ``selected``, in order, that fit the documents budget."""
-    cap = allocate(request, budget, log.counter).documents
-    log.details["documents_budget"] = cap
-    if cap is None or not selected:
-        return selected
-    kept: list[int] = []
-    used = 0
-    first_drop = len(log.changes)  # where selected[0]'s record goes if it does not fit
-    for i in selected:
-        if used + tokens[i] <= cap:
-            kept.append(i)
-            used += tokens[i]
-        else:
-            drop(
-                log,
-                documents,
-                i,
-                tokens[i],
-                score_of.get(i),
-                f"does not fit the documents budget ({cap} tokens)",
-            )
-    if kept or (budget.documents == 0) or options.min_k == 0:
-        return kept
-    best = selected[0]
-    if options.on_overflow == "raise":
-        over = tokens[best] - cap
-        raise BudgetInfeasible(
-            f"the best document ({documents[best].id}) alone exceeds the documents budget",
-            minimum=budget.total + over if budget.total is not None else tokens[best],
-            budget=budget.total if budget.total is not None else cap,
-        )
-    if options.on_overflow == "drop":
-        log.warning(f"no document fits the documents budget of {cap} tokens; none kept")
-        return kept
-    # keep_best: a document that must be shrunk beats no context at all; say so loudly
-    # its own record only: ids need not be unique, and a namesake's drop stays reported
-    del log.changes[first_drop]
-    log.warning(
-        f"{document_target(documents, best)} ({tokens[best]} tokens) exceeds the documents budget "
-        f"of {cap} tokens; kept for a later stage to compress"
-    )
-    log.details["over_budget"] = tokens[best] - cap
-    return [best]
 
 
 def keep_whole(
