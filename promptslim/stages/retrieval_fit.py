@@ -27,7 +27,7 @@ from .base import StageLog
 from .retrieval_options import RetrievalOptions
 from .retrieval_pieces import keep_next_pieces
 from .retrieval_targets import document_target, drop
-from .window_select import Selection, select_parts
+from .window_select import Paragraphs, Selection, paragraphs_of, select_parts
 
 if TYPE_CHECKING:
     from ..counters import TokenCounter
@@ -101,6 +101,7 @@ def _cut(
     parts: Parts,
     bar: float | None,
     counter: TokenCounter,
+    paragraphs: Paragraphs | None = None,
 ) -> _Cut | None:
     """Document ``i`` (window row ``row``) as selection keeps it at ``bar`` (None: the
     options' own fraction); None when it stays whole."""
@@ -111,7 +112,9 @@ def _cut(
         options.context_after,
     )
     doc = documents[i]
-    found = select_parts(parts[0], parts[1], row, doc.text, rule, first=not doc.title)
+    found = select_parts(
+        parts[0], parts[1], row, doc.text, rule, first=not doc.title, paragraphs=paragraphs
+    )
     if found is None:
         return None
     text, spans, summary = found
@@ -261,9 +264,10 @@ def _ladder(
     if i in fitting.fixed:
         return []
     row = fitting.valid.index(i)
+    paragraphs = paragraphs_of(documents[i].text, fitting.parts[0].units[row])
     out: list[_Cut] = []
     for bar in (b for b in BARS if b > _own(options)):
-        cut = _cut(options, documents, i, row, fitting.parts, bar, counter)
+        cut = _cut(options, documents, i, row, fitting.parts, bar, counter, paragraphs)
         if cut is not None and cut[3] < tokens[i] and (not out or cut[3] > out[-1][3]):
             out.append(cut)
     return out

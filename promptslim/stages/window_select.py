@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..backends.compress.extractive import join_units
 from ..layout import line_layout
@@ -15,7 +15,14 @@ from .windows import Windowed, paragraph_ends, paragraph_heads
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Selection", "select_parts", "select_units", "selected_text"]
+__all__ = [
+    "Paragraphs",
+    "Selection",
+    "paragraphs_of",
+    "select_parts",
+    "select_units",
+    "selected_text",
+]
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,25 @@ class Selection:
     after: int
 
 
+class Paragraphs(NamedTuple):
+    """Where a document's paragraphs start (``heads``: each unit's paragraph's first unit) and
+    end (``ends``) among its units, and its soft line breaks (wrapping prose): what every
+    selection in the document reads."""
+
+    heads: list[int]
+    ends: list[int]
+    soft: frozenset[int]
+
+
+def paragraphs_of(text: str | None, units: Sequence[Span]) -> Paragraphs:
+    """The paragraphs of a document of ``units`` (``text`` None: one paragraph, no text to
+    read them from)."""
+    heads = paragraph_heads(text, units) if text is not None else [0] * len(units)
+    ends = paragraph_ends([heads[u] == u for u in range(len(units))])
+    soft = frozenset(line_layout(text).soft) if text is not None else frozenset()
+    return Paragraphs(heads, ends, soft)
+
+
 def select_parts(
     windowed: Windowed,
     scores: np.ndarray,
@@ -38,9 +64,11 @@ def select_parts(
     rule: Selection,
     *,
     first: bool,
+    paragraphs: Paragraphs | None = None,
 ) -> tuple[str, list[list[int]], str] | None:
     """Document ``doc``'s kept text, the character spans kept, and a summary (``kept
-    sentences 1, 4-6 of 12``); None when it stays whole."""
+    sentences 1, 4-6 of 12``); None when it stays whole. ``paragraphs``: the document's, when
+    several selections read them (``paragraphs_of``)."""
     top, low = float(scores.max()), float(scores.min())
     threshold = low + rule.fraction * (top - low) - 1e-12
     neighbour = None
@@ -56,6 +84,7 @@ def select_parts(
         first=first,
         neighbour_threshold=neighbour,
         text=text,
+        paragraphs=paragraphs,
     )
     if keep is None or all(keep):
         return None
@@ -90,6 +119,7 @@ def select_units(
     after: int = 0,
     neighbour_threshold: float | None = None,
     text: str | None = None,
+    paragraphs: Paragraphs | None = None,
 ) -> list[bool] | None:
     """Which units of document ``doc`` to keep: those of its windows scoring at least
     ``threshold`` (its best window always), the ``context`` units before each and up to
@@ -110,9 +140,7 @@ def select_units(
         # subject: a neighbour of a kept window needs a lower score to stay
         chosen |= {w for w in ids if scores[w] >= neighbour_threshold and ({w - 1, w + 1} & chosen)}
     units = windowed.units[doc]
-    heads = paragraph_heads(text, units) if text is not None else [0] * len(units)
-    ends = paragraph_ends([heads[u] == u for u in range(len(units))])
-    soft = frozenset(line_layout(text).soft) if text is not None else frozenset()
+    heads, ends, soft = paragraphs or paragraphs_of(text, units)
     for w in sorted(chosen):
         window = windowed.windows[w]
         head = heads[window.first]
