@@ -8,9 +8,9 @@ documents' parts do not all fit, every chosen document first gets its best windo
 context kept around any window), best document first, as far as the room goes. Then, bar by
 bar down the request's scale of window scores (:data:`BARS`), each gets its windows above the
 bar where the room allows, best document first, up to what selection inside keeps without a
-budget. Under a tight budget the answer is more often in the best window of the third
-document than in the second window of the first, which kept whole had left no room for the
-third. A request whose chosen parts fit is not touched.
+budget. Under a tight budget the answer is more often in the third document's best window
+than in the first document's second one (measured in docs/architecture.md, "Under a documents
+budget"). A request whose chosen parts fit is not touched.
 """
 
 from __future__ import annotations
