@@ -6,7 +6,12 @@ the default pipeline on those (``structured_data``, seeded):
 
 - generated records, one fact asked for among look-alikes: ``tables`` (markdown tables of
   hosts, the row of one host), ``logs`` (the one error line of an order), ``code`` (the
-  constant one function sets), ``records`` (one account in JSON exports);
+  constant one function sets), ``records`` (one account in JSON exports); and indented
+  records (``config_data``), where the answering line sits a few lines below the one naming
+  the subject: ``configs`` (compose files, one service's timeout) and ``manifests``
+  (Kubernetes Deployments, one's memory limit five levels below its name), with
+  ``cut_records`` beside the suite's configs (``retrieval:record_rest=false``: a kept window
+  alone, not the rest of the record it ends in);
 - NQ items (``--data PATH``, default ``nq20-dev.jsonl.gz`` in ``$PROMPTSLIM_DATA_DIR``, or the
   committed sample) re-laid: ``long_document`` (all 20 passages as sections of one document),
   ``untitled4`` (four passages to a chunk with no titles: a passage that never names its
@@ -84,6 +89,7 @@ from typing import Any
 
 from bench_shapes import dataset_path, run_suite, table, warm_up
 from common import emit, machine, parser
+from config_data import INDENTED
 from inline_data import INLINE
 from shapes_configs import dense_topk
 from structured_data import ASKED, LISTED, SEARCH, build
@@ -150,6 +156,12 @@ QUESTIONS = ("questions2", "questions2_numbered")
 QUESTIONS_CONFIGS = {"one_ask": "prefix+history+retrieval:each_question=false+compress"}
 
 
+#: the indented-record rows, and the config they add to the suite's: a kept window alone, not
+#: the rest of the record it ends in
+INDENTED_ROWS = tuple(INDENTED)
+INDENTED_CONFIGS = {"cut_records": "prefix+history+retrieval:record_rest=false+compress"}
+
+
 def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The default config's worst shape: evidence, token ratio, cold p99; the budgeted rows
     apart (``evidence_min_budget``): there the caller, not the stage, sets how much is cut;
@@ -206,6 +218,10 @@ def main() -> None:
         label: build_config(spec).pipeline.run for label, spec in QUESTIONS_CONFIGS.items()
     }
     stuffed = {label: build_config(spec).pipeline.run for label, spec in INLINE_CONFIGS.items()}
+    indented = {name: shapes.pop(name) for name in INDENTED_ROWS}
+    records = runs | {
+        label: build_config(spec).pipeline.run for label, spec in INDENTED_CONFIGS.items()
+    }
     warm_up(runs, shapes[next(iter(shapes))][0])
     warm_up(searched, search[next(iter(search))][0])
     gauge: list[float] = []  # how fast the host ran Python beside the items (bench_shapes)
@@ -215,6 +231,7 @@ def main() -> None:
     results |= run_suite(asked, whole, gauge)
     results |= run_suite(inline, stuffed, gauge)
     results |= run_suite(questions, each, gauge)
+    results |= run_suite(indented, records, gauge)
     for row, (shape, specs) in BUDGETED.items():
         results |= run_suite({row: shapes[shape]}, under_budget(specs), gauge)
     out = {

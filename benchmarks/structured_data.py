@@ -5,7 +5,9 @@ Its kinds, each seeded so a run is reproducible:
 - **records generated in code**, one fact a question asks for hidden among look-alikes:
   ``tables`` (markdown tables of hosts: the row of one host), ``logs`` (service logs: the one
   error line of an order), ``code`` (Python modules: the constant one function sets),
-  ``records`` (JSON exports: one account's field);
+  ``records`` (JSON exports: one account's field); and indented records (``config_data``:
+  ``INDENTED``): ``configs`` (compose files: one service's timeout among its fields) and
+  ``manifests`` (Kubernetes Deployments: one's memory limit, five levels below its name);
 - **the NQ passages re-laid**: ``long_document`` (one item's passages, shuffled, as the
   sections of one document, each under its title), ``untitled4`` (four passages to a chunk,
   in their order, with no titles: most splitters drop a page's title from its chunks),
@@ -41,6 +43,7 @@ import re
 from collections.abc import Callable
 from html import escape
 
+from config_data import INDENTED
 from inline_data import INLINE
 from search_data import LISTED, SEARCH
 from shapes_data import placed_pieces, resplit, small_splitters
@@ -302,4 +305,6 @@ def build(nq: list[BenchItem], n: int, seed: int = 0) -> dict[str, list[BenchIte
         shapes[name] = [relay(item, rng) for item in nq]
     for name, vary in VARIANTS.items():  # last: the shapes above draw what they always drew
         shapes[name] = [vary(nq, i, rng) for i in range(len(nq))]
+    for name, make in INDENTED.items():  # after the others, for the same reason
+        shapes[name] = [make(rng, i) for i in range(n)]
     return shapes

@@ -173,7 +173,9 @@ class RetrievalStage(BaseStage):
     of a table or a log is another record). ``fit_parts`` (on): when the chosen documents'
     parts do not fit the documents budget, each gets its best window first, best document
     first, then more of its windows as the room allows, rather than the last ones being
-    dropped whole (``retrieval_fit``).
+    dropped whole (``retrieval_fit``). ``record_rest`` (on): a kept window that ends inside
+    an indented record (a service in a compose file, a Kubernetes manifest, a function) keeps
+    the record's rest, up to ``window_chars`` more (``window_select``).
     ``store_windows``: how the later windows of a document that brings a vector store's
     ``embedding`` are scored (its first window takes the store's vector): ``embed`` (the
     default) embeds them; ``lexical`` scores them by BM25 alone under ``hybrid``, so such a
@@ -258,6 +260,7 @@ class RetrievalStage(BaseStage):
         context_after: int = 1,
         neighbour_fraction: float | None = None,
         fit_parts: bool = True,
+        record_rest: bool = True,
         store_windows: StoreWindows = "embed",
         dense_windows: int | None = None,
         dense_windows_each: int = 1,

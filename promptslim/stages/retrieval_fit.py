@@ -110,6 +110,7 @@ def _cut(
         options.neighbour_fraction,
         options.context_sentences,
         options.context_after,
+        options.record_rest,
     )
     doc = documents[i]
     found = select_parts(

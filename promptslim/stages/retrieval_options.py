@@ -95,6 +95,7 @@ class RetrievalOptions(BaseModel):
     context_after: int = Field(default=1, ge=0, strict=True)
     neighbour_fraction: float | None = _unit(None)
     fit_parts: bool = Field(default=True, strict=True)
+    record_rest: bool = Field(default=True, strict=True)
     store_windows: StoreWindows = "embed"
     dense_windows: int | None = Field(default=None, ge=0, strict=True)
     dense_windows_each: int = Field(default=1, ge=0, strict=True)

@@ -29,12 +29,14 @@ __all__ = [
 class Selection:
     """How much of a kept long document stays: windows at least ``fraction`` of the way from
     the request's worst window to its best, neighbours of those at ``neighbour_fraction``
-    (None: no neighbour rule), ``before`` sentences before each and ``after`` after."""
+    (None: no neighbour rule), ``before`` sentences before each and ``after`` after, and,
+    with ``records``, the rest of the indented record each ends in (``_record_rest``)."""
 
     fraction: float
     neighbour_fraction: float | None
     before: int
     after: int
+    records: bool = True
 
 
 class Paragraphs(NamedTuple):
@@ -85,6 +87,7 @@ def select_parts(
         neighbour_threshold=neighbour,
         text=text,
         paragraphs=paragraphs,
+        records=rule.records,
     )
     if keep is None or all(keep):
         return None
@@ -120,6 +123,7 @@ def select_units(
     neighbour_threshold: float | None = None,
     text: str | None = None,
     paragraphs: Paragraphs | None = None,
+    records: bool = True,
 ) -> list[bool] | None:
     """Which units of document ``doc`` to keep: those of its windows scoring at least
     ``threshold`` (its best window always), the ``context`` units before each and up to
@@ -127,8 +131,9 @@ def select_units(
     (what the part is about, when the document has no title). Given the document's ``text``,
     that context stays inside the kept window's paragraph: in a chunk of several passages (a
     splitter's, or passages joined) the sentence before a paragraph, or the chunk's first
-    line, belongs to another passage and tells the reader nothing. None: the document is one
-    window, kept whole."""
+    line, belongs to another passage and tells the reader nothing; and with ``records``, a
+    window that ends inside an indented record keeps the record's rest (``_record_rest``).
+    None: the document is one window, kept whole."""
     ids = windowed.of_document(doc)
     if len(ids) <= 1:
         return None
@@ -146,6 +151,8 @@ def select_units(
         head = heads[window.first]
         limit = min(ends[window.last - 1], window.last + after)
         stop = _after(text, units, window.last, limit, soft)
+        if text is not None and records:
+            stop = _record_rest(text, units, window.first, stop, windowed.window_chars)
         for u in range(max(head, window.first - context), stop):
             keep[u] = True
         if first:
@@ -171,6 +178,66 @@ def _after(
             break  # a line of its own
         stop += 1
     return stop
+
+
+def _record_rest(text: str, units: Sequence[Span], first: int, stop: int, limit: int) -> int:
+    """Where the units kept after a window end (exclusive, from ``stop``) when its last line
+    is inside an indented record: a service in a compose file, a Kubernetes manifest, a
+    function, a nested list, a stack trace. The line that answers is often a few lines below
+    the one naming the question's subject, in the same record, and a window may end between
+    them. The records the last line is in are its parents' blocks (``_enclosing``): the
+    rest of the outermost one that ends within ``limit`` characters is kept, so a record
+    stays whole; where none does, the innermost one's, cut at ``limit``. A record ends at a
+    line indented no deeper than its head, or at a blank line, or at the document's end,
+    but for the document's first line (``services:``): its block is the document, not one
+    record among others. The next row of a table or a log, at the same indent, is no part of
+    any record."""
+    if stop >= len(units) or "\n" not in text[units[stop - 1].end : units[stop].start]:
+        return stop  # the window ends the document, or the next unit goes on the same line
+    top = text.rfind("\n", 0, units[first].start) + 1
+    heads = _enclosing(text, top, units[stop - 1].end, units[stop].start)
+    cap = units[stop - 1].end + limit
+    ends: dict[int, int] = {}  # a head's line: where its record ends
+    u = stop
+    while u < len(units) and len(ends) < len(heads):
+        gap = units[u - 1].end
+        breaks = text.count("\n", gap, units[u].start)
+        if breaks > 1:
+            break  # a blank line
+        if units[u].end > cap:
+            return max(ends.values(), default=u)  # the records left run past the limit
+        if breaks:
+            indent = _indent(text, text.rfind("\n", gap, units[u].start) + 1)
+            ends.update((h, u) for h, own in heads.items() if own >= indent and h not in ends)
+        u += 1
+    root = len(text) - len(text.lstrip())
+    root = text.rfind("\n", 0, root) + 1
+    ends.update((h, u) for h in heads if h not in ends and (u < len(units) or h != root))
+    return max(ends.values(), default=stop)
+
+
+def _enclosing(text: str, top: int, end: int, following: int) -> dict[int, int]:
+    """The lines (by their start) the line ending at ``end`` is inside, and their indents:
+    itself where the next line (starting after ``end``, at or before ``following``) is
+    deeper, then each line above it, back to ``top``, indented less than the one before."""
+    line = text.rfind("\n", 0, end) + 1
+    indent = _indent(text, line)
+    deeper = _indent(text, text.rfind("\n", end, following) + 1) > indent
+    heads = {line: indent} if deeper else {}
+    while line > top and indent > 0:
+        line = text.rfind("\n", 0, line - 1) + 1
+        own = _indent(text, line)
+        if own < indent and text[line + own : line + own + 1] not in ("\n", "\r", ""):
+            heads[line] = indent = own
+    return heads
+
+
+def _indent(text: str, line: int) -> int:
+    """The width of the white space that starts the line starting at ``line``."""
+    end = line
+    while end < len(text) and text[end] in " \t":
+        end += 1
+    return end - line
 
 
 def selected_text(text: str, units: Sequence[Span], keep: Sequence[bool]) -> str:
