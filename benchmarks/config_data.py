@@ -2,8 +2,8 @@
 line that answers sits a few lines below the one naming the question's subject, inside the
 same record, so a window can end between them.
 
-- ``configs``: compose-style YAML files of services, each service's fields below its name, the
-  asked ``timeout`` at any place among them;
+- ``configs``: compose-style YAML files of services, each service's fields below its name
+  (image, replicas, timeout, memory), the question asking one service's timeout;
 - ``manifests``: Kubernetes Deployments joined by ``---``, the asked memory limit five levels
   below the Deployment's name, after its requests block.
 
@@ -22,12 +22,13 @@ from promptslim.types import Document
 __all__ = ["INDENTED", "configs", "manifests"]
 
 #: documents in each item, and records in each document
-DOCUMENTS = 4
+DOCUMENTS = 5
 SERVICES = 12
 DEPLOYMENTS = 3
-FIELDS = ("image", "replicas", "cpu", "memory", "port", "owner", "region", "retries")
-TEAMS = ("auth", "billing", "media", "search", "ledger")
-ROLES = ("api", "worker", "cron", "sync")
+#: the files of Deployments in each ``manifests`` item
+MANIFEST_FILES = 4
+TEAMS = ("auth", "search", "billing", "media", "queue")
+ROLES = ("api", "worker", "cron")
 
 
 def _item(name: str, i: int, texts: list[str], question: str, answer: str) -> BenchItem:
@@ -35,82 +36,90 @@ def _item(name: str, i: int, texts: list[str], question: str, answer: str) -> Be
     return BenchItem(f"{name}-{i}", qa_request(NQ_INSTRUCTION, question, docs), (answer,))
 
 
-def _names(rng: random.Random, n: int) -> list[str]:
-    """``n`` distinct service names, alike but for their number."""
-    names: dict[str, None] = {}
-    while len(names) < n:
-        names[f"{rng.choice(TEAMS)}-{rng.choice(ROLES)}-{rng.randrange(1000)}"] = None
-    return list(names)
-
-
-def _service(rng: random.Random, name: str, timeout: int) -> list[str]:
-    fields = [
-        f"    {f}: {rng.choice(['a1', 'b2', 'eu', 'us'])}-{rng.randrange(99)}" for f in FIELDS
-    ]
-    fields.insert(rng.randrange(len(fields) + 1), f"    timeout: {timeout}ms")
-    return [f"  {name}:", *fields]
+def _other(rng: random.Random, target: str) -> str:
+    """A service name like the target's, not it."""
+    while (name := f"{rng.choice(TEAMS)}-{rng.choice(ROLES)}-{rng.randrange(1000)}") == target:
+        pass
+    return name
 
 
 def configs(rng: random.Random, i: int) -> BenchItem:
-    """Compose-style files of services; the question asks one service's timeout."""
-    names = _names(rng, DOCUMENTS * SERVICES)
-    timeouts = dict(zip(names, rng.sample(range(100, 9000), len(names)), strict=True))
-    target = rng.choice(names)
+    """Compose-style files of services (image, replicas, timeout, memory); the question asks
+    one service's timeout."""
+    target = f"billing-worker-{i}"
+    where = (rng.randrange(DOCUMENTS), rng.randrange(SERVICES))
+    timeouts = rng.sample(range(100, 9000), DOCUMENTS * SERVICES)  # distinct: one line answers
     texts = []
     for d in range(DOCUMENTS):
         lines = ["services:"]
-        for name in names[d * SERVICES : (d + 1) * SERVICES]:
-            lines += _service(rng, name, timeouts[name])
+        for r in range(SERVICES):
+            name = target if (d, r) == where else _other(rng, target)
+            lines += [
+                f"  {name}:",
+                f"    image: registry.local/{name}:1.{rng.randrange(30)}",
+                f"    replicas: {rng.randrange(1, 9)}",
+                f"    timeout: {timeouts[d * SERVICES + r]}ms",
+                f"    memory: {rng.choice([256, 512, 1024])}Mi",
+            ]
         texts.append("\n".join(lines))
-    question = f"What is the timeout of the {target} service?"
-    return _item("configs", i, texts, question, f"timeout: {timeouts[target]}ms")
+    answer = f"timeout: {timeouts[where[0] * SERVICES + where[1]]}ms"
+    return _item("configs", i, texts, f"What is the timeout of the {target} service?", answer)
 
 
 def _deployment(rng: random.Random, name: str, memory: int) -> str:
     cpu = rng.randrange(100, 2000)
-    return "\n".join(
-        [
-            "apiVersion: apps/v1",
-            "kind: Deployment",
-            "metadata:",
-            f"  name: {name}",
-            f"  namespace: {rng.choice(['prod', 'staging', 'batch'])}",
-            "spec:",
-            f"  replicas: {rng.randrange(1, 9)}",
-            "  template:",
-            "    spec:",
-            "      containers:",
-            f"      - name: {name}",
-            f"        image: registry.local/{name}:{rng.randrange(1, 40)}.{rng.randrange(10)}",
-            "        env:",
-            "        - name: LOG_LEVEL",
-            f"          value: {rng.choice(['info', 'debug', 'warn'])}",
-            "        resources:",
-            "          requests:",
-            f"            cpu: {cpu // 2}m",
-            f"            memory: {memory // 4 * 2}Mi",
-            "          limits:",
-            f"            cpu: {cpu}m",
-            f"            memory: {memory}Mi",
-            "        readinessProbe:",
-            "          httpGet:",
-            "            path: /healthz",
-        ]
-    )
+    team = rng.choice(["payments", "search", "growth"])
+    return f"""apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: {rng.choice(["prod", "staging", "batch"])}
+  labels:
+    app: {name}
+    team: {team}
+spec:
+  replicas: {rng.randrange(1, 9)}
+  selector:
+    matchLabels:
+      app: {name}
+  template:
+    metadata:
+      labels:
+        app: {name}
+    spec:
+      containers:
+      - name: {name}
+        image: registry.local/{name}:{rng.randrange(1, 40)}.{rng.randrange(10)}
+        ports:
+        - containerPort: {rng.choice([80, 8080, 9000])}
+        env:
+        - name: LOG_LEVEL
+          value: {rng.choice(["info", "debug", "warn"])}
+        resources:
+          requests:
+            cpu: {cpu // 2}m
+            memory: {memory // 4 * 2}Mi
+          limits:
+            cpu: {cpu}m
+            memory: {memory}Mi
+        readinessProbe:
+          httpGet:
+            path: /healthz
+            port: 8080"""
 
 
 def manifests(rng: random.Random, i: int) -> BenchItem:
     """Kubernetes Deployments; the question asks one Deployment's memory limit."""
-    names = _names(rng, DOCUMENTS * DEPLOYMENTS)
+    names: dict[str, None] = {}
+    while len(names) < MANIFEST_FILES * DEPLOYMENTS:
+        team = rng.choice(["orders", "users", "ledger", "mailer", "search"])
+        names[f"{team}-{rng.choice(['api', 'worker', 'sync'])}-{rng.randrange(999)}"] = None
     # odd limits, even requests: one line answers
-    limits = rng.sample(range(129, 4000, 2), len(names))
-    memory = dict(zip(names, limits, strict=True))
-    target = rng.choice(names)
+    memory = dict(zip(names, rng.sample(range(129, 4000, 2), len(names)), strict=True))
+    target = rng.choice(list(names))
     texts = [
-        "\n---\n".join(
-            _deployment(rng, n, memory[n]) for n in names[d * DEPLOYMENTS : (d + 1) * DEPLOYMENTS]
-        )
-        for d in range(DOCUMENTS)
+        "\n---\n".join(_deployment(rng, n, memory[n]) for n in list(names)[d::MANIFEST_FILES])
+        for d in range(MANIFEST_FILES)
     ]
     question = f"What is the memory limit of the {target} deployment?"
     return _item("manifests", i, texts, question, f"memory: {memory[target]}Mi")

@@ -194,7 +194,9 @@ def _record_rest(text: str, units: Sequence[Span], first: int, stop: int, limit:
     any record."""
     if stop >= len(units) or "\n" not in text[units[stop - 1].end : units[stop].start]:
         return stop  # the window ends the document, or the next unit goes on the same line
-    top = text.rfind("\n", 0, units[first].start) + 1
+    # the heads are looked for in the window, and no further back than a few limits: a window
+    # over one huge unit (a JSON document) is not read line by line
+    top = text.rfind("\n", 0, max(units[first].start, units[stop - 1].end - 4 * limit)) + 1
     heads = _enclosing(text, top, units[stop - 1].end, units[stop].start)
     cap = units[stop - 1].end + limit
     ends: dict[int, int] = {}  # a head's line: where its record ends
@@ -210,9 +212,9 @@ def _record_rest(text: str, units: Sequence[Span], first: int, stop: int, limit:
             indent = _indent(text, text.rfind("\n", gap, units[u].start) + 1)
             ends.update((h, u) for h, own in heads.items() if own >= indent and h not in ends)
         u += 1
-    root = len(text) - len(text.lstrip())
-    root = text.rfind("\n", 0, root) + 1
-    ends.update((h, u) for h in heads if h not in ends and (u < len(units) or h != root))
+    # a blank line ends them all; the document's end all but the block its first line opens
+    root = text.rfind("\n", 0, len(text) - len(text.lstrip())) + 1 if u == len(units) else -1
+    ends.update((h, u) for h in heads if h not in ends and h != root)
     return max(ends.values(), default=stop)
 
 
