@@ -108,6 +108,9 @@ def test_a_nested_record_keeps_its_outer_blocks_rest() -> None:
     kept = _kept_after(text, "memory: 150Mi")  # the window ends inside the requests block
     assert "memory: 300Mi" in kept and "path: /healthz" in kept  # the Deployment's rest
     assert "ledger-1" not in kept
+    # the same with Windows line ends, and indented by tabs
+    assert "memory: 300Mi" in _kept_after(text.replace("\n", "\r\n"), "memory: 150Mi")
+    assert "memory: 300Mi" in _kept_after(text.replace("  ", "\t"), "memory: 150Mi")
     # the requests block ends there, and the blocks around it run past a shorter limit
     assert _kept_after(text, "memory: 150Mi", limit=80).endswith("memory: 150Mi")
     # a record longer than the limit: the innermost one's rest, cut at the limit
