@@ -248,35 +248,6 @@ def test_code_keeps_the_named_function_with_its_class_and_restores() -> None:
     assert restore_lines(out.text, originals(out)) == text
 
 
-def _deployment(name: str, memory: int) -> str:
-    return (
-        f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n"
-        f"  template:\n    spec:\n      containers:\n      - name: {name}\n"
-        f"        image: registry.local/{name}:1.4\n        resources:\n          requests:\n"
-        f"            memory: {memory // 4 * 2}Mi\n          limits:\n"
-        f"            memory: {memory}Mi\n        readinessProbe:\n          path: /healthz"
-    )
-
-
-def test_code_keeps_the_rest_of_the_record_a_named_line_is_in() -> None:
-    # a manifest read by a tool: the asked limit sits five levels below the name, and the
-    # lines around the name alone stop before it
-    text = "\n---\n".join(_deployment(f"ledger-{i}", 301 + 10 * i) for i in range(12))
-    ctx = ToolContext(query="What is the memory limit of the ledger-7 deployment?")
-    out = ALL["code"].compress(text, ctx)
-    assert out is not None and out.kind == "code"
-    assert "memory: 371Mi" in out.text  # ledger-7's limit
-    assert "memory: 381Mi" not in out.text and len(out.text) < 0.4 * len(text)
-    assert restore_lines(out.text, originals(out)) == text
-    # a block the text's first line opens is the whole file, not a record of it
-    fields = "    image: web:1.4\n    replicas: 2\n    cpu: 250m\n"
-    services = "services:\n" + "".join(
-        f"  svc-{i}:\n{fields}    port: {8000 + i}\n" for i in range(40)
-    )
-    out = ALL["code"].compress(services, ToolContext(query="the port of svc-37?"))
-    assert out is not None and "port: 8037" in out.text and "port: 8039" not in out.text
-
-
 def test_text_keeps_literal_sentences_and_restores() -> None:
     filler = "The committee met again and discussed the schedule for the coming season at length. "
     text = filler * 20 + "The access code for the vault is ZX-4471. " + filler * 20

@@ -3,9 +3,7 @@
 Kept: the first ``head`` lines; an outline (every definition line indented at most
 ``outline_indent``); each line holding the turn's literals or query words with ``context``
 lines around it, and the definitions that enclose it (walking out by indentation); the body
-of a definition the turn names (up to ``body_lines``), and below any other line holding one of
-the turn's literals, the rest of the record it is in (``CodeCompressor._record``: a service in
-a compose file, a Deployment in a manifest). Everything else is elided in runs, each
+of a definition the turn names (up to ``body_lines``). Everything else is elided in runs, each
 replaced by one comment line in the file's syntax that gives the line range and the id of
 its original.
 """
@@ -214,8 +212,6 @@ class CodeCompressor(ToolCompressor):
                 keep[j] = True
             if i in is_definition:  # the turn names this definition: show its body
                 self._body(lines, i, keep)
-            elif relevance[i] >= 2.0:
-                self._record(lines, i, keep)
             self._enclosing(lines, i, outline, keep)
 
     def _body(self, lines: list[str], start: int, keep: list[bool]) -> None:
@@ -224,36 +220,6 @@ class CodeCompressor(ToolCompressor):
             if lines[j].strip() and _indent(lines[j]) <= base:
                 break
             keep[j] = True
-
-    def _record(self, lines: list[str], start: int, keep: list[bool]) -> None:
-        """The rest of the record a line the turn names is in (a service in a compose file, a
-        Deployment in a manifest: the value asked for sits a few lines below the name): the
-        rest of the outermost block around the line that ends within ``body_lines`` lines,
-        the line's own block included where the next line is deeper. A block ends at a
-        non-blank line indented no deeper than its head, or at the end of the text, but for
-        the block the text's first line opens (``services:``): that is the whole file."""
-        n = len(lines)
-        following = next((j for j in range(start + 1, n) if lines[j].strip()), n)
-        level = _indent(lines[start])
-        heads = [start] if following < n and _indent(lines[following]) > level else []
-        for j in range(start - 1, -1, -1):  # its parents, innermost first
-            if level == 0:
-                break
-            if lines[j].strip() and _indent(lines[j]) < level:
-                level = _indent(lines[j])
-                heads.append(j)
-        end, j = start + 1, following
-        while heads and j < min(n, start + 1 + self.body_lines):
-            if lines[j].strip():
-                ended = [h for h in heads if _indent(lines[h]) >= _indent(lines[j])]
-                heads = heads[len(ended) :]
-                end = j if ended else end
-            j += 1
-        first = next((k for k, line in enumerate(lines) if line.strip()), 0)
-        if j >= n and any(h != first for h in heads):
-            end = n  # the text's end ends the blocks still open
-        for k in range(start + 1, end):
-            keep[k] = True
 
     @staticmethod
     def _enclosing(
