@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from promptslim.backends.compress.extractive import split_units
 from promptslim.backends.tools import TOOL_COMPRESSORS, Compressed, ToolContext
+from promptslim.backends.tools.code import CodeCompressor
 from promptslim.backends.tools.json_crusher import JsonCompressor, load_json
 from promptslim.backends.tools.router import candidates, route
 from promptslim.errors import ConfigError
@@ -245,6 +246,63 @@ def test_code_keeps_the_named_function_with_its_class_and_restores() -> None:
     assert "class JSONDecoder(object):" in out.text
     assert "# [… " in out.text  # elided in the file's comment syntax
     assert len(out.text) < 0.5 * len(text)
+    assert restore_lines(out.text, originals(out)) == text
+
+
+def _deployment(name: str, memory: int) -> str:
+    return (
+        f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n"
+        f"  template:\n    spec:\n      containers:\n      - name: {name}\n"
+        f"        image: registry.local/{name}:1.4\n        resources:\n          requests:\n"
+        f"            memory: {memory // 4 * 2}Mi\n          limits:\n"
+        f"            memory: {memory}Mi\n        readinessProbe:\n          path: /healthz"
+    )
+
+
+def test_code_keeps_the_rest_of_the_record_a_named_line_is_in() -> None:
+    # a manifest read by a tool: the asked limit sits five levels below the name, and the
+    # lines around the name alone stop before it
+    text = "\n---\n".join(_deployment(f"ledger-{i}", 301 + 10 * i) for i in range(12))
+    ctx = ToolContext(query="What is the memory limit of the ledger-7 deployment?")
+    out = ALL["code"].compress(text, ctx)
+    assert out is not None and out.kind == "code"
+    assert "memory: 371Mi" in out.text  # ledger-7's limit
+    assert "memory: 381Mi" not in out.text and len(out.text) < 0.4 * len(text)
+    assert restore_lines(out.text, originals(out)) == text
+    off = CodeCompressor(records=False).compress(text, ctx)  # the lines around the name only
+    assert off is not None and "memory: 371Mi" not in off.text
+    with pytest.raises(ConfigError) as err:
+        CodeCompressor(records=1)  # type: ignore[arg-type]
+    assert err.value.field == "records"
+    # a block the text's first line opens is the whole file, not a record of it
+    fields = "    image: web:1.4\n    replicas: 2\n    cpu: 250m\n"
+    services = "services:\n" + "".join(
+        f"  svc-{i}:\n{fields}    port: {8000 + i}\n" for i in range(40)
+    )
+    out = ALL["code"].compress(services, ToolContext(query="the port of svc-37?"))
+    assert out is not None and "port: 8037" in out.text and "port: 8039" not in out.text
+
+
+def _compose(n: int) -> str:
+    """A compose file: short alike lines that would pass for a log, each service's timeout
+    three lines below its name."""
+    services = "".join(
+        f"  svc-{i}:\n    image: registry.local/svc-{i}:1.{i % 7}\n    replicas: {1 + i % 5}\n"
+        f"    timeout: {1000 + 37 * i}ms\n    memory: 512Mi\n"
+        for i in range(n)
+    )
+    return "services:\n" + services
+
+
+def test_indented_records_without_a_path_are_read_as_a_file_not_a_log() -> None:
+    text = _compose(60)
+    ctx = ToolContext(query="What is the timeout of the svc-41 service?")
+    assert candidates(text, ctx)[0] == "code"
+    out = route(text, ctx, ALL)
+    assert out is not None and out.kind == "code"
+    assert "timeout: 2517ms" in out.text  # svc-41's, three lines below its name
+    assert "timeout: 2554ms" not in out.text and len(out.text) < 0.3 * len(text)
+    assert "# [… " in out.text  # YAML's comment syntax for the markers
     assert restore_lines(out.text, originals(out)) == text
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from promptslim.backends.tools import ToolContext
-from promptslim.backends.tools.code import looks_like_code
+from promptslim.backends.tools.code import looks_like_code, looks_like_config
 from promptslim.backends.tools.json_crusher import JsonCompressor, NotJson
 from promptslim.backends.tools.logs import _IMPORTANT, LogCompressor, _lines_with
 from promptslim.backends.tools.match import Matcher, line_starts
@@ -61,7 +61,45 @@ def test_the_code_test_is_the_share_of_code_like_lines(lines: list[str]) -> None
     text = "\n".join(lines)
     n = text.count("\n") + 1
     expected = n >= 8 and sum(1 for _ in _CODE_LINE.finditer(text)) >= 0.25 * n
-    assert looks_like_code(text) == expected
+    assert looks_like_code(text) == (expected or looks_like_config(text.split("\n")))
+
+
+_DESCRIBE = """Name:         web-7d4b9c
+Namespace:    default
+Node:         worker-2/10.0.0.12
+Labels:       app=web
+Containers:
+  web:
+    Image:        registry.local/web:1.4
+    Port:         8080/TCP
+    Limits:
+      memory:  512Mi
+    Requests:
+      memory:  256Mi
+Conditions:
+  Type:    Ready
+  Status:  True"""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a compose file, a manifest, ``kubectl describe``: indented records of keys
+        ("services:\n" + "  api:\n    image: api:1\n    timeout: 30s\n" * 4, True),
+        (("spec:\n  containers:\n  - name: a\n    resources:\n      limits:\n"
+          "        memory: 1Gi\n      requests:\n        cpu: 1\n"), True),
+        (_DESCRIBE, True),
+        # flat headers, a log whose lines start with a level, test output: not records
+        ("From: a@b.c\nTo: d@e.f\nSubject: hi\nDate: today\n" * 3, False),
+        ("INFO: started\n  retrying the fetch now\nWARN: slow\n  waited 3 s for it\n" * 3, False),
+        ("tests/test_a.py::test_x PASSED\n  tests/test_b.py::test_y FAILED\n" * 5, False),
+        # too short to tell
+        ("a:\n  b: 1\n  c: 2\n", False),
+    ],
+)  # fmt: skip
+def test_indented_records_of_keys_are_told_apart(text: str, expected: bool) -> None:
+    assert looks_like_config(text.split("\n")) is expected
+    assert looks_like_code(text) is expected
 
 
 _LOG_BITS = st.sampled_from(

@@ -3,7 +3,9 @@
 Kept: the first ``head`` lines; an outline (every definition line indented at most
 ``outline_indent``); each line holding the turn's literals or query words with ``context``
 lines around it, and the definitions that enclose it (walking out by indentation); the body
-of a definition the turn names (up to ``body_lines``). Everything else is elided in runs, each
+of a definition the turn names (up to ``body_lines``), and below any other line holding one of
+the turn's literals, the rest of the record it is in (``records``, on by default: a service in
+a compose file, a Deployment in a manifest). Everything else is elided in runs, each
 replaced by one comment line in the file's syntax that gives the line range and the id of
 its original.
 """
@@ -17,7 +19,13 @@ from ...errors import ConfigError
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
 from .match import keep_small_gaps, line_starts, matcher_for
 
-__all__ = ["CodeCompressor", "comment_prefix", "definition_lines", "looks_like_code"]
+__all__ = [
+    "CodeCompressor",
+    "comment_prefix",
+    "definition_lines",
+    "looks_like_code",
+    "looks_like_config",
+]
 
 # what a definition line starts with after its indentation, tested line by line with
 # ``startswith``: a multiline regex of these alternatives tried every position of the text
@@ -102,7 +110,27 @@ def looks_like_code(text: str, path: str | None = None) -> bool:
             found += 1
         if found >= need:
             return True
-    return False
+    return looks_like_config(lines)
+
+
+def looks_like_config(lines: list[str]) -> bool:
+    """Indented ``key: value`` records (YAML, ``kubectl describe``): most non-blank lines a key
+    or a list item, and a good share of them indented. Such a file is read by its records, not
+    as a log, though its short alike lines would pass for one: the line that names a record
+    and the line that answers are a few lines apart."""
+    filled = keyed = indented = 0
+    for line in lines:
+        s = line.lstrip(" \t")
+        if not s:
+            continue
+        filled += 1
+        indented += len(s) < len(line)
+        colon = s.find(":")
+        if s.startswith("- ") or (
+            colon > 0 and s[colon + 1 : colon + 2] in ("", " ", "\t") and " " not in s[:colon]
+        ):
+            keyed += 1
+    return filled >= 8 and keyed >= 0.6 * filled and indented >= 0.3 * filled
 
 
 def _code_start(s: str) -> bool:
@@ -130,7 +158,8 @@ def comment_prefix(path: str | None, text: str = "") -> str:
     if ext in _DASH_COMMENT:
         return "-- "
     if not ext and text:
-        return "# " if re.search(r"^\s*(?:def |import |class \w+:)", text, re.MULTILINE) else "// "
+        python = re.search(r"^\s*(?:def |import |class \w+:)", text, re.MULTILINE)
+        return "# " if python or looks_like_config(text.split("\n")) else "// "
     return ""
 
 
@@ -156,6 +185,7 @@ class CodeCompressor(ToolCompressor):
         outline_indent: int = 0,
         body_lines: int = 30,
         max_word_lines: int = 8,
+        records: bool = True,
     ) -> None:
         for fld, value in (
             ("head", head),
@@ -166,11 +196,14 @@ class CodeCompressor(ToolCompressor):
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigError(f"must be an int >= 0, got {value!r}", field=fld)
+        if not isinstance(records, bool):
+            raise ConfigError(f"must be true or false, got {records!r}", field="records")
         self.head = head
         self.context = context
         self.outline_indent = outline_indent
         self.body_lines = body_lines
         self.max_word_lines = max_word_lines
+        self.records = records
 
     def compress(self, text: str, context: ToolContext) -> Compressed | None:
         lines = text.split("\n")
@@ -212,6 +245,8 @@ class CodeCompressor(ToolCompressor):
                 keep[j] = True
             if i in is_definition:  # the turn names this definition: show its body
                 self._body(lines, i, keep)
+            elif self.records and relevance[i] >= 2.0:
+                self._record(lines, i, keep)
             self._enclosing(lines, i, outline, keep)
 
     def _body(self, lines: list[str], start: int, keep: list[bool]) -> None:
@@ -220,6 +255,36 @@ class CodeCompressor(ToolCompressor):
             if lines[j].strip() and _indent(lines[j]) <= base:
                 break
             keep[j] = True
+
+    def _record(self, lines: list[str], start: int, keep: list[bool]) -> None:
+        """The rest of the record a line the turn names is in (a service in a compose file, a
+        Deployment in a manifest: the value asked for sits a few lines below the name): the
+        rest of the outermost block around the line that ends within ``body_lines`` lines,
+        the line's own block included where the next line is deeper. A block ends at a
+        non-blank line indented no deeper than its head, or at the end of the text, but for
+        the block the text's first line opens (``services:``): that is the whole file."""
+        n = len(lines)
+        following = next((j for j in range(start + 1, n) if lines[j].strip()), n)
+        level = _indent(lines[start])
+        heads = [start] if following < n and _indent(lines[following]) > level else []
+        for j in range(start - 1, -1, -1):  # its parents, innermost first
+            if level == 0:
+                break
+            if lines[j].strip() and _indent(lines[j]) < level:
+                level = _indent(lines[j])
+                heads.append(j)
+        end, j = start + 1, following
+        while heads and j < min(n, start + 1 + self.body_lines):
+            if lines[j].strip():
+                ended = [h for h in heads if _indent(lines[h]) >= _indent(lines[j])]
+                heads = heads[len(ended) :]
+                end = j if ended else end
+            j += 1
+        first = next((k for k, line in enumerate(lines) if line.strip()), 0)
+        if j >= n and any(h != first for h in heads):
+            end = n  # the text's end ends the blocks still open
+        for k in range(start + 1, end):
+            keep[k] = True
 
     @staticmethod
     def _enclosing(
