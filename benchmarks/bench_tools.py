@@ -29,7 +29,10 @@ trace). Answer quality: ``tools_reader.py`` (SmolLM2 by default, 90 items, 6 wit
 ``--quick``, ``--reader 0`` to skip), ``quality_delta_em`` (compressed minus uncompressed,
 paired) and its 95 % interval's ends ``quality_delta_em_low`` / ``_high``: quality is "not
 below no compression" while the interval reaches zero (``_high >= 0``), as bench_load reads
-its own quality goal.
+its own quality goal. ``indented_records`` (``tools_records.py``): compose files and
+Kubernetes manifests as one tool result, the answer a few lines below the name it is asked
+by, with and without the code compressor's ``records`` rule; ``indented_evidence_min`` is the
+lowest evidence of the default there.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from typing import Any
 from common import emit, machine, parser
 from tools_data import log_summary, logs, trace_sources
 from tools_reader import reader_quality
+from tools_records import indented_records
 from tools_report import table
 
 from promptslim.backends.tools import TOOL_COMPRESSORS, ToolContext
@@ -343,6 +347,7 @@ def main() -> None:
             }
         )
         result["configs"][name] = row
+    result["indented_records"] = indented_records(20 if args.quick else 100)
     readers = args.reader if args.reader is not None else (6 if args.quick else 90)
     if readers:
         result["reader"] = reader_quality(sources, readers, args.model)
@@ -362,6 +367,9 @@ def headline(result: dict[str, Any]) -> dict[str, Any]:
         "p99_ms_per_10k": max(r["p99_ms_per_10k"] for r in typed),
         "p99_ms_per_10k_steady": max(r["p99_ms_per_10k_steady"] for r in typed),
     }
+    if "indented_records" in result:
+        rows = result["indented_records"].values()
+        out["indented_evidence_min"] = min(r["default"]["evidence"] for r in rows)
     if "reader" in result:
         out["quality_delta_em"] = result["reader"]["em"]["delta"]
         out["quality_delta_em_low"] = result["reader"]["em"]["ci95"][0]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tools_records import records_table
+
 
 def table(result: dict[str, Any]) -> str:
     lines = [
@@ -47,21 +49,24 @@ def table(result: dict[str, Any]) -> str:
             f"| {name} | {r['token_ratio']:.3f} | {r['needle_retention']:.3f} | "
             f"{r['long_cache_hit_share']:.3f} | {r['long_turn_ms_p99']:.1f} |"
         )
+    if "indented_records" in result:
+        lines += records_table(result["indented_records"])
     if "reader" in result:
-        r = result["reader"]
-        lines += [
-            "",
-            f"reader {r['model']} on {r['items']} traces (tools minus none, paired 95% CI):",
-        ]
-        for metric, label in (("em", "subspan EM"), ("lp", "gold log-likelihood")):
-            m = r[metric]
-            lines.append(
-                f"- {label}: none {m['none']:.3f}, tools {m['tools']:.3f}, "
-                f"delta {m['delta']:+.3f} [{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]"
-            )
-        for kind, k in r.get("by_kind", {}).items():
-            lines.append(
-                f"- {kind} ({k['items']} items): EM none {k['em_none']:.3f}, "
-                f"tools {k['em_tools']:.3f}; answer kept {k['needle_kept']:.3f}"
-            )
+        lines += _reader(result["reader"])
     return "\n".join(lines)
+
+
+def _reader(r: dict[str, Any]) -> list[str]:
+    lines = ["", f"reader {r['model']} on {r['items']} traces (tools minus none, paired 95% CI):"]
+    for metric, label in (("em", "subspan EM"), ("lp", "gold log-likelihood")):
+        m = r[metric]
+        lines.append(
+            f"- {label}: none {m['none']:.3f}, tools {m['tools']:.3f}, "
+            f"delta {m['delta']:+.3f} [{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}]"
+        )
+    for kind, k in r.get("by_kind", {}).items():
+        lines.append(
+            f"- {kind} ({k['items']} items): EM none {k['em_none']:.3f}, "
+            f"tools {k['em_tools']:.3f}; answer kept {k['needle_kept']:.3f}"
+        )
+    return lines

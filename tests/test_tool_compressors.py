@@ -402,20 +402,36 @@ def _access_log() -> str:
     )
 
 
+def _build_log() -> str:
+    """A CMake build under ninja as pip's verbose install prints it (indented two spaces):
+    one compiler command of 400 characters and more a step, one step failing, then CMake's
+    install lines; neither kind alone is half of the lines."""
+    flags = " ".join(f"-I/tmp/pip-build/vendor/llama.cpp/src/part{k}" for k in range(8))
+    steps = [
+        f"  [{i}/40] /usr/bin/g++ -DGGML_USE_CPU -O3 {flags} -o src/CMakeFiles/unit{i}.o"
+        f" -c /tmp/pip-build/vendor/llama.cpp/src/unit{i}.cpp"
+        for i in range(1, 41)
+    ]
+    steps[30] += "\n  FAILED: src/CMakeFiles/unit31.o"
+    steps += [f"  -- Installing: /tmp/wheel/platlib/lib/libunit{i}.so" for i in range(60)]
+    return "\n".join(steps)
+
+
 @pytest.mark.parametrize(
     ("make", "error"),
     [
         (_service_log, "rejected by the payment gateway"),
         (_json_lines_log, "rejected by the payment gateway"),
         (_access_log, '" 502 '),
+        (_build_log, "FAILED: src/CMakeFiles/unit31.o"),
     ],
 )
 def test_logs_of_long_lines_go_to_the_log_compressor_and_keep_their_error(
     make: Any, error: str
 ) -> None:
-    # service, JSON-lines and access logs run to 200 characters a line: their records start
-    # alike (a timestamp, a JSON object, an address), and the one failure is kept though the
-    # question names none of its words
+    # service, JSON-lines, access and build logs run to 200 characters a line: their records
+    # start alike (a timestamp, a JSON object, an address, a step counter), and the one
+    # failure is kept though the question names none of its words
     text = make()
     assert len(text) / text.count("\n") > 160
     out = route(text, ToolContext(query="why is checkout broken?"), ALL)

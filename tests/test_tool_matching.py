@@ -61,7 +61,7 @@ def test_the_code_test_is_the_share_of_code_like_lines(lines: list[str]) -> None
     text = "\n".join(lines)
     n = text.count("\n") + 1
     expected = n >= 8 and sum(1 for _ in _CODE_LINE.finditer(text)) >= 0.25 * n
-    assert looks_like_code(text) == (expected or looks_like_config(text.split("\n")))
+    assert looks_like_code(text) == (expected or looks_like_config(text))
 
 
 _DESCRIBE = """Name:         web-7d4b9c
@@ -98,8 +98,32 @@ Conditions:
     ],
 )  # fmt: skip
 def test_indented_records_of_keys_are_told_apart(text: str, expected: bool) -> None:
-    assert looks_like_config(text.split("\n")) is expected
+    assert looks_like_config(text) is expected
     assert looks_like_code(text) is expected
+
+
+_CONFIG_LINE = st.tuples(
+    st.sampled_from(["", "", "  ", "\t", " \t"]),
+    st.sampled_from(
+        ["key: v", "key:", "- item", "k\tx:", "a b: v", "plain", "", "k:v", ": v", "-x"]
+    ),
+).map("".join)
+_KEYED = re.compile(r"[ \t]*(?:- |[^ \t:][^ :]*:(?:[ \t]|$))")
+
+
+@settings(max_examples=500, deadline=None)
+@given(lines=st.lists(_CONFIG_LINE, min_size=4, max_size=20))
+def test_the_config_test_is_the_share_of_indented_and_keyed_lines(lines: list[str]) -> None:
+    # the definition counted plainly, without the early exits
+    text = "\n".join(lines)
+    n = text.count("\n") + 1
+    keyed = sum(1 for line in text.split("\n") if _KEYED.match(line))
+    indented = sum(1 for line in text.split("\n") if line[:1] in (" ", "\t"))
+    expected = n >= 8 and indented >= 0.3 * n and keyed >= 0.5 * n
+    assert looks_like_config(text) is expected
+    # only the head is read: what follows its first 100 lines does not change the answer
+    head = "\n".join((lines * 100)[:100])
+    assert looks_like_config(head + "\nplain line" * 300) is looks_like_config(head)
 
 
 _LOG_BITS = st.sampled_from(

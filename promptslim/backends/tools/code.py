@@ -44,6 +44,9 @@ _CODE_STARTS = (
 )  # fmt: skip
 _CODE_ENDS = (";", "{", ":")
 _FROM_IMPORT = re.compile(r"from [\w.]+ import ")
+# the lines the configuration test reads: a file of records is alike from its top, and a log
+# of 50,000 lines should not pay a loop over all of them to be told apart from one
+_CONFIG_HEAD = 100
 _HASH_COMMENT = frozenset(
     [
         "py",
@@ -110,27 +113,30 @@ def looks_like_code(text: str, path: str | None = None) -> bool:
             found += 1
         if found >= need:
             return True
-    return looks_like_config(lines)
+    return looks_like_config(text)
 
 
-def looks_like_config(lines: list[str]) -> bool:
-    """Indented ``key: value`` records (YAML, ``kubectl describe``): most non-blank lines a key
-    or a list item, and a good share of them indented. Such a file is read by its records, not
-    as a log, though its short alike lines would pass for one: the line that names a record
-    and the line that answers are a few lines apart."""
-    filled = keyed = indented = 0
-    for line in lines:
+def looks_like_config(text: str) -> bool:
+    """Indented ``key: value`` records (YAML, ``kubectl describe``): of the first
+    ``_CONFIG_HEAD`` lines, at least three in ten indented and half a key or a list item. Such
+    a file is read by its records, not as a log, though its short alike lines would pass for
+    one: the line that names a record and the line that answers are a few lines apart."""
+    lines = text.split("\n", _CONFIG_HEAD)[:_CONFIG_HEAD]
+    n = len(lines)
+    if n < 8:
+        return False
+    keyed = indented = 0
+    for seen, line in enumerate(lines, 1):
         s = line.lstrip(" \t")
-        if not s:
-            continue
-        filled += 1
         indented += len(s) < len(line)
         colon = s.find(":")
         if s.startswith("- ") or (
             colon > 0 and s[colon + 1 : colon + 2] in ("", " ", "\t") and " " not in s[:colon]
         ):
             keyed += 1
-    return filled >= 8 and keyed >= 0.6 * filled and indented >= 0.3 * filled
+        if seen - keyed > 0.5 * n or seen - indented > 0.7 * n:  # a share already missed
+            return False
+    return True
 
 
 def _code_start(s: str) -> bool:
@@ -159,7 +165,7 @@ def comment_prefix(path: str | None, text: str = "") -> str:
         return "-- "
     if not ext and text:
         python = re.search(r"^\s*(?:def |import |class \w+:)", text, re.MULTILINE)
-        return "# " if python or looks_like_config(text.split("\n")) else "// "
+        return "# " if python or looks_like_config(text) else "// "
     return ""
 
 

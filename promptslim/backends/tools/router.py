@@ -1,13 +1,14 @@
 """Which compressor a tool result goes to, by its content (and the path its call named).
 
 JSON when it parses as JSON (tried by the JSON compressor itself: bad or truncated JSON comes
-back as None and goes on as text); code when the call named a source file or most lines look
-like code; a log when it has many short lines, or when most of its lines start as log records
-do (a timestamp, a level, a syslog date, a client address, a JSON object: service logs, access
-logs and JSON-lines logs run to 200 characters a line and more); plain text otherwise. A
-compressor that declines (None) hands the result to the next candidate, ending with ``text``.
-The content tests run only when the candidates before them declined: a JSON result never pays
-for the code test.
+back as None and goes on as text); code when the call named a source file, when most lines
+look like code, or when they are indented ``key: value`` records (YAML, ``kubectl describe``);
+a log when it has many short lines, or when most of its lines start as log records do (a
+timestamp, a level, a syslog date, a client address, a JSON object, a build step: service,
+access, JSON-lines and build logs run to 200 characters a line and more); plain text
+otherwise. A compressor that declines (None) hands the result to the next candidate, ending
+with ``text``. The content tests run only when the candidates before them declined: a JSON
+result never pays for the code test.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ __all__ = ["candidates", "route"]
 
 
 #: how a log record's line starts: a date or a time of day (ISO, syslog's "Nov 30 10:01:05",
-#: glog's "I1130 10:01"), an upper-case level, a client's IPv4 address (access logs), or a JSON
-#: object (JSON-lines logs); a bracket may come first
+#: glog's "I1130 10:01"), an upper-case level, a client's IPv4 address (access logs), a JSON
+#: object (JSON-lines logs), a build step's counter (ninja's "[163/193] /usr/bin/g++ ...",
+#: whose compiler lines run to 2,000 characters) or CMake's "-- " status line; a bracket may
+#: come first
 _RECORD_START = re.compile(
     r"^[ \t]*\[?(?:\d{4}[-/]\d{2}[-/]\d{2}|\d{2}:\d{2}:\d{2}|[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}"
     r"|[IWEF]\d{4} \d{2}:\d{2}|(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\b"
-    r"|\d{1,3}(?:\.\d{1,3}){3}\b|\{\")",
+    r"|\d{1,3}(?:\.\d{1,3}){3}\b|\{\"|\d+/\d+\]|-- )",
     re.MULTILINE | re.ASCII,
 )
 #: the share of a text's non-blank lines that must start as records for it to be a log
