@@ -29,10 +29,10 @@ trace). Answer quality: ``tools_reader.py`` (SmolLM2 by default, 90 items, 6 wit
 ``--quick``, ``--reader 0`` to skip), ``quality_delta_em`` (compressed minus uncompressed,
 paired) and its 95 % interval's ends ``quality_delta_em_low`` / ``_high``: quality is "not
 below no compression" while the interval reaches zero (``_high >= 0``), as bench_load reads
-its own quality goal. ``indented_records`` (``tools_records.py``): compose files and
-Kubernetes manifests as one tool result, the answer a few lines below the name it is asked
-by, with and without the code compressor's ``records`` rule; ``indented_evidence_min`` is the
-lowest evidence of the default there.
+its own quality goal. ``indented_records`` (``tools_records.py``): compose files,
+Kubernetes manifests and TOML tables as one tool result, the answer a few lines below the name
+it is asked by, with and without the code compressor's ``records`` rule;
+``indented_evidence_min`` is the lowest evidence of the default there.
 """
 
 from __future__ import annotations

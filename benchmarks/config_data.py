@@ -5,7 +5,9 @@ same record, so a window can end between them.
 - ``configs``: compose-style YAML files of services, each service's fields below its name
   (image, replicas, timeout, memory), the question asking one service's timeout;
 - ``manifests``: Kubernetes Deployments joined by ``---``, the asked memory limit five levels
-  below the Deployment's name, after its requests block.
+  below the Deployment's name, after its requests block;
+- ``toml_tables`` (``SECTIONED``, in ``bench_tools`` only): TOML files of service tables, the
+  asked timeout five lines below the ``[services.NAME]`` header, with no indentation.
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
@@ -19,7 +21,7 @@ from promptslim.bench.datasets import BenchItem
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
 from promptslim.types import Document
 
-__all__ = ["INDENTED", "configs", "manifests"]
+__all__ = ["INDENTED", "SECTIONED", "configs", "manifests", "tables"]
 
 #: documents in each item, and records in each document
 DOCUMENTS = 5
@@ -125,8 +127,35 @@ def manifests(rng: random.Random, i: int) -> BenchItem:
     return _item("manifests", i, texts, question, f"memory: {memory[target]}Mi")
 
 
+def tables(rng: random.Random, i: int) -> BenchItem:
+    """TOML files of service tables, flat keys under each ``[services.NAME]`` header (no
+    indentation tells a record); the question asks one service's timeout."""
+    target = f"billing-worker-{i}"
+    where = (rng.randrange(DOCUMENTS), rng.randrange(SERVICES))
+    timeouts = rng.sample(range(100, 9000), DOCUMENTS * SERVICES)
+    texts = []
+    for d in range(DOCUMENTS):
+        blocks = []
+        for r in range(SERVICES):
+            name = target if (d, r) == where else _other(rng, target)
+            blocks.append(
+                f"[services.{name}]\n"
+                f'image = "registry.local/{name}:1.{rng.randrange(30)}"\n'
+                f"replicas = {rng.randrange(1, 9)}\n"
+                f"port = {rng.randrange(8000, 9000)}\n"
+                f'restart = "{rng.choice(["always", "on-failure"])}"\n'
+                f'timeout = "{timeouts[d * SERVICES + r]}ms"\n'
+                f'memory = "{rng.choice([256, 512, 1024])}Mi"'
+            )
+        texts.append("\n\n".join(blocks))
+    answer = f'timeout = "{timeouts[where[0] * SERVICES + where[1]]}ms"'
+    return _item("tables", i, texts, f"What is the timeout of the {target} service?", answer)
+
+
 #: the indented-record shapes by name
 INDENTED: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "configs": configs,
     "manifests": manifests,
 }
+#: the flat, sectioned ones (TOML tables), which ``bench_tools`` reads as a tool result
+SECTIONED: dict[str, Callable[[random.Random, int], BenchItem]] = {"toml_tables": tables}

@@ -129,7 +129,8 @@ GOALS: dict[str, tuple[Goal, ...]] = {
         Goal("p99_ms_per_10k", "<=", 5.0),
         # not below no compression: the paired interval includes or exceeds zero
         Goal("quality_delta_em_high", ">=", 0.0),
-        # compose files and manifests as a tool result: the answer a few lines below its name
+        # compose files, manifests and TOML tables as a tool result: the answer a few lines
+        # below the name it is asked by
         Goal("indented_evidence_min", ">=", 0.97),
     ),
     # replicas sharing one Redis: no replica redoes another's work, faults cost no request

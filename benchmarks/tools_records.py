@@ -1,9 +1,10 @@
-"""``bench_tools.py``'s indented records: ``config_data``'s compose files and Kubernetes
-manifests sent as one tool result (a ``read_config`` call whose arguments name no file, so the
+"""``bench_tools.py``'s records: ``config_data``'s compose files, Kubernetes manifests and TOML
+tables sent as one tool result (a ``read_config`` call whose arguments name no file, so the
 result is routed by its content), the question the turn's user message.
 
 The answer is a line a few lines below the one naming the question's subject, inside the same
-record: the tools stage must keep the rest of that record, not just the lines around the name.
+record (indented blocks, or a ``[section]`` of flat keys): the tools stage must keep the rest
+of that record, not just the lines around the name.
 Side by side on the same items: ``default`` (the tools stage as it comes) and ``records_off``
 (the code compressor's ``records=False``: only the lines around each named line). Figures per
 shape: ``evidence`` (the answer still in the tool message) with its Wilson 95 % interval,
@@ -18,7 +19,7 @@ import random
 import time
 from typing import Any
 
-from config_data import INDENTED
+from config_data import INDENTED, SECTIONED
 
 from promptslim.bench.dataset_base import BenchItem
 from promptslim.stages.tools import ToolsStage
@@ -89,7 +90,7 @@ def indented_records(n: int, seed: int = 11) -> dict[str, Any]:
     """Each shape's ``n`` items under each config, the same items side by side (the configs'
     order alternating item by item, so neither is always the first to meet a text)."""
     out: dict[str, Any] = {}
-    for shape, make in INDENTED.items():
+    for shape, make in {**INDENTED, **SECTIONED}.items():
         rng = random.Random(seed)
         rows = {name: _Rows() for name in CONFIGS}
         for i in range(n):

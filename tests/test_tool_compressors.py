@@ -306,6 +306,32 @@ def test_indented_records_without_a_path_are_read_as_a_file_not_a_log() -> None:
     assert restore_lines(out.text, originals(out)) == text
 
 
+@pytest.mark.parametrize(
+    ("table", "field"),
+    [
+        ("[services.svc-{i}]", 'timeout = "{t}ms"'),  # TOML
+        ("[svc-{i}]", "timeout={t}ms"),  # INI
+    ],
+)
+def test_a_section_a_named_line_is_in_is_kept_to_the_next_header(table: str, field: str) -> None:
+    # flat files: the asked key three lines below the header naming its section, and no
+    # indentation to tell the record by
+    sections = [
+        f"{table.format(i=i)}\nimage = registry.local/app:1.{i % 7}\nreplicas = {1 + i % 5}\n"
+        f"{field.format(t=1000 + 37 * i)}\nmemory = 512Mi\n"
+        for i in range(60)
+    ]
+    text = "\n".join(sections)
+    ctx = ToolContext(query="What is the timeout of the svc-41 service?")
+    out = route(text, ctx, ALL)
+    assert out is not None and out.kind == "code"
+    assert field.format(t=2517) in out.text  # svc-41's
+    assert field.format(t=2554) not in out.text and len(out.text) < 0.3 * len(text)
+    assert restore_lines(out.text, originals(out)) == text
+    off = CodeCompressor(records=False).compress(text, ctx)
+    assert off is not None and field.format(t=2517) not in off.text
+
+
 def test_text_keeps_literal_sentences_and_restores() -> None:
     filler = "The committee met again and discussed the schedule for the coming season at length. "
     text = filler * 20 + "The access code for the vault is ZX-4471. " + filler * 20

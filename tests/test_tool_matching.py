@@ -9,14 +9,15 @@ import re
 from bisect import bisect_right
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from promptslim.backends.tools import ToolContext
-from promptslim.backends.tools.code import looks_like_code, looks_like_config
+from promptslim.backends.tools.code import looks_like_code
 from promptslim.backends.tools.json_crusher import JsonCompressor, NotJson
 from promptslim.backends.tools.logs import _IMPORTANT, LogCompressor, _lines_with
 from promptslim.backends.tools.match import Matcher, line_starts
+from promptslim.backends.tools.records import looks_like_config
 from promptslim.backends.tools.router import route
 from promptslim.backends.tools.text import TextCompressor
 
@@ -89,7 +90,12 @@ Conditions:
         (("spec:\n  containers:\n  - name: a\n    resources:\n      limits:\n"
           "        memory: 1Gi\n      requests:\n        cpu: 1\n"), True),
         (_DESCRIBE, True),
-        # flat headers, a log whose lines start with a level, test output: not records
+        # TOML and INI: flat keys under ``[section]`` headers
+        ("[tool.a]\nname = \"a\"\nversion = \"1.0\"\n\n" * 3, True),
+        ("; deploy\n[db]\nhost=10.0.0.1\nport=5432\n[cache]\nhost=10.0.0.2\nttl=60\n", True),
+        # flat headers, a log whose lines start with a level, test output, a logfmt log (keys,
+        # neither indented nor sectioned): not records
+        ("time=10:00:01 level=info msg=ok\n" * 10, False),
         ("From: a@b.c\nTo: d@e.f\nSubject: hi\nDate: today\n" * 3, False),
         ("INFO: started\n  retrying the fetch now\nWARN: slow\n  waited 3 s for it\n" * 3, False),
         ("tests/test_a.py::test_x PASSED\n  tests/test_b.py::test_y FAILED\n" * 5, False),
@@ -97,7 +103,7 @@ Conditions:
         ("a:\n  b: 1\n  c: 2\n", False),
     ],
 )  # fmt: skip
-def test_indented_records_of_keys_are_told_apart(text: str, expected: bool) -> None:
+def test_records_of_keys_are_told_apart(text: str, expected: bool) -> None:
     assert looks_like_config(text) is expected
     assert looks_like_code(text) is expected
 
@@ -105,21 +111,48 @@ def test_indented_records_of_keys_are_told_apart(text: str, expected: bool) -> N
 _CONFIG_LINE = st.tuples(
     st.sampled_from(["", "", "  ", "\t", " \t"]),
     st.sampled_from(
-        ["key: v", "key:", "- item", "k\tx:", "a b: v", "plain", "", "k:v", ": v", "-x"]
+        [
+            "key: v",
+            "key:",
+            "- item",
+            "k\tx:",
+            "a b: v",
+            "plain",
+            "",
+            "k:v",
+            ": v",
+            "-x",
+            "k = v",
+            "k=",
+            "a b = v",
+            "=v",
+            "[s]",
+            "[s] x",
+            "# c",
+            ";c",
+            "k:x=1",
+        ]
     ),
 ).map("".join)
-_KEYED = re.compile(r"[ \t]*(?:- |[^ \t:][^ :]*:(?:[ \t]|$))")
+# a key (``key: v``, ``key = v``), a list item, a comment; a header apart
+_KEYED = re.compile(r"[ \t]*(?:- |#|;|[^ \t:][^ :]*:(?:[ \t]|$)|[^ \t=]+[ \t]*=)")
+_HEADER = re.compile(r"[ \t]*\[.*\]\s*$")
 
 
 @settings(max_examples=500, deadline=None)
 @given(lines=st.lists(_CONFIG_LINE, min_size=4, max_size=20))
+@example(lines=["[a]", "k = v", "k = v", "k = v", "[b]", "k = v", "k = v", "k = v"])
+@example(lines=["[a]", "k\tx = v", "k\tx = v", "k\tx = v", "[b]", "k = v", "plain", "plain"])
 def test_the_config_test_is_the_share_of_indented_and_keyed_lines(lines: list[str]) -> None:
     # the definition counted plainly, without the early exits
     text = "\n".join(lines)
     n = text.count("\n") + 1
-    keyed = sum(1 for line in text.split("\n") if _KEYED.match(line))
+    headers = sum(1 for line in text.split("\n") if _HEADER.match(line))
+    keyed = headers + sum(
+        1 for line in text.split("\n") if _KEYED.match(line) and not _HEADER.match(line)
+    )
     indented = sum(1 for line in text.split("\n") if line[:1] in (" ", "\t"))
-    expected = n >= 8 and indented >= 0.3 * n and keyed >= 0.5 * n
+    expected = n >= 8 and keyed >= 0.5 * n and (indented >= 0.3 * n or headers >= 2)
     assert looks_like_config(text) is expected
     # only the head is read: what follows its first 100 lines does not change the answer
     head = "\n".join((lines * 100)[:100])

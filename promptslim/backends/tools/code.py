@@ -5,7 +5,7 @@ Kept: the first ``head`` lines; an outline (every definition line indented at mo
 lines around it, and the definitions that enclose it (walking out by indentation); the body
 of a definition the turn names (up to ``body_lines``), and below any other line holding one of
 the turn's literals, the rest of the record it is in (``records``, on by default: a service in
-a compose file, a Deployment in a manifest). Everything else is elided in runs, each
+a compose file, a Deployment in a manifest, a TOML table; ``records.py``). Everything else is elided in runs, each
 replaced by one comment line in the file's syntax that gives the line range and the id of
 its original.
 """
@@ -18,14 +18,9 @@ from bisect import bisect_left
 from ...errors import ConfigError
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
 from .match import keep_small_gaps, line_starts, matcher_for
+from .records import looks_like_config, record_end
 
-__all__ = [
-    "CodeCompressor",
-    "comment_prefix",
-    "definition_lines",
-    "looks_like_code",
-    "looks_like_config",
-]
+__all__ = ["CodeCompressor", "comment_prefix", "definition_lines", "looks_like_code"]
 
 # what a definition line starts with after its indentation, tested line by line with
 # ``startswith``: a multiline regex of these alternatives tried every position of the text
@@ -44,9 +39,6 @@ _CODE_STARTS = (
 )  # fmt: skip
 _CODE_ENDS = (";", "{", ":")
 _FROM_IMPORT = re.compile(r"from [\w.]+ import ")
-# the lines the configuration test reads: a file of records is alike from its top, and a log
-# of 50,000 lines should not pay a loop over all of them to be told apart from one
-_CONFIG_HEAD = 100
 _HASH_COMMENT = frozenset(
     [
         "py",
@@ -114,29 +106,6 @@ def looks_like_code(text: str, path: str | None = None) -> bool:
         if found >= need:
             return True
     return looks_like_config(text)
-
-
-def looks_like_config(text: str) -> bool:
-    """Indented ``key: value`` records (YAML, ``kubectl describe``): of the first
-    ``_CONFIG_HEAD`` lines, at least three in ten indented and half a key or a list item. Such
-    a file is read by its records, not as a log, though its short alike lines would pass for
-    one: the line that names a record and the line that answers are a few lines apart."""
-    lines = text.split("\n", _CONFIG_HEAD)[:_CONFIG_HEAD]
-    n = len(lines)
-    if n < 8:
-        return False
-    keyed = indented = 0
-    for seen, line in enumerate(lines, 1):
-        s = line.lstrip(" \t")
-        indented += len(s) < len(line)
-        colon = s.find(":")
-        if s.startswith("- ") or (
-            colon > 0 and s[colon + 1 : colon + 2] in ("", " ", "\t") and " " not in s[:colon]
-        ):
-            keyed += 1
-        if seen - keyed > 0.5 * n or seen - indented > 0.7 * n:  # a share already missed
-            return False
-    return True
 
 
 def _code_start(s: str) -> bool:
@@ -263,33 +232,9 @@ class CodeCompressor(ToolCompressor):
             keep[j] = True
 
     def _record(self, lines: list[str], start: int, keep: list[bool]) -> None:
-        """The rest of the record a line the turn names is in (a service in a compose file, a
-        Deployment in a manifest: the value asked for sits a few lines below the name): the
-        rest of the outermost block around the line that ends within ``body_lines`` lines,
-        the line's own block included where the next line is deeper. A block ends at a
-        non-blank line indented no deeper than its head, or at the end of the text, but for
-        the block the text's first line opens (``services:``): that is the whole file."""
-        n = len(lines)
-        following = next((j for j in range(start + 1, n) if lines[j].strip()), n)
-        level = _indent(lines[start])
-        heads = [start] if following < n and _indent(lines[following]) > level else []
-        for j in range(start - 1, -1, -1):  # its parents, innermost first
-            if level == 0:
-                break
-            if lines[j].strip() and _indent(lines[j]) < level:
-                level = _indent(lines[j])
-                heads.append(j)
-        end, j = start + 1, following
-        while heads and j < min(n, start + 1 + self.body_lines):
-            if lines[j].strip():
-                ended = [h for h in heads if _indent(lines[h]) >= _indent(lines[j])]
-                heads = heads[len(ended) :]
-                end = j if ended else end
-            j += 1
-        first = next((k for k, line in enumerate(lines) if line.strip()), 0)
-        if j >= n and any(h != first for h in heads):
-            end = n  # the text's end ends the blocks still open
-        for k in range(start + 1, end):
+        """The rest of the record a line the turn names is in, within ``body_lines`` lines
+        (``records.record_end``: a service in a compose file, a TOML table)."""
+        for k in range(start + 1, record_end(lines, start, self.body_lines)):
             keep[k] = True
 
     @staticmethod
