@@ -1,13 +1,16 @@
-"""``bench_structured.py``'s indented records, generated in code: configuration files where the
-line that answers sits a few lines below the one naming the question's subject, inside the
-same record, so a window can end between them.
+"""``bench_structured.py``'s and ``bench_tools.py``'s records, generated in code: configuration
+files where the line that answers sits a few lines below the one naming the question's subject,
+inside the same record, so a window can end between them, and a log of multi-line records.
 
 - ``configs``: compose-style YAML files of services, each service's fields below its name
   (image, replicas, timeout, memory), the question asking one service's timeout;
 - ``manifests``: Kubernetes Deployments joined by ``---``, the asked memory limit five levels
   below the Deployment's name, after its requests block;
-- ``toml_tables`` (``SECTIONED``, in ``bench_tools`` only): TOML files of service tables, the
-  asked timeout five lines below the ``[services.NAME]`` header, with no indentation.
+- ``toml_tables`` (``TOOL_ONLY``, read by ``bench_tools`` as a tool result): TOML files of
+  service tables, the asked timeout five lines below the ``[services.NAME]`` header, with no
+  indentation;
+- ``git_log`` (``TOOL_ONLY``): ``git log`` output, the question naming what one commit did (its
+  indented message) and asking who made it (the header above).
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
@@ -21,7 +24,7 @@ from promptslim.bench.datasets import BenchItem
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
 from promptslim.types import Document
 
-__all__ = ["INDENTED", "SECTIONED", "configs", "manifests", "tables"]
+__all__ = ["INDENTED", "TOOL_ONLY", "configs", "git_log", "manifests", "tables"]
 
 #: documents in each item, and records in each document
 DOCUMENTS = 5
@@ -157,5 +160,35 @@ INDENTED: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "configs": configs,
     "manifests": manifests,
 }
-#: the flat, sectioned ones (TOML tables), which ``bench_tools`` reads as a tool result
-SECTIONED: dict[str, Callable[[random.Random, int], BenchItem]] = {"toml_tables": tables}
+FIRST = ("Ana", "Bo", "Cyd", "Dee", "Eli", "Fay", "Gus", "Ivy")
+LAST = ("Lima", "Chen", "Park", "Roy", "Cohen", "Wong", "Hale", "Moss")
+COMMITS = 60
+
+
+def git_log(rng: random.Random, i: int) -> BenchItem:
+    """``git log`` output: the question names what one commit did (in its indented message)
+    and asks who made it (in the header above); no one else in the log made a commit."""
+    target, where = f"ledger-cache-{i}", rng.randrange(COMMITS)
+    author = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+    entries = []
+    for k in range(COMMITS):
+        who = author
+        while k != where and who == author:
+            who = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+        part = f"{rng.choice(TEAMS)}-{rng.choice(['cache', 'queue', 'api'])}-{rng.randrange(999)}"
+        message = f"Fix memory leak in {target}" if k == where else f"Speed up {part}"
+        entries.append(
+            f"commit {rng.getrandbits(160):040x}\n"
+            f"Author: {who} <{who.split()[0].lower()}@example.com>\n"
+            f"Date:   Mon Nov {1 + k % 28} 10:{k:02d}:00 2026 +0000\n\n    {message}\n"
+        )
+    question = f"Who made the commit that fixed the memory leak in {target}?"
+    return _item("git_log", i, ["\n".join(entries)], question, f"Author: {author} <")
+
+
+#: the shapes only ``bench_tools`` reads, as a tool result: flat, sectioned TOML tables, and a
+#: log of multi-line records
+TOOL_ONLY: dict[str, Callable[[random.Random, int], BenchItem]] = {
+    "toml_tables": tables,
+    "git_log": git_log,
+}

@@ -1,15 +1,16 @@
-"""``bench_tools.py``'s records: ``config_data``'s compose files, Kubernetes manifests and TOML
-tables sent as one tool result (a ``read_config`` call whose arguments name no file, so the
-result is routed by its content), the question the turn's user message.
+"""``bench_tools.py``'s records: ``config_data``'s compose files, Kubernetes manifests, TOML
+tables and ``git log`` output sent as one tool result (a call whose arguments name no file,
+so the result is routed by its content), the question the turn's user message.
 
-The answer is a line a few lines below the one naming the question's subject, inside the same
-record (indented blocks, or a ``[section]`` of flat keys): the tools stage must keep the rest
-of that record, not just the lines around the name.
-Side by side on the same items: ``default`` (the tools stage as it comes) and ``records_off``
-(the code compressor's ``records=False``: only the lines around each named line). Figures per
-shape: ``evidence`` (the answer still in the tool message) with its Wilson 95 % interval,
-``token_ratio`` (the message's tokens out / in), ``kinds`` (which compressor each result went
-to) and ``p50_ms`` / ``p99_ms`` of the stage's run on the request.
+The answer is a line a few lines from the one naming the question's subject, inside the same
+record (indented blocks, a ``[section]`` of flat keys, a commit's header above its message):
+the tools stage must keep the rest of that record, not just the lines around the name. Side by
+side on the same items: ``default`` (the tools stage as it comes) and ``records_off`` (the code
+compressor's ``records=False`` and the log compressor's ``headers=False``: only the lines
+around each named line). Figures per shape: ``evidence`` (the answer still in the tool
+message) with its Wilson 95 % interval, ``token_ratio`` (the message's tokens out / in),
+``kinds`` (which compressor each result went to) and ``p50_ms`` / ``p99_ms`` of the stage's
+run on the request.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import random
 import time
 from typing import Any
 
-from config_data import INDENTED, SECTIONED
+from config_data import INDENTED, TOOL_ONLY
 
 from promptslim.bench.dataset_base import BenchItem
 from promptslim.stages.tools import ToolsStage
@@ -32,7 +33,7 @@ __all__ = ["indented_records"]
 #: the tools stage's options per config
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
-    "records_off": {"options": {"code": {"records": False}}},
+    "records_off": {"options": {"code": {"records": False}, "log": {"headers": False}}},
 }
 
 
@@ -90,7 +91,7 @@ def indented_records(n: int, seed: int = 11) -> dict[str, Any]:
     """Each shape's ``n`` items under each config, the same items side by side (the configs'
     order alternating item by item, so neither is always the first to meet a text)."""
     out: dict[str, Any] = {}
-    for shape, make in {**INDENTED, **SECTIONED}.items():
+    for shape, make in {**INDENTED, **TOOL_ONLY}.items():
         rng = random.Random(seed)
         rows = {name: _Rows() for name in CONFIGS}
         for i in range(n):
@@ -106,7 +107,7 @@ def records_table(rows: dict[str, Any]) -> list[str]:
     """The side-by-side table for people."""
     lines = [
         "",
-        "| indented records as a tool result | config | evidence [95% CI] | token_ratio | kinds |",
+        "| records as a tool result | config | evidence [95% CI] | token_ratio | kinds |",
         "|---|---|---|---|---|",
     ]
     for shape, configs in rows.items():

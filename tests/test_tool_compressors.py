@@ -18,6 +18,7 @@ from promptslim.backends.compress.extractive import split_units
 from promptslim.backends.tools import TOOL_COMPRESSORS, Compressed, ToolContext
 from promptslim.backends.tools.code import CodeCompressor
 from promptslim.backends.tools.json_crusher import JsonCompressor, load_json
+from promptslim.backends.tools.logs import LogCompressor
 from promptslim.backends.tools.router import candidates, route
 from promptslim.errors import ConfigError
 
@@ -330,6 +331,37 @@ def test_a_section_a_named_line_is_in_is_kept_to_the_next_header(table: str, fie
     assert restore_lines(out.text, originals(out)) == text
     off = CodeCompressor(records=False).compress(text, ctx)
     assert off is not None and field.format(t=2517) not in off.text
+
+
+def _git_log(n: int) -> str:
+    authors = ("Ana Lima", "Bo Chen", "Cyd Park", "Dee Roy", "Eli Cohen")
+    entries = [
+        f"commit {i:040x}\nAuthor: {authors[i % 5]} <a{i}@example.com>\n"
+        f"Date:   Mon Nov {1 + i % 28} 10:{i % 60:02d}:00 2026 +0000\n\n"
+        f"    Speed up cache-{i} lookups\n\n    Signed-off-by: {authors[i % 5]}\n"
+        for i in range(n)
+    ]
+    return "\n".join(entries)
+
+
+def test_a_named_continuation_line_keeps_the_header_it_hangs_under() -> None:
+    # git log: the message names what the commit did, its author is in the header above
+    text = _git_log(60)
+    ctx = ToolContext(query="Who sped up the cache-37 lookups?")
+    out = route(text, ctx, ALL)
+    assert out is not None and out.kind == "log"
+    assert f"commit {37:040x}" in out.text and "<a37@example.com>" in out.text
+    assert "<a36@example.com>" not in out.text and len(out.text) < 0.3 * len(text)
+    assert restore_lines(out.text, originals(out)) == text
+    off = LogCompressor(headers=False).compress(text, ctx)
+    assert off is not None and "<a37@example.com>" not in off.text
+    with pytest.raises(ConfigError) as err:
+        LogCompressor(headers="yes")  # type: ignore[arg-type]
+    assert err.value.field == "headers"
+    # a header further above than the reach is not looked for
+    far = text.replace("    Speed up cache-37 lookups", "\n" * 25 + "    Speed up cache-37 lookups")
+    out = route(far, ctx, ALL)
+    assert out is not None and "<a37@example.com>" not in out.text
 
 
 def test_text_keeps_literal_sentences_and_restores() -> None:
