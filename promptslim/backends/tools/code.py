@@ -5,9 +5,9 @@ Kept: the first ``head`` lines; an outline (every definition line indented at mo
 lines around it, and the definitions that enclose it (walking out by indentation); the body
 of a definition the turn names (up to ``body_lines``), and below any other line holding one of
 the turn's literals, the rest of the record it is in (``records``, on by default: a service in
-a compose file, a Deployment in a manifest, a TOML table; ``records.py``). Everything else is elided in runs, each
-replaced by one comment line in the file's syntax that gives the line range and the id of
-its original.
+a compose file, a Deployment in a manifest, a TOML table; ``records.py``). Everything else is
+elided in runs, each replaced by one comment line in the file's syntax that gives the line
+range and the id of its original.
 """
 
 from __future__ import annotations
