@@ -10,7 +10,9 @@ inside the same record, so a window can end between them, and a log of multi-lin
   service tables, the asked timeout five lines below the ``[services.NAME]`` header, with no
   indentation;
 - ``git_log`` (``TOOL_ONLY``): ``git log`` output, the question naming what one commit did (its
-  indented message) and asking who made it (the header above).
+  indented message) and asking who made it (the header above);
+- ``terraform_plan`` (``TOOL_ONLY``): a ``terraform plan``, each resource's block under a
+  comment naming it, the asked root volume size one block deeper.
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
@@ -24,7 +26,15 @@ from promptslim.bench.datasets import BenchItem
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
 from promptslim.types import Document
 
-__all__ = ["INDENTED", "TOOL_ONLY", "configs", "git_log", "manifests", "tables"]
+__all__ = [
+    "INDENTED",
+    "TOOL_ONLY",
+    "configs",
+    "git_log",
+    "manifests",
+    "tables",
+    "terraform_plan",
+]
 
 #: documents in each item, and records in each document
 DOCUMENTS = 5
@@ -186,9 +196,46 @@ def git_log(rng: random.Random, i: int) -> BenchItem:
     return _item("git_log", i, ["\n".join(entries)], question, f"Author: {author} <")
 
 
-#: the shapes only ``bench_tools`` reads, as a tool result: flat, sectioned TOML tables, and a
-#: log of multi-line records
+INSTANCE_TYPES = ("t3.micro", "t3.small", "m5.large", "c5.xlarge")
+RESOURCES = 25
+
+
+def _resource(rng: random.Random, name: str, disk: int) -> str:
+    return (
+        f"  # aws_instance.{name} will be created\n"
+        f'  + resource "aws_instance" "{name}" {{\n'
+        f'      + ami                         = "ami-{rng.getrandbits(32):08x}"\n'
+        "      + arn                         = (known after apply)\n"
+        f'      + instance_type               = "{rng.choice(INSTANCE_TYPES)}"\n'
+        "      + private_ip                  = (known after apply)\n"
+        "      + root_block_device {\n"
+        f"          + volume_size           = {disk}\n"
+        '          + volume_type           = "gp3"\n'
+        "        }\n"
+        f'      + tags                        = {{ "Name" = "{name}" }}\n'
+        "    }\n"
+    )
+
+
+def terraform_plan(rng: random.Random, i: int) -> BenchItem:
+    """``terraform plan`` output: each resource's block under a comment naming it, the asked
+    root volume size one block deeper, five lines below the comment."""
+    target, where = f"ledger-{i}", rng.randrange(RESOURCES)
+    disks = rng.sample(range(20, 2000), RESOURCES)
+    blocks = [
+        _resource(rng, target if k == where else _other(rng, target), disks[k])
+        for k in range(RESOURCES)
+    ]
+    text = "Terraform will perform the following actions:\n\n" + "\n".join(blocks)
+    question = f"What root volume size will aws_instance.{target} get?"
+    answer = f"volume_size           = {disks[where]}\n"
+    return _item("terraform_plan", i, [text], question, answer)
+
+
+#: the shapes only ``bench_tools`` reads, as a tool result: flat, sectioned TOML tables, a log
+#: of multi-line records, and a plan whose blocks a comment names
 TOOL_ONLY: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "toml_tables": tables,
     "git_log": git_log,
+    "terraform_plan": terraform_plan,
 }

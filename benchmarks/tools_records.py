@@ -1,16 +1,17 @@
 """``bench_tools.py``'s records: ``config_data``'s compose files, Kubernetes manifests, TOML
-tables and ``git log`` output sent as one tool result (a call whose arguments name no file,
-so the result is routed by its content), the question the turn's user message.
+tables, ``git log`` output and a ``terraform plan`` sent as one tool result (a call whose
+arguments name no file, so the result is routed by its content), the question the turn's user
+message.
 
 The answer is a line a few lines from the one naming the question's subject, inside the same
-record (indented blocks, a ``[section]`` of flat keys, a commit's header above its message):
-the tools stage must keep the rest of that record, not just the lines around the name. Side by
-side on the same items: ``default`` (the tools stage as it comes) and ``records_off`` (the code
-compressor's ``records=False`` and the log compressor's ``headers=False``: only the lines
-around each named line). Figures per shape: ``evidence`` (the answer still in the tool
-message) with its Wilson 95 % interval, ``token_ratio`` (the message's tokens out / in),
-``kinds`` (which compressor each result went to) and ``p50_ms`` / ``p99_ms`` of the stage's
-run on the request.
+record (indented blocks, a ``[section]`` of flat keys, a commit's header above its message, the
+block a comment names): the tools stage must keep the rest of that record, not just the lines
+around the name. Side by side on the same items: ``default`` (the tools stage as it comes) and
+``records_off`` (the code compressor's ``records=False`` and the log compressor's
+``headers=False``: only the lines around each named line). Figures per shape: ``evidence``
+(the answer still in the tool message) with its Wilson 95 % interval, ``token_ratio`` (the
+message's tokens out / in), ``kinds`` (which compressor each result went to) and ``p50_ms`` /
+``p99_ms`` of the stage's run on the request.
 """
 
 from __future__ import annotations

@@ -333,6 +333,30 @@ def test_a_section_a_named_line_is_in_is_kept_to_the_next_header(table: str, fie
     assert off is not None and field.format(t=2517) not in off.text
 
 
+def _plan(n: int) -> str:
+    """A Terraform plan: each resource's block introduced by a comment naming it."""
+    blocks = [
+        f'  # aws_instance.web-{i} will be created\n  + resource "aws_instance" "web-{i}" {{\n'
+        f'      + ami           = "ami-{i:08x}"\n      + arn           = (known after apply)\n'
+        f'      + instance_type = "t3.micro"\n      + root_block_device {{\n'
+        f"          + volume_size = {100 + i}\n        }}\n    }}\n"
+        for i in range(n)
+    ]
+    return "Terraform will perform the following actions:\n\n" + "\n".join(blocks)
+
+
+def test_a_named_comment_keeps_the_record_of_the_line_it_describes() -> None:
+    text = _plan(40)
+    ctx = ToolContext(query="What root volume size will aws_instance.web-23 get?")
+    out = route(text, ctx, ALL)
+    assert out is not None and out.kind == "code"
+    assert "volume_size = 123" in out.text  # five lines below the comment, one block deeper
+    assert "volume_size = 124" not in out.text and len(out.text) < 0.3 * len(text)
+    assert restore_lines(out.text, originals(out)) == text
+    off = CodeCompressor(records=False).compress(text, ctx)
+    assert off is not None and "volume_size = 123" not in off.text
+
+
 def _git_log(n: int) -> str:
     authors = ("Ana Lima", "Bo Chen", "Cyd Park", "Dee Roy", "Eli Cohen")
     entries = [

@@ -7,7 +7,8 @@ file, a Deployment's memory limit five levels below its name, a TOML table's key
 ``[header]``. Its short alike lines would pass for a log, and keeping the lines around a named
 line stops short of the answer. So such a file is read as a file (``looks_like_config``), and
 below a line the turn names the rest of its record is kept (``record_end``): the rest of the
-indented blocks around the line, or of the ``[section]`` it is in.
+indented blocks around the line, or of the ``[section]`` it is in, or, below a comment, the
+record of the line it describes.
 """
 
 from __future__ import annotations
@@ -106,5 +107,15 @@ def _section_end(lines: list[str], start: int, limit: int) -> int:
 
 def record_end(lines: list[str], start: int, limit: int) -> int:
     """Where the record line ``start`` is in ends (exclusive), at most ``limit`` lines below
-    it: the rest of its indented blocks (YAML) or of its ``[section]`` (TOML, INI)."""
-    return max(_indented_end(lines, start, limit), _section_end(lines, start, limit))
+    it: the rest of its indented blocks (YAML) or of its ``[section]`` (TOML, INI). A comment
+    names what follows it (``# aws_instance.web will be created`` above the resource's block
+    in a Terraform plan): the record of the line right after it, at its indent, counts too."""
+    end = max(_indented_end(lines, start, limit), _section_end(lines, start, limit))
+    head = lines[start].lstrip(" \t")
+    nxt = start + 1
+    if head.startswith(("#", "//")) and nxt < len(lines) and 1 < limit:
+        line = lines[nxt]
+        below = line.lstrip(" \t")
+        if below and not below.startswith(("#", "//")) and _indent(line) == _indent(lines[start]):
+            end = max(end, _indented_end(lines, nxt, limit - 1))
+    return end
