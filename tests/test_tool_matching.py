@@ -17,7 +17,7 @@ from promptslim.backends.tools.code import looks_like_code
 from promptslim.backends.tools.json_crusher import JsonCompressor, NotJson
 from promptslim.backends.tools.logs import _IMPORTANT, LogCompressor, _lines_with
 from promptslim.backends.tools.match import Matcher, line_starts
-from promptslim.backends.tools.records import looks_like_config
+from promptslim.backends.tools.records import looks_like_config, record_end
 from promptslim.backends.tools.router import route
 from promptslim.backends.tools.text import TextCompressor
 
@@ -234,3 +234,13 @@ def test_a_rare_query_word_outranks_a_common_one_in_a_long_log() -> None:
     out = LogCompressor().compress("\n".join(lines), context)
     assert out is not None and "anyio-4.16.0" in out.text
     assert len(out.text) < len("\n".join(lines)) / 2
+
+
+@pytest.mark.parametrize(("above", "kept"), [(50, True), (200, False)])
+def test_a_records_parents_are_looked_for_a_few_limits_up(above: int, kept: bool) -> None:
+    # a block whose head is further up than four limits is not read back to: a long file
+    # indented throughout costs a bounded scan for each named line
+    lines = ["a: 0", "b:", *["  x: 1"] * above, "  named: v", "  y: 2", "c: 3"]
+    start = lines.index("  named: v")
+    assert (record_end(lines, start, 30) == start + 2) is kept
+    assert record_end(lines, start, 30) in (start + 1, start + 2)

@@ -18,6 +18,7 @@ from bisect import bisect_left
 from ...errors import ConfigError
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
 from .match import keep_small_gaps, line_starts, matcher_for
+from .records import indent as _indent
 from .records import looks_like_config, record_end
 
 __all__ = ["CodeCompressor", "comment_prefix", "definition_lines", "looks_like_code"]
@@ -141,10 +142,6 @@ def comment_prefix(path: str | None, text: str = "") -> str:
 def definition_lines(lines: list[str]) -> list[int]:
     """The indexes of the lines that open a definition (``def``, ``class``, a decorator...)."""
     return [i for i, line in enumerate(lines) if line.lstrip(" \t").startswith(_DEFINITION_STARTS)]
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" \t"))
 
 
 class CodeCompressor(ToolCompressor):

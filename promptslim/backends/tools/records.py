@@ -13,7 +13,7 @@ record of the line it describes.
 
 from __future__ import annotations
 
-__all__ = ["CONFIG_HEAD", "is_header", "looks_like_config", "record_end"]
+__all__ = ["CONFIG_HEAD", "indent", "is_header", "looks_like_config", "record_end"]
 
 #: the lines the configuration test reads: a file of records is alike from its top, and a log
 #: of 50,000 lines should not pay a loop over all of them to be told apart from one
@@ -61,7 +61,8 @@ def looks_like_config(text: str) -> bool:
     return indented >= 0.3 * n or headers >= 2
 
 
-def _indent(line: str) -> int:
+def indent(line: str) -> int:
+    """The width of the spaces and tabs that start ``line``."""
     return len(line) - len(line.lstrip(" \t"))
 
 
@@ -72,18 +73,20 @@ def _indented_end(lines: list[str], start: int, limit: int) -> int:
     for the block the text's first line opens (``services:``): that is the whole file."""
     n = len(lines)
     following = next((j for j in range(start + 1, n) if lines[j].strip()), n)
-    level = _indent(lines[start])
-    heads = [start] if following < n and _indent(lines[following]) > level else []
-    for j in range(start - 1, -1, -1):  # its parents, innermost first
+    level = indent(lines[start])
+    heads = [start] if following < n and indent(lines[following]) > level else []
+    # its parents, innermost first, no further up than a few limits: a long file indented
+    # throughout is not read back to its top for each named line
+    for j in range(start - 1, max(-1, start - 4 * limit - 1), -1):
         if level == 0:
             break
-        if lines[j].strip() and _indent(lines[j]) < level:
-            level = _indent(lines[j])
+        if lines[j].strip() and indent(lines[j]) < level:
+            level = indent(lines[j])
             heads.append(j)
     end, j = start + 1, following
     while heads and j < min(n, start + 1 + limit):
         if lines[j].strip():
-            ended = [h for h in heads if _indent(lines[h]) >= _indent(lines[j])]
+            ended = [h for h in heads if indent(lines[h]) >= indent(lines[j])]
             heads = heads[len(ended) :]
             end = j if ended else end
         j += 1
@@ -116,6 +119,6 @@ def record_end(lines: list[str], start: int, limit: int) -> int:
     if head.startswith(("#", "//")) and nxt < len(lines) and 1 < limit:
         line = lines[nxt]
         below = line.lstrip(" \t")
-        if below and not below.startswith(("#", "//")) and _indent(line) == _indent(lines[start]):
+        if below and not below.startswith(("#", "//")) and indent(line) == indent(lines[start]):
             end = max(end, _indented_end(lines, nxt, limit - 1))
     return end
