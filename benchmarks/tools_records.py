@@ -1,14 +1,17 @@
 """``bench_tools.py``'s records: ``config_data``'s compose files, Kubernetes manifests, TOML
-tables, ``git log`` output and a ``terraform plan`` sent as one tool result (a call whose
+tables, ``git log`` output and a ``terraform plan``, and ``tool_records_data``'s ``git diff``,
+log with JSON payloads and Markdown handbook, each sent as one tool result (a call whose
 arguments name no file, so the result is routed by its content), the question the turn's user
 message.
 
 The answer is a line a few lines from the one naming the question's subject, inside the same
 record (indented blocks, a ``[section]`` of flat keys, a commit's header above its message, the
-block a comment names): the tools stage must keep the rest of that record, not just the lines
-around the name. Side by side on the same items: ``default`` (the tools stage as it comes) and
-``records_off`` (the code compressor's ``records=False`` and the log compressor's
-``headers=False``: only the lines around each named line). Figures per shape: ``evidence``
+block a comment names, a diff's hunk, a payload below its log line, a Markdown section): the
+tools stage must keep the rest of that record, not just the lines around the name. Side by
+side on the same items: ``default`` (the tools stage as it comes) and ``records_off`` (the code
+and log compressors' ``records=False``: only the lines around each named line; the Markdown
+handbook goes to the passage ranking, which that option does not touch, so its two rows are
+the same). Figures per shape: ``evidence``
 (the answer still in the tool message) with its Wilson 95 % interval, ``token_ratio`` (the
 message's tokens out / in), ``kinds`` (which compressor each result went to) and ``p50_ms`` /
 ``p99_ms`` of the stage's run on the request.
@@ -22,6 +25,7 @@ import time
 from typing import Any
 
 from config_data import INDENTED, TOOL_ONLY
+from tool_records_data import TOOL_RECORDS
 
 from promptslim.bench.dataset_base import BenchItem
 from promptslim.stages.tools import ToolsStage
@@ -34,7 +38,7 @@ __all__ = ["indented_records"]
 #: the tools stage's options per config
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
-    "records_off": {"options": {"code": {"records": False}, "log": {"headers": False}}},
+    "records_off": {"options": {"code": {"records": False}, "log": {"records": False}}},
 }
 
 
@@ -92,7 +96,7 @@ def indented_records(n: int, seed: int = 11) -> dict[str, Any]:
     """Each shape's ``n`` items under each config, the same items side by side (the configs'
     order alternating item by item, so neither is always the first to meet a text)."""
     out: dict[str, Any] = {}
-    for shape, make in {**INDENTED, **TOOL_ONLY}.items():
+    for shape, make in {**INDENTED, **TOOL_ONLY, **TOOL_RECORDS}.items():
         rng = random.Random(seed)
         rows = {name: _Rows() for name in CONFIGS}
         for i in range(n):

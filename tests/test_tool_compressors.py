@@ -377,11 +377,11 @@ def test_a_named_continuation_line_keeps_the_header_it_hangs_under() -> None:
     assert f"commit {37:040x}" in out.text and "<a37@example.com>" in out.text
     assert "<a36@example.com>" not in out.text and len(out.text) < 0.3 * len(text)
     assert restore_lines(out.text, originals(out)) == text
-    off = LogCompressor(headers=False).compress(text, ctx)
+    off = LogCompressor(records=False).compress(text, ctx)
     assert off is not None and "<a37@example.com>" not in off.text
     with pytest.raises(ConfigError) as err:
-        LogCompressor(headers="yes")  # type: ignore[arg-type]
-    assert err.value.field == "headers"
+        LogCompressor(records="yes")  # type: ignore[arg-type]
+    assert err.value.field == "records"
     # a header further above than the reach is not looked for
     far = text.replace("    Speed up cache-37 lookups", "\n" * 25 + "    Speed up cache-37 lookups")
     out = route(far, ctx, ALL)

@@ -12,6 +12,7 @@ import pytest
 from promptslim.backends.tools.documents import MAX_ITEMS
 from promptslim.backends.tools.passages import find_passages
 from promptslim.backends.tools.prose import reads_as_prose
+from promptslim.backends.tools.sections import TITLE_CHARS, Heading, section_headings, title
 from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.metrics import evidence_retention
 from promptslim.stages.tools import ToolsStage
@@ -147,6 +148,77 @@ def test_a_heading_goes_with_the_block_after_it() -> None:
     assert found.bodies[0] == f"## Ferries\n\nTown 0. {BLOCK}"
     assert found.bodies[1] == f"Town 1. {BLOCK}"
     assert found.bodies[2] == f"## Markets\n\n{BLOCK}"
+
+
+def test_a_block_is_titled_by_the_markdown_headings_it_is_under() -> None:
+    bodies = [
+        "# Runbook\n\nIntro",
+        "## auth-api\n\nText",
+        "More text",
+        "```sh\n# a shell comment, no heading\nls\n```",
+        "### Limits\n\nText",
+        "```\nopen fence",
+        "# inside the fence still\n```",
+        "## billing-api ##\n\nText",
+    ]
+    titles = [title(h) for h in section_headings(bodies)]
+    assert titles == [
+        "Runbook",
+        "Runbook / auth-api",
+        "Runbook / auth-api",
+        "Runbook / auth-api",
+        "Runbook / auth-api / Limits",
+        "Runbook / auth-api / Limits",
+        "Runbook / auth-api / Limits",
+        "Runbook / billing-api",  # a heading closes those of its level and below
+    ]
+    assert section_headings(["Plain", "text"]) == ((), ())
+    assert title([Heading(0, 0, 1, 1, "x" * 400)]) == "x" * TITLE_CHARS
+
+
+def _notes(target: int) -> tuple[str, str]:
+    """Service notes in Markdown: each service's limit two blocks below its heading, in a
+    paragraph that names no service; the text and the target's limit sentence."""
+    parts = ["# Service notes"]
+    for k in range(10):
+        parts += [
+            f"### billing-worker-{k}",
+            (
+                f"Service {k} consumes events from the shared queue and writes its results to the "
+                "primary store. It was migrated to the new cluster last quarter and runs well."
+            ),
+            (
+                f"Operators should keep in mind that the upstream rate limit is {300 + 7 * k} "
+                "requests per second, and that bursts above it are rejected by the gateway."
+            ),
+        ]
+    return "\n\n".join(parts), f"rate limit is {300 + 7 * target} requests"
+
+
+def test_a_paragraph_below_a_named_heading_keeps_the_answer_and_its_heading() -> None:
+    text, answer = _notes(6)
+    found = find_passages(text)
+    assert found is not None and found.titles[-1] == "Service notes / billing-worker-9"
+    request = _asked("What upstream rate limit applies to billing-worker-6?", text)
+    out = ToolsStage().run(request).request.messages[-1].text
+    assert answer in out and len(out) < 0.6 * len(text)
+    # every kept limit sentence comes with its own service's heading above it
+    for k in range(10):
+        if f"rate limit is {300 + 7 * k} " in out:
+            heading = out.index(f"### billing-worker-{k}\n")
+            assert heading < out.index(f"rate limit is {300 + 7 * k} ")
+
+
+def test_a_kept_block_keeps_the_line_of_its_heading() -> None:
+    text, _ = _notes(0)
+    found = find_passages(text)
+    assert found is not None
+    last = len(found.bodies) - 1  # the last limit sentence, its heading two blocks up
+    out = found.render({last: None})
+    assert out is not None
+    assert out.text.startswith("# Service notes\n\n[… ")
+    assert "### billing-worker-9\n\n[… " in out.text and out.text.endswith(found.bodies[last])
+    assert "### billing-worker-8" not in out.text
 
 
 def test_more_blocks_than_a_document_list_may_hold_go_to_the_text_compressor() -> None:

@@ -1,11 +1,12 @@
 """Code and file reads: keep what the turn asked about, with the signatures around it.
 
 Kept: the first ``head`` lines; an outline (every definition line indented at most
-``outline_indent``); each line holding the turn's literals or query words with ``context``
-lines around it, and the definitions that enclose it (walking out by indentation); the body
-of a definition the turn names (up to ``body_lines``), and below any other line holding one of
-the turn's literals, the rest of the record it is in (``records``, on by default: a service in
-a compose file, a Deployment in a manifest, a TOML table; ``records.py``). Everything else is
+``outline_indent``; in a unified diff, its file headers); each line holding the turn's
+literals or query words with ``context`` lines around it, and the definitions that enclose it
+(walking out by indentation); the body of a definition the turn names (up to ``body_lines``),
+and below any other line holding one of the turn's literals, the rest of the record it is in
+(``records``, on by default: a service in a compose file, a Deployment in a manifest, a TOML
+table, a log line's JSON payload, a diff's hunk; ``records.py``). Everything else is
 elided in runs, each replaced by one comment line in the file's syntax that gives the line
 range and the id of its original.
 """
@@ -19,7 +20,7 @@ from ...errors import ConfigError
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
 from .match import keep_small_gaps, line_starts, matcher_for
 from .records import indent as _indent
-from .records import looks_like_config, record_end
+from .records import looks_like_config, looks_like_diff, record_end
 
 __all__ = ["CodeCompressor", "comment_prefix", "definition_lines", "looks_like_code"]
 
@@ -29,7 +30,7 @@ __all__ = ["CodeCompressor", "comment_prefix", "definition_lines", "looks_like_c
 _DEFINITION_STARTS = (
     "@", "async def ", "def ", "class ", "export ", "function ", "func ", "pub ", "fn ",
     "struct ", "enum ", "trait ", "impl ", "mod ", "interface ", "public ", "private ",
-    "protected ", "static ", "internal ", "module ", "type ",
+    "protected ", "static ", "internal ", "module ", "type ", "diff --git ",
 )  # fmt: skip
 # what a line of code starts with, after its indentation (``from x import`` and ``@name`` are
 # tested apart); or it ends with ``;``, ``{`` or ``:``. Tested with str methods line by line:
@@ -91,12 +92,15 @@ _DASH_COMMENT = frozenset(["sql", "lua", "hs", "elm"])
 
 def looks_like_code(text: str, path: str | None = None) -> bool:
     """A file read by its path's extension, else by the share of lines that look like code
-    (a line may count twice: once for how it starts, once for how it ends)."""
+    (a line may count twice: once for how it starts, once for how it ends); a unified diff, or
+    a file of records (``records.py``), is read as a file too."""
     if path and comment_prefix(path) and "." in path.rsplit("/", 1)[-1]:
         return path.rsplit(".", 1)[-1].lower() not in ("txt", "md", "log", "json")
     lines = text.split("\n")
     if len(lines) < 8:
         return False
+    if looks_like_diff(text):
+        return True
     need = 0.25 * len(lines)
     found = 0
     for line in lines:
@@ -140,8 +144,14 @@ def comment_prefix(path: str | None, text: str = "") -> str:
 
 
 def definition_lines(lines: list[str]) -> list[int]:
-    """The indexes of the lines that open a definition (``def``, ``class``, a decorator...)."""
-    return [i for i, line in enumerate(lines) if line.lstrip(" \t").startswith(_DEFINITION_STARTS)]
+    """The indexes of the lines that open a definition (``def``, ``class``, a decorator...), and
+    a diff's file headers; not its hunk headers (``@@``): one per hunk, with the marker after
+    each they would cost about what they outline."""
+    return [
+        i
+        for i, line in enumerate(lines)
+        if line.lstrip(" \t").startswith(_DEFINITION_STARTS) and not line.startswith("@@")
+    ]
 
 
 class CodeCompressor(ToolCompressor):
@@ -212,13 +222,14 @@ class CodeCompressor(ToolCompressor):
         definitions = outline[0]
         is_definition = set(definitions)
         n = len(lines)
+        diff = self.records and looks_like_diff(text)  # then a named line's record is its hunk
         for i in strong + words[: self.max_word_lines]:
             for j in range(max(0, i - self.context), min(n, i + self.context + 1)):
                 keep[j] = True
-            if i in is_definition:  # the turn names this definition: show its body
+            if i in is_definition and not diff:  # the turn names this definition: its body
                 self._body(lines, i, keep)
             elif self.records and relevance[i] >= 2.0:
-                self._record(lines, i, keep)
+                self._record(lines, i, keep, diff)
             self._enclosing(lines, i, outline, keep)
 
     def _body(self, lines: list[str], start: int, keep: list[bool]) -> None:
@@ -228,10 +239,10 @@ class CodeCompressor(ToolCompressor):
                 break
             keep[j] = True
 
-    def _record(self, lines: list[str], start: int, keep: list[bool]) -> None:
+    def _record(self, lines: list[str], start: int, keep: list[bool], diff: bool) -> None:
         """The rest of the record a line the turn names is in, within ``body_lines`` lines
-        (``records.record_end``: a service in a compose file, a TOML table)."""
-        for k in range(start + 1, record_end(lines, start, self.body_lines)):
+        (``records.record_end``: a service in a compose file, a TOML table, a diff's hunk)."""
+        for k in range(start + 1, record_end(lines, start, self.body_lines, diff=diff)):
             keep[k] = True
 
     @staticmethod

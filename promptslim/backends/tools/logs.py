@@ -4,8 +4,10 @@ Each line is masked (timestamps, hex ids, UUIDs, paths' digits and every number 
 placeholder), so ``Downloading x (1.2 MB)`` and ``Downloading x (3.4 MB)`` are one pattern.
 Kept whole: the first ``head`` and last ``tail`` lines, error and warning lines, stack
 traces (a ``Traceback`` block, indented ``File ...`` / ``at ...`` frames), and lines holding
-the turn's literals or the most query words; an indented line holding a literal also keeps the
-header it hangs under (a ``git log`` entry's message, its commit, author and date above it).
+the turn's literals or the most query words. A line holding a literal keeps the rest of its
+record (``records``): an indented line, the header it hangs under (a ``git log`` entry's
+message, its commit, author and date above it); any line, the block below it (an indented
+continuation, a JSON payload printed under it: ``records.block_end``).
 Of the remaining lines, the first of each pattern is kept until ``keep_ratio`` of the text is
 used, rarest patterns first; a run of lines with one pattern keeps its first line and a count.
 Every run of left-out lines becomes one marker line naming the line range, how many of its
@@ -21,6 +23,7 @@ from collections import Counter
 from ...errors import ConfigError
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
 from .match import keep_small_gaps, line_starts, matcher_for
+from .records import block_end
 
 __all__ = ["LogCompressor", "mask_line"]
 
@@ -41,8 +44,9 @@ _IMPORTANT = (
     # an access log's server errors (Common Log Format: the status follows the quoted request)
     '" 500 ', '" 502 ', '" 503 ', '" 504 ',
 )  # fmt: skip
-#: how far above a continuation line its header may be, and how many lines the header keeps
-_HEADER_REACH = 20
+#: how far above a continuation line its header may be, and below a line its block may reach;
+#: and how many lines the header keeps
+_REACH = 20
 _HEADER_LINES = 3
 _FRAME = re.compile(r"^\s+(?:File \"|at [\w$.<>]+\(|from [\w/.]+:\d+|\^+\s*$|[\w.]+Error\b)")
 _TRACE_START = re.compile(r"^(?:Traceback \(most recent call last\)|\S*(?:Exception|Error)\b.*:\s)")
@@ -74,7 +78,8 @@ class LogCompressor(ToolCompressor):
     ``head``/``tail``: lines always kept at each end. ``keep_ratio``: share of the text's
     characters the other kept lines may use. ``max_line``: longer lines count as this long
     when spending that share (a progress bar redrawn on one line should not take it all).
-    ``headers``: an indented line holding a literal keeps the header above it.
+    ``records``: a line holding a literal keeps the rest of its record (the header above an
+    indented line, the block below a line).
     """
 
     name = "log"
@@ -86,7 +91,7 @@ class LogCompressor(ToolCompressor):
         tail: int = 10,
         keep_ratio: float = 0.06,
         max_line: int = 400,
-        headers: bool = True,
+        records: bool = True,
     ) -> None:
         for fld, value in (("head", head), ("tail", tail), ("max_line", max_line)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -97,13 +102,13 @@ class LogCompressor(ToolCompressor):
             or not 0 <= keep_ratio <= 1
         ):
             raise ConfigError(f"must be in [0, 1], got {keep_ratio!r}", field="keep_ratio")
-        if not isinstance(headers, bool):
-            raise ConfigError(f"must be true or false, got {headers!r}", field="headers")
+        if not isinstance(records, bool):
+            raise ConfigError(f"must be true or false, got {records!r}", field="records")
         self.head = head
         self.tail = tail
         self.keep_ratio = keep_ratio
         self.max_line = max_line
-        self.headers = headers
+        self.records = records
 
     def compress(self, text: str, context: ToolContext) -> Compressed | None:
         lines = text.split("\n")
@@ -152,9 +157,11 @@ class LogCompressor(ToolCompressor):
             )
             for i in strong[:64] + words[:8]:
                 keep[i] = True
-            for i in strong[:64] if self.headers else ():
+            for i in strong[:64] if self.records else ():
                 if lines[i][:1] in (" ", "\t"):
                     _keep_header(lines, i, keep)
+                for k in range(i + 1, block_end(lines, i, _REACH, outer=False)):
+                    keep[k] = True
         return keep
 
     def _fill(self, lines: list[str], masks: list[str], keep: list[bool]) -> None:
@@ -181,13 +188,13 @@ class LogCompressor(ToolCompressor):
 
 def _keep_header(lines: list[str], i: int, keep: list[bool]) -> None:
     """Keep the header a continuation line ``i`` hangs under: the nearest line above it that is
-    not indented (past indented and blank lines, within ``_HEADER_REACH`` lines) and the lines
+    not indented (past indented and blank lines, within ``_REACH`` lines) and the lines
     not indented right above that one, ``_HEADER_LINES`` in all. A ``git log`` entry's message
     names what the commit did, and its author and date sit in the header above it."""
     j = i - 1
-    while j >= max(0, i - _HEADER_REACH) and (not lines[j] or lines[j][0] in " \t"):
+    while j >= max(0, i - _REACH) and (not lines[j] or lines[j][0] in " \t"):
         j -= 1
-    if j < max(0, i - _HEADER_REACH):
+    if j < max(0, i - _REACH):
         return
     for k in range(j, max(-1, j - _HEADER_LINES), -1):
         if not lines[k] or lines[k][0] in " \t":

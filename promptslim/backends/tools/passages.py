@@ -6,7 +6,8 @@ where the question's words sit in the sentence before it. Prose in blank-line bl
 ranked as documents instead (``stages.tools_documents``): each block one, the blocks read as
 prose by the rule a JSON document list's bodies meet (``prose.reads_as_prose``). What is
 left out becomes markers, runs of blocks and stretches of a kept block each with its original
-in an ``Elision``; the separators between what stays are the text's own.
+in an ``Elision``; the separators between what stays are the text's own. In Markdown, a block
+is ranked with the headings it is under as its title, and keeps their lines (``sections``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from . import Compressed, Elision, elision_id, marker
 from .prose import MAX_ITEMS, reads_as_prose, trimmed_body
+from .sections import Heading, section_headings, title
 
 __all__ = ["HEADING_CHARS", "Passages", "find_passages"]
 
@@ -34,10 +36,11 @@ class Passages:
     text: str
     spans: tuple[tuple[int, int], ...]
     bodies: tuple[str, ...]
+    headings: tuple[tuple[Heading, ...], ...]  # the Markdown headings each block is under
 
     @property
     def titles(self) -> tuple[str | None, ...]:
-        return (None,) * len(self.bodies)  # a block's first line is its own
+        return tuple(map(title, self.headings))
 
     def leaves(self) -> list[list[tuple[str, Any]]]:
         """Each block as the one leaf ``literal_items`` searches."""
@@ -45,7 +48,9 @@ class Passages:
 
     def render(self, kept: Mapping[int, Sequence[tuple[int, int]] | None]) -> Compressed | None:
         """The text with only the blocks in ``kept`` (a block mapped to spans keeps those
-        spans of it); each run of left-out blocks one marker. None when all is kept."""
+        spans of it), and the lines of the headings a kept block is under; each run of
+        left-out blocks one marker. None when all is kept."""
+        kept = self._with_headings(kept)
         elisions: list[Elision] = []
         out: list[str] = []
         cursor = 0  # where the text not yet written starts
@@ -72,21 +77,37 @@ class Passages:
         out.append(self.text[cursor:])
         return Compressed("".join(out), tuple(elisions), "documents") if elisions else None
 
+    def _with_headings(
+        self, kept: Mapping[int, Sequence[tuple[int, int]] | None]
+    ) -> dict[int, Sequence[tuple[int, int]] | None]:
+        """``kept`` and, for each heading a kept block is under, its line: the heading's block
+        mapped to that span besides what it keeps (nothing to add where it is kept whole)."""
+        out = dict(kept)
+        for i in kept:
+            for h in self.headings[i]:
+                spans = out.get(h.block, ())
+                if spans is not None and (h.start, h.end) not in spans:
+                    out[h.block] = sorted([*spans, (h.start, h.end)])
+        return out
+
 
 def find_passages(text: str) -> Passages | None:
     """The blank-line blocks of ``text`` when they read as prose and are no more than
     ``MAX_ITEMS`` (as many as a JSON document list may hold), else None. A heading (a
-    block of one line shorter than ``HEADING_CHARS``) goes with the block after it: what a
-    passage is about stays with it."""
+    block of one line shorter than ``HEADING_CHARS``) goes with the block after it, and so do
+    headings one after another (``## billing-api`` then ``### Overview``): what a passage is
+    about stays with it."""
     spans: list[tuple[int, int]] = []
     start = len(text) - len(text.lstrip())
+    last = start  # where the block the break ends starts (past the headings it goes with)
     for m in _BLOCK_BREAK.finditer(text):
-        block = text[start : m.start()]
+        block = text[last : m.start()]
         if block and ("\n" in block or len(block) >= HEADING_CHARS):
             spans.append((start, m.start()))
             start = m.end()
-        elif not block:
+        elif not block and start == last:
             start = m.end()
+        last = m.end()
     end = len(text.rstrip())
     if end > start:
         spans.append((start, end))
@@ -95,4 +116,4 @@ def find_passages(text: str) -> Passages | None:
     bodies = tuple(text[a:b] for a, b in spans)
     if not bodies or not reads_as_prose(bodies):
         return None
-    return Passages(text, tuple(spans), bodies)
+    return Passages(text, tuple(spans), bodies, section_headings(bodies))

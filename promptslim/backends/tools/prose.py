@@ -61,7 +61,9 @@ def reads_as_prose(bodies: Sequence[str]) -> bool:
     heads = [b[: max(SAMPLE_CHARS // len(bodies), 200)] for b in bodies]
     chars = sum(map(len, bodies))
     median = _weighted_median(sorted(map(len, bodies)), chars)
-    lines = sum(b.count("\n") + 1 for b in bodies)
+    # blank lines aside (counted as "\n\n", an estimate): a heading that goes with the
+    # paragraph below it brings a blank line as well as its own short one
+    lines = sum(b.count("\n") + 1 - b.count("\n\n") for b in bodies)
     if median < MIN_BODY_CHARS or chars < MIN_LINE_CHARS * lines:
         # a CJK character says about what a word does: its prose is short by characters
         if dominant_script("".join(heads)) != "cjk":

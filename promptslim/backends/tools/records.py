@@ -1,5 +1,5 @@
 """Files of records (YAML, ``kubectl describe``, TOML, INI): how to tell one, and where the
-record a line is in ends.
+record a line is in ends; the same for unified diffs and for bodies in brackets.
 
 In a configuration file the line that answers sits a few lines below the one naming the
 question's subject, inside the same record: a service's ``timeout`` under its name in a compose
@@ -8,17 +8,33 @@ file, a Deployment's memory limit five levels below its name, a TOML table's key
 line stops short of the answer. So such a file is read as a file (``looks_like_config``), and
 below a line the turn names the rest of its record is kept (``record_end``): the rest of the
 indented blocks around the line, or of the ``[section]`` it is in, or, below a comment, the
-record of the line it describes.
+record of the line it describes. A body in brackets that opens on the line or on the one after
+it (a log line's JSON payload, a call's arguments) is part of its record too (``block_end``,
+which the log compressor shares). In a unified diff (``looks_like_diff``) a line's record is its
+hunk: the changed lines below a file's or a hunk's header name nothing themselves.
 """
 
 from __future__ import annotations
 
-__all__ = ["CONFIG_HEAD", "indent", "is_header", "looks_like_config", "record_end"]
+import re
+
+__all__ = [
+    "CONFIG_HEAD",
+    "block_end",
+    "indent",
+    "is_header",
+    "looks_like_config",
+    "looks_like_diff",
+    "record_end",
+]
 
 #: the lines the configuration test reads: a file of records is alike from its top, and a log
 #: of 50,000 lines should not pay a loop over all of them to be told apart from one
 CONFIG_HEAD = 100
 _KEY, _HEADER = 1, 2
+#: a unified diff's hunk header (``@@ -12,7 +12,8 @@``)
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.MULTILINE)
+_OPENERS, _CLOSERS = "{[(", "}])"
 
 
 def is_header(s: str) -> bool:
@@ -61,23 +77,30 @@ def looks_like_config(text: str) -> bool:
     return indented >= 0.3 * n or headers >= 2
 
 
+def looks_like_diff(text: str) -> bool:
+    """A unified diff (``git diff``, ``git show``, ``diff -u``): a ``+++`` file line and a hunk
+    header. The substring test runs first: most text has no ``+++`` line and pays one scan."""
+    return "\n+++ " in text and _HUNK.search(text) is not None
+
+
 def indent(line: str) -> int:
     """The width of the spaces and tabs that start ``line``."""
     return len(line) - len(line.lstrip(" \t"))
 
 
-def _indented_end(lines: list[str], start: int, limit: int) -> int:
+def _indented_end(lines: list[str], start: int, limit: int, outer: bool = True) -> int:
     """The end of the outermost indented block around line ``start`` that ends within
-    ``limit`` lines, the line's own block included where the next line is deeper. A block
-    ends at a non-blank line indented no deeper than its head, or at the end of the text, but
-    for the block the text's first line opens (``services:``): that is the whole file."""
+    ``limit`` lines (``outer``; else only the line's own), the line's own block included where
+    the next line is deeper. A block ends at a non-blank line indented no deeper than its head,
+    or at the end of the text, but for the block the text's first line opens (``services:``):
+    that is the whole file."""
     n = len(lines)
     following = next((j for j in range(start + 1, n) if lines[j].strip()), n)
     level = indent(lines[start])
     heads = [start] if following < n and indent(lines[following]) > level else []
     # its parents, innermost first, no further up than a few limits: a long file indented
     # throughout is not read back to its top for each named line
-    for j in range(start - 1, max(-1, start - 4 * limit - 1), -1):
+    for j in range(start - 1, max(-1, start - 4 * limit - 1) if outer else start, -1):
         if level == 0:
             break
         if lines[j].strip() and indent(lines[j]) < level:
@@ -108,17 +131,80 @@ def _section_end(lines: list[str], start: int, limit: int) -> int:
     return end
 
 
-def record_end(lines: list[str], start: int, limit: int) -> int:
+def _bracket_end(lines: list[str], start: int, limit: int) -> int:
+    """Past the line where the brackets that line ``start`` leaves open close, when that is
+    within ``limit`` lines below it; else ``start + 1``. Brackets inside strings count like any
+    other: at worst the body ends early, or stays open past the limit and adds nothing."""
+    depth = 0
+    for j in range(start, min(len(lines), start + 1 + limit)):
+        line = lines[j]
+        depth += sum(map(line.count, _OPENERS)) - sum(map(line.count, _CLOSERS))
+        if depth <= 0:
+            return j + 1
+    return start + 1
+
+
+def _opens(line: str) -> bool:
+    """Whether ``line`` leaves a bracket open (cheap first: most lines hold none)."""
+    return any(c in line for c in _OPENERS) and (
+        sum(map(line.count, _OPENERS)) > sum(map(line.count, _CLOSERS))
+    )
+
+
+def block_end(lines: list[str], start: int, limit: int, *, outer: bool = True) -> int:
+    """Where the block under line ``start`` ends (exclusive), at most ``limit`` lines below:
+    the rest of the indented blocks around it (``outer``; else only the line's own, deeper
+    lines: in a log, a named line's siblings are other records), and a body in brackets that
+    opens on the line, or on the next line at its indent (a JSON payload printed below it)."""
+    end = _indented_end(lines, start, limit, outer)
+    if _opens(lines[start]):
+        end = max(end, _bracket_end(lines, start, limit))
+    nxt = start + 1
+    if (
+        nxt < len(lines)
+        and 1 < limit
+        and _opens(lines[nxt])
+        and indent(lines[nxt]) == indent(lines[start])
+    ):
+        below = _indented_end(lines, nxt, limit - 1, outer)
+        end = max(end, below, _bracket_end(lines, nxt, limit - 1))
+    return end
+
+
+def _hunk_end(lines: list[str], start: int, limit: int) -> int:
+    """In a diff, the end of the hunk line ``start`` is in, at most ``limit`` lines below it:
+    from a file's or a hunk's header, past the header lines to the end of the hunk below."""
+    end, stop = start + 1, min(len(lines), start + 1 + limit)
+    in_hunk = _hunk_line(lines[start])
+    while end < stop:
+        line = lines[end]
+        if _hunk_line(line):
+            in_hunk = True
+        elif in_hunk and line and not line.startswith("\\"):  # "\ No newline at end of file"
+            break
+        end += 1
+    return end
+
+
+def _hunk_line(line: str) -> bool:
+    """A context, added or removed line of a diff (not a ``---``/``+++`` file line)."""
+    return line[:1] in (" ", "+", "-") and not line.startswith(("+++ ", "--- "))
+
+
+def record_end(lines: list[str], start: int, limit: int, *, diff: bool = False) -> int:
     """Where the record line ``start`` is in ends (exclusive), at most ``limit`` lines below
-    it: the rest of its indented blocks (YAML) or of its ``[section]`` (TOML, INI). A comment
-    names what follows it (``# aws_instance.web will be created`` above the resource's block
-    in a Terraform plan): the record of the line right after it, at its indent, counts too."""
-    end = max(_indented_end(lines, start, limit), _section_end(lines, start, limit))
+    it: the rest of its indented blocks (YAML) or of its ``[section]`` (TOML, INI), or a body in
+    brackets it opens (``block_end``). A comment names what follows it (``# aws_instance.web
+    will be created`` above the resource's block in a Terraform plan): the record of the line
+    right after it, at its indent, counts too. In a unified diff (``diff``): the hunk."""
+    if diff:
+        return _hunk_end(lines, start, limit)
+    end = max(block_end(lines, start, limit), _section_end(lines, start, limit))
     head = lines[start].lstrip(" \t")
     nxt = start + 1
     if head.startswith(("#", "//")) and nxt < len(lines) and 1 < limit:
         line = lines[nxt]
         below = line.lstrip(" \t")
         if below and not below.startswith(("#", "//")) and indent(line) == indent(lines[start]):
-            end = max(end, _indented_end(lines, nxt, limit - 1))
+            end = max(end, block_end(lines, nxt, limit - 1))
     return end

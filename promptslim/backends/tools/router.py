@@ -2,8 +2,8 @@
 
 JSON when it parses as JSON (tried by the JSON compressor itself: bad or truncated JSON comes
 back as None and goes on as text); code when the call named a source file, when most lines
-look like code, or when they are records of keys (YAML, ``kubectl describe``, TOML, INI:
-``records.looks_like_config``); a log when it has many short lines, or when most of its lines
+look like code, when it is a unified diff, or when they are records of keys (YAML, ``kubectl
+describe``, TOML, INI: ``records.looks_like_config``); a log when it has many short lines, or when most of its lines
 start as log records do (a timestamp, a level, a syslog date, a client address, a JSON
 object, a build step: service, access, JSON-lines and build logs run to 200 characters a line
 and more); plain text otherwise. A compressor that declines (None) hands the result to the

@@ -1,0 +1,136 @@
+"""``bench_tools.py``'s records that are neither configuration files nor plain logs, generated in
+code: each sent as one tool result, the answer several lines or blocks from the line naming
+the question's subject, inside the same record.
+
+- ``git_diff``: a ``git diff`` of compose files, two or three hunks each; the question names a
+  service and asks the new timeout its file's first hunk sets, five lines below the name;
+- ``payload_log``: a service log where one request line in three prints its JSON payload below
+  it; the question names a request and asks the amount in its payload;
+- ``markdown_sections``: a Markdown handbook, a ``##`` section per service with ``### Overview``
+  and ``### Limits`` subsections; the question names a service and asks its rate limit, in a
+  paragraph of the ``Limits`` subsection that names no service.
+
+Each is seeded by the generator it is given, so a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+
+from config_data import TEAMS, _item, _other
+
+from promptslim.bench.datasets import BenchItem
+
+__all__ = ["TOOL_RECORDS", "git_diff", "markdown_sections", "payload_log"]
+
+FILES = 10
+REQUESTS = 90
+SECTIONS = 12
+KEYS = ("interval", "deadline", "grace")
+
+
+def _hunk(rng: random.Random, name: str, first: bool, old: int, new: int) -> list[str]:
+    key = "timeout" if first else rng.choice(KEYS)
+    at = rng.randrange(3, 90)
+    head = f"   {name}:" if first else f"     # {key} for the {rng.choice(TEAMS)} team"
+    return [
+        f"@@ -{at},9 +{at},{9 + first} @@ services:",
+        head,
+        f"     image: registry.local/{name}:1.{rng.randrange(30)}",
+        f"     replicas: {rng.randrange(1, 9)}",
+        f"     port: {rng.randrange(8000, 9000)}",
+        f"-    {key}: {old}ms",
+        f"+    {key}: {new}ms",
+        *(["+    retries: 3"] if first else []),
+        f"     memory: {rng.choice([256, 512, 1024])}Mi",
+        "     restart: always",
+        f"     user: svc-{rng.randrange(99)}",
+    ]
+
+
+def git_diff(rng: random.Random, i: int) -> BenchItem:
+    """A ``git diff`` of compose files; the question asks the new timeout of one service,
+    set in its file's first hunk five lines below the service's name."""
+    target, where = f"billing-worker-{i}", rng.randrange(FILES)
+    values = rng.sample(range(100, 9000), FILES * 6)  # distinct: one line answers
+    lines: list[str] = []
+    for k in range(FILES):
+        name = target if k == where else _other(rng, target)
+        lines += [
+            f"diff --git a/deploy/{name}.yaml b/deploy/{name}.yaml",
+            f"index {rng.getrandbits(28):07x}..{rng.getrandbits(28):07x} 100644",
+            f"--- a/deploy/{name}.yaml",
+            f"+++ b/deploy/{name}.yaml",
+        ]
+        for h in range(rng.choice([2, 3])):
+            lines += _hunk(rng, name, h == 0, values[6 * k + 2 * h], values[6 * k + 2 * h + 1])
+    answer = f"+    timeout: {values[6 * where + 1]}ms"
+    question = f"What timeout does the diff set for {target}?"
+    return _item("git_diff", i, ["\n".join(lines)], question, answer)
+
+
+def payload_log(rng: random.Random, i: int) -> BenchItem:
+    """A service log, one request line in three followed by its JSON payload; the question
+    asks the amount one request paid."""
+    target = f"req-{i:05d}-{rng.getrandbits(16):04x}"
+    where = 3 * rng.randrange(REQUESTS // 3)
+    amounts = rng.sample(range(100, 99999), REQUESTS)
+    lines: list[str] = []
+    for k in range(REQUESTS):
+        rid = target if k == where else f"req-{rng.randrange(99999):05d}-{rng.getrandbits(16):04x}"
+        stamp = f"2026-11-{1 + k % 28:02d}T10:{k % 60:02d}:{rng.randrange(60):02d}Z"
+        if k % 3:
+            ms = rng.randrange(1, 90)
+            lines.append(f"{stamp} INFO GET /v1/health 200 {ms}ms request_id={rid}")
+            continue
+        payload = {
+            "customer": f"cus_{rng.getrandbits(24):06x}",
+            "currency": rng.choice(["EUR", "USD", "GBP"]),
+            "amount_cents": amounts[k],
+            "method": {"type": rng.choice(["card", "sepa"]), "last4": f"{rng.randrange(9999):04d}"},
+        }
+        lines.append(f"{stamp} INFO payment accepted request_id={rid} payload:")
+        lines += json.dumps(payload, indent=2).split("\n")
+    question = f"How many cents did request {target} pay?"
+    return _item(
+        "payload_log", i, ["\n".join(lines)], question, f'"amount_cents": {amounts[where]}'
+    )
+
+
+def markdown_sections(rng: random.Random, i: int) -> BenchItem:
+    """A Markdown handbook, a section per service; the question asks one service's rate
+    limit, stated in its ``Limits`` subsection in a paragraph that names no service."""
+    target, where = f"billing-worker-{i}", rng.randrange(SECTIONS)
+    limits = rng.sample(range(50, 5000), SECTIONS)
+    parts = ["# Service handbook", "What each service does and the limits it runs under."]
+    for k in range(SECTIONS):
+        name = target if k == where else _other(rng, target)
+        parts += [
+            f"## {name}",
+            "### Overview",
+            (
+                f"The service reads events from the {rng.choice(TEAMS)} queue and writes what it "
+                "computes to the primary store. It moved to the new cluster last quarter and has "
+                "had no incident since."
+            ),
+            "### Limits",
+            (
+                f"Upstream calls are capped at {limits[k]} requests per second. Bursts above the cap "
+                "are rejected by the gateway rather than queued, so callers should retry with "
+                "backoff."
+            ),
+        ]
+    question = f"What is the upstream rate limit of {target}?"
+    return _item(
+        "markdown_sections", i, ["\n\n".join(parts)], question, f"at {limits[where]} requests"
+    )
+
+
+#: the shapes by name
+TOOL_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
+    "git_diff": git_diff,
+    "payload_log": payload_log,
+    "markdown_sections": markdown_sections,
+}

@@ -1,0 +1,172 @@
+"""Records the tool compressors keep whole below a named line: a unified diff's hunk, a JSON
+payload printed under a log line; and the bounds of every record rule."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from promptslim.backends.tools import ToolContext
+from promptslim.backends.tools.code import CodeCompressor
+from promptslim.backends.tools.logs import LogCompressor
+from promptslim.backends.tools.records import block_end, looks_like_diff, record_end
+from promptslim.backends.tools.router import candidates
+
+from .test_tool_compressors import originals, restore_lines
+
+SERVICES = ("auth-api-7", "search-cron-12", "billing-worker-31", "media-api-4", "queue-cron-9")
+
+
+def _diff(target: str = "billing-worker-31") -> str:
+    """A ``git diff`` of one compose file per service, two hunks each: the first names the
+    service, and its changed timeout is five lines below that name."""
+    out = []
+    for k, name in enumerate(SERVICES):
+        out += [
+            f"diff --git a/deploy/{name}.yaml b/deploy/{name}.yaml",
+            f"index {k:07x}..{k + 9:07x} 100644",
+            f"--- a/deploy/{name}.yaml",
+            f"+++ b/deploy/{name}.yaml",
+            f"@@ -{k + 3},8 +{k + 3},8 @@ services:",
+            f"   {name}:",
+            f"     image: registry.local/{name}:1.{k}",
+            f"     replicas: {k + 1}",
+            f"     port: {8000 + k}",
+            f"-    timeout: {100 + k}ms",
+            f"+    timeout: {700 + k}ms",
+            "     memory: 256Mi",
+            "     restart: always",
+            f"@@ -{k + 40},6 +{k + 40},6 @@ services:",
+            "     healthcheck:",
+            f"-      interval: {10 + k}s",
+            f"+      interval: {20 + k}s",
+            "       retries: 3",
+            "     user: svc",
+        ]
+    return "\n".join(out)
+
+
+def test_a_diff_is_read_as_a_file_and_a_named_line_keeps_its_hunk() -> None:
+    text = _diff()
+    ctx = ToolContext(query="What is the new timeout of billing-worker-31?")
+    assert looks_like_diff(text) and candidates(text, ctx)[0] == "code"
+    out = CodeCompressor().compress(text, ctx)
+    assert out is not None and "+    timeout: 702ms" in out.text
+    # the rest of the file's diff (its second hunk) and the other files' hunks are left out
+    assert "+      interval: 22s" not in out.text and "+    timeout: 700ms" not in out.text
+    # every file's header stays: a kept hunk is never read as another file's
+    assert all(f"diff --git a/deploy/{name}.yaml" in out.text for name in SERVICES)
+    assert restore_lines(out.text, originals(out)) == text
+    off = CodeCompressor(records=False).compress(text, ctx)
+    assert off is not None and "+    timeout: 702ms" not in off.text
+
+
+def test_a_file_named_only_in_its_header_keeps_its_first_hunk() -> None:
+    text = _diff().replace("billing-worker-31:", "svc:").replace("/billing-worker-31:", "/b:")
+    ctx = ToolContext(query="What does the diff change in deploy/billing-worker-31.yaml?")
+    out = CodeCompressor().compress(text, ctx)
+    assert out is not None and "+    timeout: 702ms" in out.text
+    assert "+      interval: 22s" not in out.text  # the hunk after it is the next record
+
+
+@pytest.mark.parametrize(
+    ("text", "diff"),
+    [
+        ("--- a.txt\n+++ b.txt\n@@ -1 +1 @@\n-old\n+new", True),  # diff -u, one-line hunks
+        (("commit 1a2b\nAuthor: A <a@x>\n\n    msg\n\ndiff --git a/x b/x\n--- a/x\n+++ b/x\n"
+         "@@ -10,2 +10,3 @@ def f():\n     a\n+    b"), True),  # git show
+        ("Scores\n+++ great\n+++ fine\n@@ not a hunk @@", False),
+        ("@@ -1,2 +1,2 @@ alone, without the file lines", False),
+    ],
+)  # fmt: skip
+def test_what_is_a_unified_diff(text: str, diff: bool) -> None:
+    assert looks_like_diff(text) is diff
+
+
+def _payload_log(target: str, with_bodies: int = 4) -> str:
+    """Request lines, every ``with_bodies``-th with a JSON payload printed below it."""
+    lines = []
+    for k in range(40):
+        rid = target if k == 20 else f"req-{k:04d}"
+        if k % with_bodies:
+            lines.append(f"2024-05-01T10:{k:02d}:07Z INFO GET /health 200 3ms request_id={rid}")
+            continue
+        lines += [
+            f"2024-05-01T10:{k:02d}:09Z INFO payment accepted request_id={rid} body=",
+            "{",
+            f'  "customer": "cus_{k:06x}",',
+            '  "currency": "EUR",',
+            f'  "amount_cents": {1000 + k},',
+            '  "method": "card"',
+            "}",
+        ]
+    return "\n".join(lines)
+
+
+def test_a_log_line_keeps_the_json_payload_printed_below_it() -> None:
+    text = _payload_log("req-target")
+    ctx = ToolContext(query="What amount in cents did request req-target pay?")
+    assert candidates(text, ctx)[0] == "log"
+    out = LogCompressor().compress(text, ctx)
+    assert out is not None and '"amount_cents": 1020' in out.text
+    assert '"amount_cents": 1016' not in out.text  # another request's payload
+    assert restore_lines(out.text, originals(out)) == text
+    off = LogCompressor(records=False).compress(text, ctx)
+    assert off is not None and '"amount_cents": 1020' not in off.text
+
+
+def test_a_log_of_payloads_read_as_records_keeps_the_named_payload() -> None:
+    text = _payload_log("req-target", with_bodies=1)  # every line has one: keys, indented
+    ctx = ToolContext(query="What amount in cents did request req-target pay?")
+    assert candidates(text, ctx)[0] == "code"
+    out = CodeCompressor().compress(text, ctx)
+    assert out is not None and '"amount_cents": 1020' in out.text
+    off = CodeCompressor(records=False).compress(text, ctx)
+    assert off is not None and '"amount_cents": 1020' not in off.text
+
+
+def test_a_named_log_line_keeps_its_own_block_not_its_siblings() -> None:
+    rows = [" id | name | cpu", "----+------+----"]
+    rows += [f" {k:2d} | svc-{k} | {100 + k}m" for k in range(30)]
+    lines = [*rows, "(30 rows)"]
+    # in a file, a line's record is the outermost indented block (the rest of the table); in a
+    # log, its own deeper lines (none)
+    assert block_end(lines, 12, 20) == len(lines) - 1
+    assert block_end(lines, 12, 20, outer=False) == 13
+
+
+@pytest.mark.parametrize(
+    ("lines", "start", "end"),
+    [
+        (["a request body={", '  "x": 1,', "}", "next"], 0, 3),  # opened on the line
+        (["a request", "{", '  "x": 1', "}", "next"], 0, 4),  # on the next line, at its indent
+        (["a (note", "b", "c", "d"], 0, 1),  # never closed within the limit: no block
+        (["a request", "f(x)", "next"], 0, 1),  # the next line opens nothing it leaves open
+        (["  a request", "{", "}"], 0, 1),  # the next line is not at the named one's indent
+    ],
+)
+def test_a_block_in_brackets(lines: list[str], start: int, end: int) -> None:
+    assert block_end(lines, start, 3) == end
+
+
+_LINE = st.sampled_from(
+    ["a", "  b: 1", "    c", "[s]", "# c", "{", "}", "  x = f(", ")", "", "@@ -1 +1 @@", "+y",
+     "-z", " w", "diff --git a/f b/f", "--- a/f", "+++ b/f", "\\ No newline at end of file"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINE, min_size=1, max_size=40), st.integers(0, 39), st.integers(0, 12))
+@example(["a", "{", "  b: 1", "}"], 0, 1)  # a next-line bracket with one line of limit left
+@example(["  b: 1", "    c", "    c"], 0, 0)
+def test_a_record_ends_within_its_limit(lines: list[str], at: int, limit: int) -> None:
+    start = at % len(lines)
+    bound = min(len(lines), start + 1 + limit)
+    for end in (
+        record_end(lines, start, limit),
+        record_end(lines, start, limit, diff=True),
+        block_end(lines, start, limit),
+        block_end(lines, start, limit, outer=False),
+    ):
+        assert start + 1 <= end <= max(bound, start + 1)
