@@ -8,7 +8,11 @@ the question's subject, inside the same record.
   it; the question names a request and asks the amount in its payload;
 - ``markdown_sections``: a Markdown handbook, a ``##`` section per service with ``### Overview``
   and ``### Limits`` subsections; the question names a service and asks its rate limit, in a
-  paragraph of the ``Limits`` subsection that names no service.
+  paragraph of the ``Limits`` subsection that names no service;
+- ``pom_xml``: a Maven ``pom.xml``'s dependencies; the question names an artifact and asks its
+  version, on the line below the name;
+- ``html_table``: an HTML table, one cell per line; the question names a service and asks the
+  limit three cells to the right, three lines below the name.
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
@@ -23,12 +27,14 @@ from config_data import TEAMS, _item, _other
 
 from promptslim.bench.datasets import BenchItem
 
-__all__ = ["TOOL_RECORDS", "git_diff", "markdown_sections", "payload_log"]
+__all__ = ["TOOL_RECORDS", "git_diff", "html_table", "markdown_sections", "payload_log", "pom_xml"]
 
 FILES = 10
 REQUESTS = 90
 SECTIONS = 12
 KEYS = ("interval", "deadline", "grace")
+DEPENDENCIES = 30
+ROWS = 60
 
 
 def _hunk(rng: random.Random, name: str, first: bool, old: int, new: int) -> list[str]:
@@ -128,9 +134,55 @@ def markdown_sections(rng: random.Random, i: int) -> BenchItem:
     )
 
 
+def pom_xml(rng: random.Random, i: int) -> BenchItem:
+    """A Maven ``pom.xml``'s dependencies; the question asks one artifact's version."""
+    target, where = f"ledger-core-{i}", rng.randrange(DEPENDENCIES)
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>', "<project>", "  <dependencies>"]
+    versions = []
+    for k in range(DEPENDENCIES):
+        name = target if k == where else _other(rng, target)
+        versions.append(f"{rng.randrange(1, 9)}.{rng.randrange(40)}.{rng.randrange(40)}")
+        lines += [
+            "    <dependency>",
+            f"      <groupId>com.example.{rng.choice(TEAMS)}</groupId>",
+            f"      <artifactId>{name}</artifactId>",
+            f"      <version>{versions[-1]}</version>",
+            f"      <scope>{rng.choice(['compile', 'test', 'runtime'])}</scope>",
+            "    </dependency>",
+        ]
+    lines += ["  </dependencies>", "</project>"]
+    question = f"Which version of {target} does the project depend on?"
+    return _item(
+        "pom_xml", i, ["\n".join(lines)], question, f"<version>{versions[where]}</version>"
+    )
+
+
+def html_table(rng: random.Random, i: int) -> BenchItem:
+    """An HTML table of services, a cell a line; the question asks one service's limit."""
+    target, where = f"billing-worker-{i}", rng.randrange(ROWS)
+    limits = rng.sample(range(50, 9000), ROWS)
+    lines = ["<html><body>", "<h1>Services</h1>", "<table>"]
+    lines.append("<tr><th>Service</th><th>Owner</th><th>Region</th><th>Limit</th></tr>")
+    for k in range(ROWS):
+        name = target if k == where else _other(rng, target)
+        lines += [
+            "<tr>",
+            f"  <td>{name}</td>",
+            f"  <td>{rng.choice(['ana', 'bo', 'cyd', 'dee'])}</td>",
+            f"  <td>{rng.choice(['eu-west', 'us-east', 'ap-south'])}</td>",
+            f"  <td>{limits[k]} rps</td>",
+            "</tr>",
+        ]
+    lines += ["</table>", "</body></html>"]
+    question = f"What is the limit of {target}?"
+    return _item("html_table", i, ["\n".join(lines)], question, f"<td>{limits[where]} rps</td>")
+
+
 #: the shapes by name
 TOOL_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "git_diff": git_diff,
     "payload_log": payload_log,
     "markdown_sections": markdown_sections,
+    "pom_xml": pom_xml,
+    "html_table": html_table,
 }

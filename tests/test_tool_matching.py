@@ -93,12 +93,18 @@ Conditions:
         # TOML and INI: flat keys under ``[section]`` headers
         ("[tool.a]\nname = \"a\"\nversion = \"1.0\"\n\n" * 3, True),
         ("; deploy\n[db]\nhost=10.0.0.1\nport=5432\n[cache]\nhost=10.0.0.2\nttl=60\n", True),
+        # pretty-printed XML and HTML: indented tags
+        ("<?xml version=\"1.0\"?>\n<project>\n" + "  <dependency>\n    <version>1.2</version>\n"
+         "  </dependency>\n" * 3 + "</project>", True),
+        ("<table>\n" + "<tr>\n  <td>a</td>\n  <td>1 rps</td>\n</tr>\n" * 3 + "</table>", True),
         # flat headers, a log whose lines start with a level, test output, a logfmt log (keys,
         # neither indented nor sectioned): not records
         ("time=10:00:01 level=info msg=ok\n" * 10, False),
         ("From: a@b.c\nTo: d@e.f\nSubject: hi\nDate: today\n" * 3, False),
         ("INFO: started\n  retrying the fetch now\nWARN: slow\n  waited 3 s for it\n" * 3, False),
         ("tests/test_a.py::test_x PASSED\n  tests/test_b.py::test_y FAILED\n" * 5, False),
+        # syslog lines open with a priority in angle brackets, not a tag
+        ("<34>Oct 11 22:14:15 host su: failed\n  <13>Oct 11 22:14:16 host cron: ok\n" * 5, False),
         # too short to tell
         ("a:\n  b: 1\n  c: 2\n", False),
     ],
@@ -131,11 +137,16 @@ _CONFIG_LINE = st.tuples(
             "# c",
             ";c",
             "k:x=1",
+            "<a>",
+            "</a>",
+            "<!-- c",
+            "<34> x",
+            "< x",
         ]
     ),
 ).map("".join)
-# a key (``key: v``, ``key = v``), a list item, a comment; a header apart
-_KEYED = re.compile(r"[ \t]*(?:- |#|;|[^ \t:][^ :]*:(?:[ \t]|$)|[^ \t=]+[ \t]*=)")
+# a key (``key: v``, ``key = v``), a list item, a comment, a tag; a header apart
+_KEYED = re.compile(r"[ \t]*(?:- |#|;|<[A-Za-z/!?]|[^ \t:][^ :]*:(?:[ \t]|$)|[^ \t=]+[ \t]*=)")
 _HEADER = re.compile(r"[ \t]*\[.*\]\s*$")
 
 

@@ -170,3 +170,55 @@ def test_a_record_ends_within_its_limit(lines: list[str], at: int, limit: int) -
         block_end(lines, start, limit, outer=False),
     ):
         assert start + 1 <= end <= max(bound, start + 1)
+
+
+def _pom(target: str = "billing-core-7") -> str:
+    deps = []
+    for k, name in enumerate(["auth-core-1", "queue-util-4", target, "media-client-9"] * 3):
+        deps += [
+            "    <dependency>",
+            f"      <groupId>com.example.g{k}</groupId>",
+            f"      <artifactId>{name}{'' if name == target else f'-{k}'}</artifactId>",
+            f"      <version>{k}.{k + 1}.0</version>",
+            "      <scope>compile</scope>",
+            "    </dependency>",
+        ]
+    return "\n".join(
+        [
+            '<?xml version="1.0"?>',
+            "<project>",
+            "  <dependencies>",
+            *deps,
+            "  </dependencies>",
+            "</project>",
+        ]
+    )
+
+
+def test_an_xml_file_is_read_as_a_file_with_markup_comments() -> None:
+    text = _pom()
+    ctx = ToolContext(query="Which version of billing-core-7 does the project use?")
+    assert candidates(text, ctx)[0] == "code"  # its short alike lines made it a log
+    out = CodeCompressor().compress(text, ctx)
+    assert out is not None and "<version>2.3.0</version>" in out.text
+    markers = [line for line in out.text.split("\n") if "elided" in line]
+    assert markers and all(
+        m.strip().startswith("<!-- [… ") and m.endswith("] -->") for m in markers
+    )
+    unwrapped = "\n".join(line.removesuffix(" -->") for line in out.text.split("\n"))
+    assert restore_lines(unwrapped, originals(out)) == text
+
+
+def test_an_html_table_row_keeps_its_cells_below_the_named_one() -> None:
+    rows = [
+        f"<tr>\n  <td>svc-{k}</td>\n  <td>ana</td>\n  <td>eu</td>\n  <td>{100 + k} rps</td>\n</tr>"
+        for k in range(40)
+    ]
+    text = "<table>\n<tr><th>Service</th><th>Owner</th><th>Region</th><th>Limit</th></tr>\n"
+    text += "\n".join(rows) + "\n</table>"
+    ctx = ToolContext(query="What is the limit of svc-17?")
+    assert candidates(text, ctx)[0] == "code"
+    out = CodeCompressor().compress(text, ctx)
+    assert out is not None and "<td>117 rps</td>" in out.text and "<td>118 rps</td>" not in out.text
+    off = CodeCompressor(records=False).compress(text, ctx)
+    assert off is not None and "<td>117 rps</td>" not in off.text

@@ -88,6 +88,9 @@ _SLASH_COMMENT = frozenset(
     ]
 )
 _DASH_COMMENT = frozenset(["sql", "lua", "hs", "elm"])
+_MARKUP_COMMENT = frozenset(["xml", "html", "htm", "xhtml", "svg", "plist", "csproj", "pom"])
+#: the end a comment needs on its line, by its start
+_COMMENT_END = {"<!-- ": " -->"}
 
 
 def looks_like_code(text: str, path: str | None = None) -> bool:
@@ -137,6 +140,10 @@ def comment_prefix(path: str | None, text: str = "") -> str:
         return "// "
     if ext in _DASH_COMMENT:
         return "-- "
+    if ext in _MARKUP_COMMENT:
+        return "<!-- "
+    if not ext and text[:200].lstrip()[:1] == "<":
+        return "<!-- "
     if not ext and text:
         python = re.search(r"^\s*(?:def |import |class \w+:)", text, re.MULTILINE)
         return "# " if python or looks_like_config(text) else "// "
@@ -278,7 +285,8 @@ def _render(lines: list[str], keep: list[bool], prefix: str) -> Compressed | Non
         elisions.append(Elision(ident, "lines", j - i, where, original))
         first = next((line for line in lines[i:j] if line.strip()), None)
         pad = " " * _indent(first) if first is not None else ""
-        out.append(pad + prefix + marker(j - i, "lines" if j - i > 1 else "line", ident, where))
+        note = marker(j - i, "lines" if j - i > 1 else "line", ident, where)
+        out.append(pad + prefix + note + _COMMENT_END.get(prefix, ""))
         i = j
     if not elisions:
         return None

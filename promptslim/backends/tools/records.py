@@ -1,4 +1,4 @@
-"""Files of records (YAML, ``kubectl describe``, TOML, INI): how to tell one, and where the
+"""Files of records (YAML, ``kubectl describe``, TOML, INI, XML): how to tell one, and where the
 record a line is in ends; the same for unified diffs and for bodies in brackets.
 
 In a configuration file the line that answers sits a few lines below the one naming the
@@ -44,8 +44,9 @@ def is_header(s: str) -> bool:
 
 def _kind(s: str) -> int:
     """What the line ``s`` (without its indentation) is in a file of records: a key
-    (``key: value``, ``key = value``, a list item, a comment), a header, or neither (0)."""
-    if s.startswith(("- ", "#", ";")):
+    (``key: value``, ``key = value``, a list item, a comment, an XML or HTML tag), a header,
+    or neither (0)."""
+    if s.startswith(("- ", "#", ";")) or _is_tag(s):
         return _KEY
     if is_header(s):
         return _HEADER
@@ -57,10 +58,17 @@ def _kind(s: str) -> int:
     return _KEY if key and " " not in key and "\t" not in key else 0
 
 
+def _is_tag(s: str) -> bool:
+    """Whether ``s`` starts with a markup tag (``<dependency>``, ``</tr>``, ``<!--``, ``<?xml``);
+    not a syslog priority (``<34>Oct 11 ...``)."""
+    return s[:1] == "<" and (s[1:2].isalpha() or s[1:2] in ("/", "!", "?"))
+
+
 def looks_like_config(text: str) -> bool:
-    """Of the first ``CONFIG_HEAD`` lines, half are keys, list items, comments or headers, and
-    either three in ten are indented (YAML) or two are ``[section]`` headers (TOML, INI). A
-    log of ``key=value`` pairs (logfmt) is neither indented nor sectioned."""
+    """Of the first ``CONFIG_HEAD`` lines, half are keys, list items, comments, tags or
+    headers, and either three in ten are indented (YAML, pretty-printed XML) or two are
+    ``[section]`` headers (TOML, INI). A log of ``key=value`` pairs (logfmt) is neither
+    indented nor sectioned."""
     lines = text.split("\n", CONFIG_HEAD)[:CONFIG_HEAD]
     n = len(lines)
     if n < 8:
