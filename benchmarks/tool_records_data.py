@@ -12,7 +12,12 @@ the question's subject, inside the same record.
 - ``pom_xml``: a Maven ``pom.xml``'s dependencies; the question names an artifact and asks its
   version, on the line below the name;
 - ``html_table``: an HTML table, one cell per line; the question names a service and asks the
-  limit three cells to the right, three lines below the name.
+  limit three cells to the right, three lines below the name;
+- ``pytest_failures``: ``pytest -v`` output of 300 tests, six failing; the question names a
+  failed test and asks the status it got, in its failure section's ``E`` line below a
+  traceback of 5 to 30 lines (every ``E`` line has one pattern, numbers and quotes aside);
+- ``compiler_errors``: ``cargo build`` errors, one paragraph each; the question names a file
+  and asks the type found there, three lines below the ``-->`` line naming the file.
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
@@ -27,7 +32,16 @@ from config_data import TEAMS, _item, _other
 
 from promptslim.bench.datasets import BenchItem
 
-__all__ = ["TOOL_RECORDS", "git_diff", "html_table", "markdown_sections", "payload_log", "pom_xml"]
+__all__ = [
+    "TOOL_RECORDS",
+    "compiler_errors",
+    "git_diff",
+    "html_table",
+    "markdown_sections",
+    "payload_log",
+    "pom_xml",
+    "pytest_failures",
+]
 
 FILES = 10
 REQUESTS = 90
@@ -35,6 +49,7 @@ SECTIONS = 12
 KEYS = ("interval", "deadline", "grace")
 DEPENDENCIES = 30
 ROWS = 60
+ERRORS = 14
 
 
 def _hunk(rng: random.Random, name: str, first: bool, old: int, new: int) -> list[str]:
@@ -178,6 +193,80 @@ def html_table(rng: random.Random, i: int) -> BenchItem:
     return _item("html_table", i, ["\n".join(lines)], question, f"<td>{limits[where]} rps</td>")
 
 
+TESTS, FAILED = 300, 6
+STATUSES = ("pending", "settled", "voided", "refunded", "disputed", "expired")
+WORDS = ("ledger", "invoice", "refund", "payout", "session", "cart", "quota", "webhook")
+
+
+def _failure(rng: random.Random, name: str, status: str) -> list[str]:
+    want = rng.choice([s for s in STATUSES if s != status])
+    body = [
+        f"        step_{j}(fixture, retries={rng.randrange(5)})"
+        for j in range(rng.randrange(5, 31))
+    ]
+    return [
+        f"{'_' * 30} {name} {'_' * 30}",
+        "",
+        f"    def {name}(ledger, customer):",
+        *body,
+        "        got = settle(fixture)",
+        f">       assert got.status == {want!r}",
+        f"E       AssertionError: assert {status!r} == {want!r}",
+        "",
+        f"tests/test_{name.split('_')[1]}.py:{rng.randrange(10, 400)}: AssertionError",
+    ]
+
+
+def pytest_failures(rng: random.Random, i: int) -> BenchItem:
+    """``pytest -v`` output; the question asks the status one failed test got."""
+    names = [f"test_{rng.choice(WORDS)}_{k}_{rng.randrange(99)}" for k in range(TESTS)]
+    failed = sorted(rng.sample(range(TESTS), FAILED))
+    target = failed[rng.randrange(FAILED)]
+    names[target] = f"test_refund_{i}"
+    lines = ["=" * 30 + " test session starts " + "=" * 30, f"collected {TESTS} items", ""]
+    for k, name in enumerate(names):
+        verdict = "FAILED" if k in failed else "PASSED"
+        lines.append(
+            f"tests/test_{name.split('_')[1]}.py::{name} {verdict} [{100 * k // TESTS:3d}%]"
+        )
+    lines += ["", "=" * 30 + " FAILURES " + "=" * 30]
+    statuses = {k: rng.choice(STATUSES) for k in failed}
+    for k in failed:
+        lines += _failure(rng, names[k], statuses[k])
+    lines.append(f"{'=' * 20} {FAILED} failed, {TESTS - FAILED} passed in 12.34s {'=' * 20}")
+    question = f"What status did test_refund_{i} get instead of the one it expected?"
+    answer = f"AssertionError: assert {statuses[target]!r} =="
+    return _item("pytest_failures", i, ["\n".join(lines)], question, answer)
+
+
+TYPES = ("u32", "i64", "usize", "f64", "String", "&str", "Option<u32>", "Vec<u8>")
+
+
+def compiler_errors(rng: random.Random, i: int) -> BenchItem:
+    """``cargo build`` errors, a paragraph each; the question asks the type found in one file."""
+    target, where = f"src/refund_{i}.rs", rng.randrange(ERRORS)
+    lines = ["   Compiling ledger v0.4.2 (/work/ledger)"]
+    found = ""
+    for k in range(ERRORS):
+        name = target if k == where else f"src/{rng.choice(WORDS)}_{rng.randrange(999)}.rs"
+        want, got = rng.sample(TYPES, 2)
+        row = rng.randrange(10, 900)
+        lines += [
+            "error[E0308]: mismatched types",
+            f"  --> {name}:{row}:{rng.randrange(5, 40)}",
+            "   |",
+            f"{row:>3} |     let total: {want} = amount_{k};",
+            f"   |                {'-' * len(want)}   ^^^^^^^^^ expected `{want}`, found `{got}`",
+            "   |                |",
+            "   |                expected due to this",
+            "",
+        ]
+        found = f"expected `{want}`, found `{got}`" if k == where else found
+    lines.append(f"error: could not compile `ledger` (lib) due to {ERRORS} previous errors")
+    question = f"In {target}, which type does the compiler say it found?"
+    return _item("compiler_errors", i, ["\n".join(lines)], question, found)
+
+
 #: the shapes by name
 TOOL_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "git_diff": git_diff,
@@ -185,4 +274,6 @@ TOOL_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "markdown_sections": markdown_sections,
     "pom_xml": pom_xml,
     "html_table": html_table,
+    "pytest_failures": pytest_failures,
+    "compiler_errors": compiler_errors,
 }

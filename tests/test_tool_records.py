@@ -1,5 +1,6 @@
-"""Records the tool compressors keep whole below a named line: a unified diff's hunk, a JSON
-payload printed under a log line; and the bounds of every record rule."""
+"""Records the tool compressors keep whole around a named line: a unified diff's hunk, a JSON
+payload printed under a log line, XML elements, a compiler error's paragraph, a test's failure
+section; the bounds of every record rule; short gaps kept; no result sent bigger."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from promptslim.backends.tools import ToolContext
+from promptslim.backends.tools import TOOL_COMPRESSORS, Compressed, ToolCompressor, ToolContext
 from promptslim.backends.tools.code import CodeCompressor
+from promptslim.backends.tools.log_records import REACH, is_banner, keep_record
 from promptslim.backends.tools.logs import LogCompressor
+from promptslim.backends.tools.match import keep_small_gaps
 from promptslim.backends.tools.records import block_end, looks_like_diff, record_end
-from promptslim.backends.tools.router import candidates
+from promptslim.backends.tools.router import candidates, route
 
 from .test_tool_compressors import originals, restore_lines
 
@@ -67,7 +70,14 @@ def test_a_file_named_only_in_its_header_keeps_its_first_hunk() -> None:
     ctx = ToolContext(query="What does the diff change in deploy/billing-worker-31.yaml?")
     out = CodeCompressor().compress(text, ctx)
     assert out is not None and "+    timeout: 702ms" in out.text
-    assert "+      interval: 22s" not in out.text  # the hunk after it is the next record
+    # the record runs from the file's header to its first hunk's end: the next hunk is another
+    lines = text.split("\n")
+    header = lines.index(
+        "diff --git a/deploy/billing-worker-31.yaml b/deploy/billing-worker-31.yaml"
+    )
+    second = next(i for i in range(header + 5, len(lines)) if lines[i].startswith("@@"))
+    assert record_end(lines, header, 30, diff=True) == second
+    assert record_end(lines, header, 5, diff=True) == header + 6  # within its limit
 
 
 @pytest.mark.parametrize(
@@ -222,3 +232,142 @@ def test_an_html_table_row_keeps_its_cells_below_the_named_one() -> None:
     assert out is not None and "<td>117 rps</td>" in out.text and "<td>118 rps</td>" not in out.text
     off = CodeCompressor(records=False).compress(text, ctx)
     assert off is not None and "<td>117 rps</td>" not in off.text
+
+
+def _pytest_failures(target: str = "test_refund_7") -> str:
+    """``pytest -v`` output: passes, then a failure section per failed test, each with an
+    ``E`` line of the same pattern (numbers aside)."""
+    names = [f"test_cart_{k}" for k in range(30)]
+    names[12] = target
+    failed = [3, 12, 21]
+    lines = ["=== test session starts ===", "collected 30 items", ""]
+    lines += [
+        f"tests/test_a.py::{n} {'FAILED' if k in failed else 'PASSED'}" for k, n in enumerate(names)
+    ]
+    lines += [
+        "",
+        "=================================== FAILURES ===================================",
+    ]
+    for k in failed:
+        lines += [
+            f"_________________________________ {names[k]} _________________________________",
+            "",
+            f"    def {names[k]}(ledger, customer):",
+            "        fixture = make_fixture(kind='refund', amount=100, currency='EUR')",
+            "        ledger.post(fixture, customer=customer, settle=True)",
+            *[f"        step_{j}(fixture)" for j in range(REACH)],  # past the section's reach
+            "        got = compute(fixture)",
+            f">       assert got == {100 + k}",
+            f"E       assert {k} == {100 + k}",
+            "",
+            f"tests/test_a.py:{10 + k}: AssertionError",
+        ]
+    lines += ["=== 3 failed, 27 passed in 1.23s ==="]
+    return "\n".join(lines)
+
+
+def test_a_named_tests_failure_section_keeps_its_assertion() -> None:
+    text = _pytest_failures()
+    ctx = ToolContext(query="What did test_refund_7 get instead?")
+    assert candidates(text, ctx)[0] == "log"
+    out = LogCompressor().compress(text, ctx)
+    # the E line's pattern was kept already, for the first failure: elsewhere it would count
+    # as a repeat, in the named test's section it is the answer
+    assert out is not None and "E       assert 12 == 112" in out.text
+    assert restore_lines(out.text, originals(out)) == text
+    off = LogCompressor(records=False).compress(text, ctx)
+    assert off is not None and "E       assert 12 == 112" not in off.text
+
+
+def _rustc(target: str = "src/refund_7.rs", errors: int = 10) -> str:
+    """``cargo build`` errors, each a paragraph: what, where (``-->``), the source line."""
+    out = ["   Compiling proj v0.1.0 (/work/proj)"]
+    for k in range(errors):
+        name = target if k == 6 else f"src/cart_{k}.rs"
+        out += [
+            "error[E0308]: mismatched types",
+            f"  --> {name}:{100 + k}:17",
+            "   |",
+            f"{100 + k} |     let total: u32 = amount_{k};",
+            "   |                ---   ^^^^^^^^ expected `u32`, found `i64`",
+            "",
+        ]
+    return "\n".join([*out, "error: could not compile `proj` due to 10 previous errors"])
+
+
+def test_a_named_compiler_errors_paragraph_is_kept() -> None:
+    text = _rustc()
+    ctx = ToolContext(query="Which statement in src/refund_7.rs has the type error?")
+    out = LogCompressor().compress(text, ctx)
+    assert out is not None and "106 |     let total: u32 = amount_6;" in out.text
+    assert "105 |     let total" not in out.text  # another error's paragraph
+    off = LogCompressor(records=False).compress(text, ctx)
+    assert off is not None and "106 |     let total: u32 = amount_6;" not in off.text
+
+
+def test_a_paragraph_longer_than_the_reach_adds_nothing() -> None:
+    lines = [f"line {k}" for k in range(REACH + 5)]
+    keep = [False] * len(lines)
+    keep_record(lines, 3, keep)
+    assert not any(keep)
+    short = ["", "a", "b", "c", ""]
+    keep = [False] * len(short)
+    keep_record(short, 2, keep)
+    assert keep == [False, True, True, True, False]
+
+
+def test_a_named_banner_keeps_its_section_within_the_reach() -> None:
+    # (no blank lines, and more than the reach: not a short paragraph)
+    lines = ["____ test_x ____", "plain a", "plain b", "____ test_y ____", *["plain"] * REACH]
+    keep = [False] * len(lines)
+    keep_record(lines, 0, keep)
+    assert keep[:4] == [False, True, True, False] and not any(keep[4:])
+    lines = ["____ test_x ____", *[f"plain {k}" for k in range(2 * REACH)]]
+    keep = [False] * len(lines)
+    keep_record(lines, 0, keep)
+    assert sum(keep) == REACH and keep[REACH] and not keep[REACH + 1]
+
+
+@pytest.mark.parametrize(
+    ("line", "banner"),
+    [
+        ("_____ test_refund _____", True),
+        ("=================================== FAILURES ===", True),
+        ("----------- Captured stdout call -----------", True),
+        ("===================", False),  # a rule with no title
+        ("-- Configuring done", False),  # a CMake line
+        ("# Heading #", False),
+        ("=== RUN   TestRefund", False),  # go test: no closing rule
+    ],
+)
+def test_what_is_a_banner(line: str, banner: bool) -> None:
+    assert is_banner(line) is banner
+
+
+def test_short_gaps_are_kept_by_their_characters() -> None:
+    lines = ["kept", "Date: Mon", "", "Hi all,", "", "kept", "x" * 50, "y" * 50, "z" * 50, "kept"]
+    keep = [line == "kept" for line in lines]
+    keep_small_gaps(lines, keep)
+    assert keep == [True] * 6 + [False] * 3 + [True]
+    empty = ["kept", *[""] * 9, "kept"]
+    keep = [line == "kept" for line in empty]
+    keep_small_gaps(empty, keep)
+    assert keep == [True] + [False] * 9 + [True]  # many lines: a marker says how many
+
+
+class _Growing(ToolCompressor):
+    """A test seam: a compressor whose markers cost more than what they replace."""
+
+    name = "log"
+
+    def compress(self, text: str, context: ToolContext) -> Compressed | None:
+        return Compressed(text + " [… 0 lines elided]", (), "log")
+
+
+def test_a_result_that_does_not_shrink_goes_to_the_next_candidate() -> None:
+    text = "\n".join(f"2026-11-30 10:{k:02d}:00 INFO worker {k} done" for k in range(40))
+    ctx = ToolContext(query="how did worker 3 do?")
+    assert candidates(text, ctx)[0] == "log"
+    assert route(text, ctx, {"log": _Growing()}) is None  # sent as it was
+    text_out = route(text, ctx, {"log": _Growing(), "text": TOOL_COMPRESSORS.get("text")()})
+    assert text_out is None or len(text_out.text) < len(text)

@@ -5,9 +5,8 @@ placeholder), so ``Downloading x (1.2 MB)`` and ``Downloading x (3.4 MB)`` are o
 Kept whole: the first ``head`` and last ``tail`` lines, error and warning lines, stack
 traces (a ``Traceback`` block, indented ``File ...`` / ``at ...`` frames), and lines holding
 the turn's literals or the most query words. A line holding a literal keeps the rest of its
-record (``records``): an indented line, the header it hangs under (a ``git log`` entry's
-message, its commit, author and date above it); any line, the block below it (an indented
-continuation, a JSON payload printed under it: ``records.block_end``).
+record (``records``: the header above an indented line, the block or the JSON payload below a
+line, its short paragraph, the section under a banner; ``log_records``).
 Of the remaining lines, the first of each pattern is kept until ``keep_ratio`` of the text is
 used, rarest patterns first; a run of lines with one pattern keeps its first line and a count.
 Every run of left-out lines becomes one marker line naming the line range, how many of its
@@ -22,8 +21,8 @@ from collections import Counter
 
 from ...errors import ConfigError
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
+from .log_records import keep_record, named_sections
 from .match import keep_small_gaps, line_starts, matcher_for
-from .records import block_end
 
 __all__ = ["LogCompressor", "mask_line"]
 
@@ -44,10 +43,6 @@ _IMPORTANT = (
     # an access log's server errors (Common Log Format: the status follows the quoted request)
     '" 500 ', '" 502 ', '" 503 ', '" 504 ',
 )  # fmt: skip
-#: how far above a continuation line its header may be, and below a line its block may reach;
-#: and how many lines the header keeps
-_REACH = 20
-_HEADER_LINES = 3
 _FRAME = re.compile(r"^\s+(?:File \"|at [\w$.<>]+\(|from [\w/.]+:\d+|\^+\s*$|[\w.]+Error\b)")
 _TRACE_START = re.compile(r"^(?:Traceback \(most recent call last\)|\S*(?:Exception|Error)\b.*:\s)")
 
@@ -78,8 +73,7 @@ class LogCompressor(ToolCompressor):
     ``head``/``tail``: lines always kept at each end. ``keep_ratio``: share of the text's
     characters the other kept lines may use. ``max_line``: longer lines count as this long
     when spending that share (a progress bar redrawn on one line should not take it all).
-    ``records``: a line holding a literal keeps the rest of its record (the header above an
-    indented line, the block below a line).
+    ``records``: a line holding a literal keeps the rest of its record (``log_records``).
     """
 
     name = "log"
@@ -128,8 +122,33 @@ class LogCompressor(ToolCompressor):
     ) -> list[bool]:
         n = len(lines)
         keep = [i < self.head or i >= n - self.tail for i in range(n)]
-        warned: set[str] = set()  # a warning repeated 300 times is kept once, then counted
         starts = line_starts(text)
+        relevance = matcher_for(context).lines_hit(text, starts)
+        # literals always; word-only matches: the best few lines
+        strong = [i for i, r in relevance.items() if r >= 2.0][:64]
+        words = sorted(
+            (i for i, r in relevance.items() if r < 2.0), key=lambda i: (-relevance[i], i)
+        )
+        sections = named_sections(lines, strong) if self.records else set()
+        self._keep_errors(text, lines, masks, starts, sections, keep)
+        for i in strong + words[:8]:
+            keep[i] = True
+        for i in strong if self.records else ():
+            keep_record(lines, i, keep)
+        return keep
+
+    @staticmethod
+    def _keep_errors(
+        text: str,
+        lines: list[str],
+        masks: list[str],
+        starts: list[int],
+        sections: set[int],
+        keep: list[bool],
+    ) -> None:
+        """Keep stack traces, and error and warning lines, each pattern once but in a section
+        the turn names (``log_records.named_sections``)."""
+        warned: set[str] = set()  # a warning repeated 300 times is kept once, then counted
         low = text.lower()
         # a few characters lowercase to two ("İ"): then offsets would drift, so match as is
         important = _lines_with(_IMPORTANT, low if len(low) == len(text) else text, starts)
@@ -145,24 +164,9 @@ class LogCompressor(ToolCompressor):
                 continue
             if in_trace or _FRAME.match(line):
                 keep[i] = True
-            elif masks[i] not in warned and i in important:
+            elif i in important and (masks[i] not in warned or i in sections):
                 keep[i] = True
                 warned.add(masks[i])
-        relevance = matcher_for(context).lines_hit(text, starts)
-        if relevance:
-            # literals always; word-only matches: the best few lines
-            strong = [i for i, r in relevance.items() if r >= 2.0]
-            words = sorted(
-                (i for i, r in relevance.items() if r < 2.0), key=lambda i: (-relevance[i], i)
-            )
-            for i in strong[:64] + words[:8]:
-                keep[i] = True
-            for i in strong[:64] if self.records else ():
-                if lines[i][:1] in (" ", "\t"):
-                    _keep_header(lines, i, keep)
-                for k in range(i + 1, block_end(lines, i, _REACH, outer=False)):
-                    keep[k] = True
-        return keep
 
     def _fill(self, lines: list[str], masks: list[str], keep: list[bool]) -> None:
         """Spend ``keep_ratio`` of the text on first occurrences of patterns, rarest first."""
@@ -184,22 +188,6 @@ class LogCompressor(ToolCompressor):
             keep[i] = True
             shown.add(m)
             room -= min(len(lines[i]), self.max_line) + 1
-
-
-def _keep_header(lines: list[str], i: int, keep: list[bool]) -> None:
-    """Keep the header a continuation line ``i`` hangs under: the nearest line above it that is
-    not indented (past indented and blank lines, within ``_REACH`` lines) and the lines
-    not indented right above that one, ``_HEADER_LINES`` in all. A ``git log`` entry's message
-    names what the commit did, and its author and date sit in the header above it."""
-    j = i - 1
-    while j >= max(0, i - _REACH) and (not lines[j] or lines[j][0] in " \t"):
-        j -= 1
-    if j < max(0, i - _REACH):
-        return
-    for k in range(j, max(-1, j - _HEADER_LINES), -1):
-        if not lines[k] or lines[k][0] in " \t":
-            break
-        keep[k] = True
 
 
 def _render(lines: list[str], masks: list[str], keep: list[bool], kind: str) -> Compressed | None:

@@ -274,9 +274,11 @@ def line_starts(text: str) -> list[int]:
 
 
 def keep_small_gaps(
-    lines: Sequence[str], keep: list[bool], *, max_lines: int = 2, max_chars: int = 120
+    lines: Sequence[str], keep: list[bool], *, max_lines: int = 8, max_chars: int = 120
 ) -> None:
-    """Keep the lines of short gaps between kept lines: a marker would cost more than they do."""
+    """Keep the lines of short gaps between kept lines: a marker would cost more than they do.
+    Short is by characters, newlines included (blank lines and a signature's ``Best,`` cost
+    little); ``max_lines`` keeps a gap of many empty lines from passing as short."""
     n = len(lines)
     i = 0
     while i < n:
@@ -286,7 +288,7 @@ def keep_small_gaps(
         j = i
         while j < n and not keep[j]:
             j += 1
-        if j - i <= max_lines and sum(len(x) for x in lines[i:j]) <= max_chars:
+        if j - i <= max_lines and sum(len(x) + 1 for x in lines[i:j]) <= max_chars:
             for k in range(i, j):
                 keep[k] = True
         i = j

@@ -86,7 +86,7 @@ def route(
             except NotJson:
                 continue
         out = compressor.compress(text, context)
-        if out is not None:
+        if out is not None and len(out.text) < len(text):  # markers can cost what they elide
             return out
         if name == "json" and _is_json(text):
             return None  # as above, for a JSON compressor of the caller's own
