@@ -16,7 +16,7 @@ from promptslim.backends.tools.match import keep_small_gaps
 from promptslim.backends.tools.records import block_end, looks_like_diff, record_end
 from promptslim.backends.tools.router import candidates, route
 
-from .test_tool_compressors import originals, restore_lines
+from .test_tool_compressors import ALL, originals, restore_lines
 
 SERVICES = ("auth-api-7", "search-cron-12", "billing-worker-31", "media-api-4", "queue-cron-9")
 
@@ -364,10 +364,21 @@ class _Growing(ToolCompressor):
         return Compressed(text + " [… 0 lines elided]", (), "log")
 
 
-def test_a_result_that_does_not_shrink_goes_to_the_next_candidate() -> None:
+def test_a_result_that_does_not_shrink_is_sent_as_it_was() -> None:
     text = "\n".join(f"2026-11-30 10:{k:02d}:00 INFO worker {k} done" for k in range(40))
     ctx = ToolContext(query="how did worker 3 do?")
-    assert candidates(text, ctx)[0] == "log"
-    assert route(text, ctx, {"log": _Growing()}) is None  # sent as it was
-    text_out = route(text, ctx, {"log": _Growing(), "text": TOOL_COMPRESSORS.get("text")()})
-    assert text_out is None or len(text_out.text) < len(text)
+    assert candidates(text, ctx) == ("log", "text")
+    text_compressor = TOOL_COMPRESSORS.get("text")()
+    assert text_compressor.compress(text, ctx) is not None  # it would pick sentences of it
+    assert route(text, ctx, {"log": _Growing(), "text": text_compressor}) is None
+
+
+def test_a_log_or_code_its_compressor_keeps_whole_is_not_handed_to_the_text_compressor() -> None:
+    log = "\n".join(
+        f"0.00.{k:03d} I slot {k} | task {k} | processing task, n_tokens = 42" for k in range(14)
+    )
+    ctx = ToolContext(query="which task ran in slot 3?")
+    assert candidates(log, ctx)[0] == "log" and LogCompressor().compress(log, ctx) is None
+    assert TOOL_COMPRESSORS.get("text")().compress(log, ctx) is not None
+    assert route(log, ctx, ALL) is None
+    assert route("{not json" + " and some words." * 200, ctx, ALL) is not None  # text after all

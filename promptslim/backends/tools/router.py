@@ -6,9 +6,11 @@ look like code, when it is a unified diff, or when they are records of keys (YAM
 describe``, TOML, INI: ``records.looks_like_config``); a log when it has many short lines, or when most of its lines
 start as log records do (a timestamp, a level, a syslog date, a client address, a JSON
 object, a build step: service, access, JSON-lines and build logs run to 200 characters a line
-and more); plain text otherwise. A compressor that declines (None) hands the result to the
-next candidate, ending with ``text``. The content tests run only when the candidates before
-them declined: a JSON result never pays for the code test.
+and more); plain text otherwise. The first candidate's answer is final: a code file or a log
+its compressor keeps whole (too short, nothing worth a marker), or whose compression would not
+be shorter, is sent as it was, not handed on to the text compressor, which picks sentences and
+is the wrong tool for either. Only text that turns out not to be JSON goes on to the next
+candidate. The content tests run only then: a JSON result never pays for the code test.
 """
 
 from __future__ import annotations
@@ -73,8 +75,9 @@ def route(
     *,
     parsed: Any = None,
 ) -> Compressed | None:
-    """The first candidate's result that shrinks the text (None: send it unchanged).
-    ``parsed``: the text's JSON value (``load_json``), where the caller has parsed it."""
+    """The first candidate's result, when it shrinks the text (None: send it unchanged); a
+    text that is not JSON goes on past the JSON compressor. ``parsed``: the text's JSON value
+    (``load_json``), where the caller has parsed it."""
     for name in _candidates(text, context):
         compressor = compressors.get(name)
         if compressor is None:
@@ -86,10 +89,10 @@ def route(
             except NotJson:
                 continue
         out = compressor.compress(text, context)
-        if out is not None and len(out.text) < len(text):  # markers can cost what they elide
-            return out
-        if name == "json" and _is_json(text):
-            return None  # as above, for a JSON compressor of the caller's own
+        if out is None and name == "json" and not _is_json(text):
+            continue  # as above, for a JSON compressor of the caller's own
+        # markers can cost what they elide: then the text goes as it was
+        return out if out is not None and len(out.text) < len(text) else None
     return None
 
 
