@@ -150,6 +150,19 @@ def test_a_heading_goes_with_the_block_after_it() -> None:
     assert found.bodies[2] == f"## Markets\n\n{BLOCK}"
 
 
+def test_markdown_headings_in_a_row_go_with_the_block_after_them_short_paragraphs_pair() -> None:
+    text = f"## Ferries\n\n### Summer\n\n{BLOCK}\n\n## Markets\n\n{BLOCK}"
+    found = find_passages(text)
+    assert found is not None
+    assert found.bodies == (f"## Ferries\n\n### Summer\n\n{BLOCK}", f"## Markets\n\n{BLOCK}")
+    # a paragraph shorter than a heading (Chinese prose) goes with the next one, no further
+    short = "港口小镇在十二世纪围绕鱼市发展起来，石砌码头在风暴后重建过两次，夏季每小时都有渡轮开往各个岛屿。"
+    paragraphs = [f"{k}{short}" for k in range(6)]
+    found = find_passages("\n\n".join(paragraphs))
+    assert found is not None and len(found.bodies) == 3
+    assert found.bodies[0] == f"{paragraphs[0]}\n\n{paragraphs[1]}"
+
+
 def test_a_block_is_titled_by_the_markdown_headings_it_is_under() -> None:
     bodies = [
         "# Runbook\n\nIntro",

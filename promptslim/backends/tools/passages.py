@@ -94,15 +94,17 @@ class Passages:
 def find_passages(text: str) -> Passages | None:
     """The blank-line blocks of ``text`` when they read as prose and are no more than
     ``MAX_ITEMS`` (as many as a JSON document list may hold), else None. A heading (a
-    block of one line shorter than ``HEADING_CHARS``) goes with the block after it, and so do
-    headings one after another (``## billing-api`` then ``### Overview``): what a passage is
-    about stays with it."""
+    block of one line shorter than ``HEADING_CHARS``) goes with the block after it, and a
+    Markdown heading right below it goes on to the next (``## billing-api`` then ``###
+    Overview``): what a passage is about stays with it. Short paragraphs one after another (in
+    Chinese, a paragraph is often shorter than a heading) pair up, but no more."""
     spans: list[tuple[int, int]] = []
     start = len(text) - len(text.lstrip())
     last = start  # where the block the break ends starts (past the headings it goes with)
     for m in _BLOCK_BREAK.finditer(text):
         block = text[last : m.start()]
-        if block and ("\n" in block or len(block) >= HEADING_CHARS):
+        heading = block and "\n" not in block and len(block) < HEADING_CHARS
+        if block and not (heading and (last == start or block.startswith("#"))):
             spans.append((start, m.start()))
             start = m.end()
         elif not block and start == last:
