@@ -88,7 +88,7 @@ _SLASH_COMMENT = frozenset(
     ]
 )
 _DASH_COMMENT = frozenset(["sql", "lua", "hs", "elm"])
-_MARKUP_COMMENT = frozenset(["xml", "html", "htm", "xhtml", "svg", "plist", "csproj", "pom"])
+_MARKUP_COMMENT = frozenset(["xml", "html", "htm", "xhtml", "svg", "plist", "csproj"])
 #: the end a comment needs on its line, by its start
 _COMMENT_END = {"<!-- ": " -->"}
 

@@ -103,7 +103,7 @@ def find_passages(text: str) -> Passages | None:
     last = start  # where the block the break ends starts (past the headings it goes with)
     for m in _BLOCK_BREAK.finditer(text):
         block = text[last : m.start()]
-        heading = block and "\n" not in block and len(block) < HEADING_CHARS
+        heading = bool(block) and "\n" not in block and len(block) < HEADING_CHARS
         if block and not (heading and (last == start or block.startswith("#"))):
             spans.append((start, m.start()))
             start = m.end()

@@ -2,15 +2,15 @@
 
 JSON when it parses as JSON (tried by the JSON compressor itself: bad or truncated JSON comes
 back as None and goes on as text); code when the call named a source file, when most lines
-look like code, when it is a unified diff, or when they are records of keys (YAML, ``kubectl
-describe``, TOML, INI: ``records.looks_like_config``); a log when it has many short lines, or when most of its lines
-start as log records do (a timestamp, a level, a syslog date, a client address, a JSON
-object, a build step: service, access, JSON-lines and build logs run to 200 characters a line
-and more); plain text otherwise. The first candidate's answer is final: a code file or a log
+look like code, when it is a unified diff, or when they are records of keys or tags (YAML,
+``kubectl describe``, TOML, INI, XML, HTML: ``records.looks_like_config``); a log when it has
+many short lines, or when most of its lines start as log records do (a timestamp, a level, a
+syslog date, a client address, a JSON object, a build step: service, access, JSON-lines and
+build logs run to 200 characters a line and more); plain text otherwise. The first candidate's answer is final: a code file or a log
 its compressor keeps whole (too short, nothing worth a marker), or whose compression would not
 be shorter, is sent as it was, not handed on to the text compressor, which picks sentences and
 is the wrong tool for either. Only text that turns out not to be JSON goes on to the next
-candidate. The content tests run only then: a JSON result never pays for the code test.
+candidate, and only such text pays for the code and log tests.
 """
 
 from __future__ import annotations
