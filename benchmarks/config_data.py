@@ -29,9 +29,11 @@ from promptslim.types import Document
 __all__ = [
     "INDENTED",
     "TOOL_ONLY",
+    "config_item",
     "configs",
     "git_log",
     "manifests",
+    "other_service",
     "tables",
     "terraform_plan",
 ]
@@ -46,12 +48,13 @@ TEAMS = ("auth", "search", "billing", "media", "queue")
 ROLES = ("api", "worker", "cron")
 
 
-def _item(name: str, i: int, texts: list[str], question: str, answer: str) -> BenchItem:
+def config_item(name: str, i: int, texts: list[str], question: str, answer: str) -> BenchItem:
+    """A question over ``texts`` as the item's documents, ``answer`` its evidence."""
     docs = [Document(id=f"{name}-{d}", text=t) for d, t in enumerate(texts)]
     return BenchItem(f"{name}-{i}", qa_request(NQ_INSTRUCTION, question, docs), (answer,))
 
 
-def _other(rng: random.Random, target: str) -> str:
+def other_service(rng: random.Random, target: str) -> str:
     """A service name like the target's, not it."""
     while (name := f"{rng.choice(TEAMS)}-{rng.choice(ROLES)}-{rng.randrange(1000)}") == target:
         pass
@@ -68,7 +71,7 @@ def configs(rng: random.Random, i: int) -> BenchItem:
     for d in range(DOCUMENTS):
         lines = ["services:"]
         for r in range(SERVICES):
-            name = target if (d, r) == where else _other(rng, target)
+            name = target if (d, r) == where else other_service(rng, target)
             lines += [
                 f"  {name}:",
                 f"    image: registry.local/{name}:1.{rng.randrange(30)}",
@@ -78,7 +81,7 @@ def configs(rng: random.Random, i: int) -> BenchItem:
             ]
         texts.append("\n".join(lines))
     answer = f"timeout: {timeouts[where[0] * SERVICES + where[1]]}ms"
-    return _item("configs", i, texts, f"What is the timeout of the {target} service?", answer)
+    return config_item("configs", i, texts, f"What is the timeout of the {target} service?", answer)
 
 
 def _deployment(rng: random.Random, name: str, memory: int) -> str:
@@ -137,7 +140,7 @@ def manifests(rng: random.Random, i: int) -> BenchItem:
         for d in range(MANIFEST_FILES)
     ]
     question = f"What is the memory limit of the {target} deployment?"
-    return _item("manifests", i, texts, question, f"memory: {memory[target]}Mi")
+    return config_item("manifests", i, texts, question, f"memory: {memory[target]}Mi")
 
 
 def tables(rng: random.Random, i: int) -> BenchItem:
@@ -150,7 +153,7 @@ def tables(rng: random.Random, i: int) -> BenchItem:
     for d in range(DOCUMENTS):
         blocks = []
         for r in range(SERVICES):
-            name = target if (d, r) == where else _other(rng, target)
+            name = target if (d, r) == where else other_service(rng, target)
             blocks.append(
                 f"[services.{name}]\n"
                 f'image = "registry.local/{name}:1.{rng.randrange(30)}"\n'
@@ -162,7 +165,7 @@ def tables(rng: random.Random, i: int) -> BenchItem:
             )
         texts.append("\n\n".join(blocks))
     answer = f'timeout = "{timeouts[where[0] * SERVICES + where[1]]}ms"'
-    return _item("tables", i, texts, f"What is the timeout of the {target} service?", answer)
+    return config_item("tables", i, texts, f"What is the timeout of the {target} service?", answer)
 
 
 #: the indented-record shapes by name
@@ -193,7 +196,7 @@ def git_log(rng: random.Random, i: int) -> BenchItem:
             f"Date:   Mon Nov {1 + k % 28} 10:{k:02d}:00 2026 +0000\n\n    {message}\n"
         )
     question = f"Who made the commit that fixed the memory leak in {target}?"
-    return _item("git_log", i, ["\n".join(entries)], question, f"Author: {author} <")
+    return config_item("git_log", i, ["\n".join(entries)], question, f"Author: {author} <")
 
 
 INSTANCE_TYPES = ("t3.micro", "t3.small", "m5.large", "c5.xlarge")
@@ -223,13 +226,13 @@ def terraform_plan(rng: random.Random, i: int) -> BenchItem:
     target, where = f"ledger-{i}", rng.randrange(RESOURCES)
     disks = rng.sample(range(20, 2000), RESOURCES)
     blocks = [
-        _resource(rng, target if k == where else _other(rng, target), disks[k])
+        _resource(rng, target if k == where else other_service(rng, target), disks[k])
         for k in range(RESOURCES)
     ]
     text = "Terraform will perform the following actions:\n\n" + "\n".join(blocks)
     question = f"What root volume size will aws_instance.{target} get?"
     answer = f"volume_size           = {disks[where]}\n"
-    return _item("terraform_plan", i, [text], question, answer)
+    return config_item("terraform_plan", i, [text], question, answer)
 
 
 #: the shapes only ``bench_tools`` reads, as a tool result: flat, sectioned TOML tables, a log

@@ -28,7 +28,7 @@ import json
 import random
 from collections.abc import Callable
 
-from config_data import TEAMS, _item, _other
+from config_data import TEAMS, config_item, other_service
 
 from promptslim.bench.datasets import BenchItem
 
@@ -78,7 +78,7 @@ def git_diff(rng: random.Random, i: int) -> BenchItem:
     values = rng.sample(range(100, 9000), FILES * 6)  # distinct: one line answers
     lines: list[str] = []
     for k in range(FILES):
-        name = target if k == where else _other(rng, target)
+        name = target if k == where else other_service(rng, target)
         lines += [
             f"diff --git a/deploy/{name}.yaml b/deploy/{name}.yaml",
             f"index {rng.getrandbits(28):07x}..{rng.getrandbits(28):07x} 100644",
@@ -89,7 +89,7 @@ def git_diff(rng: random.Random, i: int) -> BenchItem:
             lines += _hunk(rng, name, h == 0, values[6 * k + 2 * h], values[6 * k + 2 * h + 1])
     answer = f"+    timeout: {values[6 * where + 1]}ms"
     question = f"What timeout does the diff set for {target}?"
-    return _item("git_diff", i, ["\n".join(lines)], question, answer)
+    return config_item("git_diff", i, ["\n".join(lines)], question, answer)
 
 
 def payload_log(rng: random.Random, i: int) -> BenchItem:
@@ -115,7 +115,7 @@ def payload_log(rng: random.Random, i: int) -> BenchItem:
         lines.append(f"{stamp} INFO payment accepted request_id={rid} payload:")
         lines += json.dumps(payload, indent=2).split("\n")
     question = f"How many cents did request {target} pay?"
-    return _item(
+    return config_item(
         "payload_log", i, ["\n".join(lines)], question, f'"amount_cents": {amounts[where]}'
     )
 
@@ -127,7 +127,7 @@ def markdown_sections(rng: random.Random, i: int) -> BenchItem:
     limits = rng.sample(range(50, 5000), SECTIONS)
     parts = ["# Service handbook", "What each service does and the limits it runs under."]
     for k in range(SECTIONS):
-        name = target if k == where else _other(rng, target)
+        name = target if k == where else other_service(rng, target)
         parts += [
             f"## {name}",
             "### Overview",
@@ -144,7 +144,7 @@ def markdown_sections(rng: random.Random, i: int) -> BenchItem:
             ),
         ]
     question = f"What is the upstream rate limit of {target}?"
-    return _item(
+    return config_item(
         "markdown_sections", i, ["\n\n".join(parts)], question, f"at {limits[where]} requests"
     )
 
@@ -155,7 +155,7 @@ def pom_xml(rng: random.Random, i: int) -> BenchItem:
     lines = ['<?xml version="1.0" encoding="UTF-8"?>', "<project>", "  <dependencies>"]
     versions = []
     for k in range(DEPENDENCIES):
-        name = target if k == where else _other(rng, target)
+        name = target if k == where else other_service(rng, target)
         versions.append(f"{rng.randrange(1, 9)}.{rng.randrange(40)}.{rng.randrange(40)}")
         lines += [
             "    <dependency>",
@@ -167,7 +167,7 @@ def pom_xml(rng: random.Random, i: int) -> BenchItem:
         ]
     lines += ["  </dependencies>", "</project>"]
     question = f"Which version of {target} does the project depend on?"
-    return _item(
+    return config_item(
         "pom_xml", i, ["\n".join(lines)], question, f"<version>{versions[where]}</version>"
     )
 
@@ -179,7 +179,7 @@ def html_table(rng: random.Random, i: int) -> BenchItem:
     lines = ["<html><body>", "<h1>Services</h1>", "<table>"]
     lines.append("<tr><th>Service</th><th>Owner</th><th>Region</th><th>Limit</th></tr>")
     for k in range(ROWS):
-        name = target if k == where else _other(rng, target)
+        name = target if k == where else other_service(rng, target)
         lines += [
             "<tr>",
             f"  <td>{name}</td>",
@@ -190,7 +190,9 @@ def html_table(rng: random.Random, i: int) -> BenchItem:
         ]
     lines += ["</table>", "</body></html>"]
     question = f"What is the limit of {target}?"
-    return _item("html_table", i, ["\n".join(lines)], question, f"<td>{limits[where]} rps</td>")
+    return config_item(
+        "html_table", i, ["\n".join(lines)], question, f"<td>{limits[where]} rps</td>"
+    )
 
 
 TESTS, FAILED = 300, 6
@@ -236,7 +238,7 @@ def pytest_failures(rng: random.Random, i: int) -> BenchItem:
     lines.append(f"{'=' * 20} {FAILED} failed, {TESTS - FAILED} passed in 12.34s {'=' * 20}")
     question = f"What status did test_refund_{i} get instead of the one it expected?"
     answer = f"AssertionError: assert {statuses[target]!r} =="
-    return _item("pytest_failures", i, ["\n".join(lines)], question, answer)
+    return config_item("pytest_failures", i, ["\n".join(lines)], question, answer)
 
 
 TYPES = ("u32", "i64", "usize", "f64", "String", "&str", "Option<u32>", "Vec<u8>")
@@ -264,7 +266,7 @@ def compiler_errors(rng: random.Random, i: int) -> BenchItem:
         found = f"expected `{want}`, found `{got}`" if k == where else found
     lines.append(f"error: could not compile `ledger` (lib) due to {ERRORS} previous errors")
     question = f"In {target}, which type does the compiler say it found?"
-    return _item("compiler_errors", i, ["\n".join(lines)], question, found)
+    return config_item("compiler_errors", i, ["\n".join(lines)], question, found)
 
 
 #: the shapes by name
