@@ -31,9 +31,9 @@ paired) and its 95 % interval's ends ``quality_delta_em_low`` / ``_high``: quali
 below no compression" while the interval reaches zero (``_high >= 0``), as bench_load reads
 its own quality goal. ``indented_records`` (``tools_records.py``): compose files,
 Kubernetes manifests, TOML tables, ``git log``, a ``terraform plan``, a ``git diff``, a log of
-JSON payloads, a Markdown handbook, a ``pom.xml``, an HTML table, ``pytest`` failures and
-``cargo build`` errors as one tool result, the answer a few lines from the name it is asked
-by, with and without the record rules; ``indented_evidence_min`` is the lowest evidence of the
+JSON payloads, a Markdown handbook, a ``pom.xml``, an HTML table, ``pytest`` failures,
+``cargo build`` errors and ``nginx -T`` servers as one tool result, the answer a few lines
+from the name it is asked by, with and without the record rules; ``indented_evidence_min`` is the lowest evidence of the
 default there.
 """
 

@@ -17,7 +17,10 @@ the question's subject, inside the same record.
   failed test and asks the status it got, in its failure section's ``E`` line below a
   traceback of 5 to 30 lines (every ``E`` line has one pattern, numbers and quotes aside);
 - ``compiler_errors``: ``cargo build`` errors, one paragraph each; the question names a file
-  and asks the type found there, three lines below the ``-->`` line naming the file.
+  and asks the type found there, three lines below the ``-->`` line naming the file;
+- ``server_fields``: ``nginx -T`` output of 50 servers, each setting ``client_max_body_size``;
+  the question names a server by its host and asks that field (an identifier, so a literal of
+  the question on every server's line of it), five lines below the ``server_name`` line.
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
@@ -41,6 +44,7 @@ __all__ = [
     "payload_log",
     "pom_xml",
     "pytest_failures",
+    "server_fields",
 ]
 
 FILES = 10
@@ -50,6 +54,7 @@ KEYS = ("interval", "deadline", "grace")
 DEPENDENCIES = 30
 ROWS = 60
 ERRORS = 14
+SERVERS = 50
 
 
 def _hunk(rng: random.Random, name: str, first: bool, old: int, new: int) -> list[str]:
@@ -269,6 +274,30 @@ def compiler_errors(rng: random.Random, i: int) -> BenchItem:
     return config_item("compiler_errors", i, ["\n".join(lines)], question, found)
 
 
+def server_fields(rng: random.Random, i: int) -> BenchItem:
+    """``nginx -T`` of many servers; the question asks one field of the server it names."""
+    target, where = f"billing-edge-{i}.example.com", rng.randrange(SERVERS)
+    lines = ["worker_processes auto;", "events { worker_connections 1024; }", "http {"]
+    sizes = [rng.randrange(1, 500) for _ in range(SERVERS)]
+    for k in range(SERVERS):
+        name = target if k == where else f"{other_service(rng, target)}.example.com"
+        lines += [
+            "    server {",
+            "        listen 443 ssl;",
+            f"        server_name {name};",
+            f"        access_log /var/log/nginx/{name}.log;",
+            "        location / {",
+            f"            proxy_pass http://127.0.0.1:{rng.randrange(3000, 9999)};",
+            f"            client_max_body_size {sizes[k]}m;",
+            "        }",
+            "    }",
+        ]
+    lines.append("}")
+    question = f"What client_max_body_size does {target} allow?"
+    answer = f"client_max_body_size {sizes[where]}m;"
+    return config_item("server_fields", i, ["\n".join(lines)], question, answer)
+
+
 #: the shapes by name
 TOOL_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "git_diff": git_diff,
@@ -278,4 +307,5 @@ TOOL_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "html_table": html_table,
     "pytest_failures": pytest_failures,
     "compiler_errors": compiler_errors,
+    "server_fields": server_fields,
 }

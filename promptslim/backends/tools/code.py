@@ -9,12 +9,19 @@ and below any other line holding one of the turn's literals, the rest of the rec
 table, a log line's JSON payload, a diff's hunk; ``records.py``). Everything else is
 elided in runs, each replaced by one comment line in the file's syntax that gives the line
 range and the id of its original.
+
+A literal on many lines may be a field every record has (``client_max_body_size`` in each
+server of ``nginx -T``): where the record of a rarer literal of the turn (the server it names)
+holds it, that is the answer, and its lines in other records are let go
+(``_answered_fields``, with ``records``). At most 40 literal lines are kept, the rarest
+literals' first, so a file with a field on hundreds of lines still keeps the named record.
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Callable
 
 from ...errors import ConfigError
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
@@ -219,38 +226,53 @@ class CodeCompressor(ToolCompressor):
         keep: list[bool],
         context: ToolContext,
     ) -> None:
-        relevance = matcher_for(context).lines_hit(text, starts)
+        relevance, literal_lines = matcher_for(context).line_hits(text, starts)
         if not relevance:
             return
-        strong = sorted(i for i, r in relevance.items() if r >= 2.0)[:40]
-        words = sorted(
-            (i for i, r in relevance.items() if r < 2.0), key=lambda i: (-relevance[i], i)
-        )
         definitions = outline[0]
         is_definition = set(definitions)
         n = len(lines)
         diff = self.records and looks_like_diff(text)  # then a named line's record is its hunk
+        ends: dict[int, int] = {}
+
+        def end(i: int) -> int:
+            if i not in ends:
+                ends[i] = self._end(lines, i, i in is_definition, diff, relevance[i])
+            return ends[i]
+
+        strong = [i for i, r in relevance.items() if r >= 2.0]
+        if self.records:
+            answered = _answered_fields(literal_lines, end, self.context)
+            strong = [i for i in strong if i not in answered]
+        words = sorted(
+            (i for i, r in relevance.items() if r < 2.0), key=lambda i: (-relevance[i], i)
+        )
+        # past the cap, the lines of the rarest literals first: the record the turn names
+        fewest: dict[int, int] = {}
+        for at in literal_lines.values():
+            for i in at:
+                fewest[i] = min(fewest.get(i, n), len(at))
+        strong = sorted(strong, key=lambda i: (fewest.get(i, n), i))[:40]
         for i in strong + words[: self.max_word_lines]:
             for j in range(max(0, i - self.context), min(n, i + self.context + 1)):
                 keep[j] = True
-            if i in is_definition and not diff:  # the turn names this definition: its body
-                self._body(lines, i, keep)
-            elif self.records and relevance[i] >= 2.0:
-                self._record(lines, i, keep, diff)
+            for j in range(i + 1, end(i)):
+                keep[j] = True
             self._enclosing(lines, i, outline, keep)
 
-    def _body(self, lines: list[str], start: int, keep: list[bool]) -> None:
-        base = _indent(lines[start])
-        for j in range(start + 1, min(len(lines), start + 1 + self.body_lines)):
-            if lines[j].strip() and _indent(lines[j]) <= base:
-                break
-            keep[j] = True
-
-    def _record(self, lines: list[str], start: int, keep: list[bool], diff: bool) -> None:
-        """The rest of the record a line the turn names is in, within ``body_lines`` lines
-        (``records.record_end``: a service in a compose file, a TOML table, a diff's hunk)."""
-        for k in range(start + 1, record_end(lines, start, self.body_lines, diff=diff)):
-            keep[k] = True
+    def _end(self, lines: list[str], start: int, named: bool, diff: bool, relevance: float) -> int:
+        """Where what a strong line keeps below it ends: a named definition's body (up to
+        ``body_lines``), else the rest of its record (``records.record_end``: a service in a
+        compose file, a TOML table, a diff's hunk), else the line itself."""
+        if named and not diff:  # the turn names this definition: its body
+            base = _indent(lines[start])
+            for j in range(start + 1, min(len(lines), start + 1 + self.body_lines)):
+                if lines[j].strip() and _indent(lines[j]) <= base:
+                    return j
+            return min(len(lines), start + 1 + self.body_lines)
+        if self.records and relevance >= 2.0:
+            return record_end(lines, start, self.body_lines, diff=diff)
+        return start + 1
 
     @staticmethod
     def _enclosing(
@@ -265,6 +287,43 @@ class CodeCompressor(ToolCompressor):
                 level = indents[k]
                 if level == 0:
                     break
+
+
+#: a literal on at least this many lines may be a field every record has
+_FIELD_LINES = 4
+#: the most lines the turn's other literals may be on for their records to be the ones it names
+_NAMED_LINES = 8
+
+
+def _answered_fields(
+    literal_lines: dict[str, list[int]], end: Callable[[int], int], context: int
+) -> set[int]:
+    """Lines to let go: those of a literal on ``_FIELD_LINES`` lines or more, and on twice as
+    many as the turn's rarest literal (a field every record has, ``client_max_body_size`` in
+    each server of ``nginx -T``), that the record of a rarer literal of the turn (the server it
+    names) already holds, outside such records.
+    The question asks for that field of that record; the other records' values of it, each
+    with its context and record, were most of what such a file kept. ``end``: where a
+    literal's line's record ends."""
+    if len(literal_lines) < 2:
+        return set()
+    fewest = min(map(len, literal_lines.values()))
+    least = max(_FIELD_LINES, 2 * fewest)  # the record's own name may be on a few of its lines
+    fields = {lit for lit, at in literal_lines.items() if len(at) >= least}
+    named = {i for lit, at in literal_lines.items() if lit not in fields for i in at}
+    if not fields or not named or len(named) > _NAMED_LINES:
+        return set()
+    spans = [(max(0, i - context), end(i) + context) for i in sorted(named)]
+
+    def held(j: int) -> bool:
+        return any(a <= j < b for a, b in spans)
+
+    out: set[int] = set()
+    for lit in fields:
+        at = literal_lines[lit]
+        if any(held(j) for j in at):
+            out.update(j for j in at if j not in named and not held(j))
+    return out
 
 
 def _render(lines: list[str], keep: list[bool], prefix: str) -> Compressed | None:

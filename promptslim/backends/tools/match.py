@@ -224,6 +224,12 @@ class Matcher:
     def lines_hit(self, text: str, starts: Sequence[int]) -> dict[int, float]:
         """Line index -> relevance (2 per distinct literal, 1 per distinct query word on at most
         ``_WORD_LINES`` lines, less for a word on more)."""
+        return self.line_hits(text, starts)[0]
+
+    def line_hits(
+        self, text: str, starts: Sequence[int]
+    ) -> tuple[dict[int, float], dict[str, list[int]]]:
+        """``lines_hit``, and the lines each literal that counts is on, in order."""
         seen: dict[int, set[str]] = {}
         for line, lit in _in_segments(self.literals, text, _ALNUM, starts, within=False):
             seen.setdefault(line, set()).add("L" + lit)
@@ -247,11 +253,15 @@ class Matcher:
         # outrank ``anyio`` on its 3 for the few word-matched lines a compressor keeps
         weight = {k: 2.0 if k[0] == "L" else min(1.0, _WORD_LINES / n) for k, n in spread.items()}
         out: dict[int, float] = {}
+        literal_lines: dict[str, list[int]] = {}
         for line, keys in seen.items():
             score = sum(weight[k] for k in keys if spread[k] <= limits[k[0]])
             if score:
                 out[line] = score
-        return out
+            for k in keys:
+                if k[0] == "L" and spread[k] <= limits["L"]:
+                    literal_lines.setdefault(k[1:], []).append(line)
+        return out, {lit: sorted(at) for lit, at in literal_lines.items()}
 
 
 @lru_cache(maxsize=256)

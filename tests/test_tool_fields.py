@@ -1,0 +1,141 @@
+"""A field every record of a file has, asked for one record the turn names: the code
+compressor keeps that record whole and lets the field's lines in the other records go
+(``code._answered_fields``); past its cap on literal lines it keeps the rarest literals' lines
+first, so the named record is kept however many records the file has."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from promptslim.backends.tools import ToolContext
+from promptslim.backends.tools.code import CodeCompressor
+from promptslim.backends.tools.match import Matcher, line_starts
+
+from .test_tool_compressors import originals, restore_lines
+
+NAMED = "billing-7.example.com"
+
+
+def nginx(servers: int, at: int, *, field_in_named: bool = True) -> tuple[str, list[str]]:
+    """An ``nginx -T`` dump of ``servers`` server blocks, the ``at``-th the named one; each
+    server sets its own ``client_max_body_size`` (the named one only with ``field_in_named``:
+    else it inherits the ``http`` block's). Returns the text and each server's field line."""
+    out = ["worker_processes auto;", "http {", "    client_max_body_size 1m;"]
+    fields = []
+    for k in range(servers):
+        name = NAMED if k == at else f"team{k}-{k * 37 % 101}.example.com"
+        field = f"            client_max_body_size {10 + k}m;"
+        fields.append(field)
+        out += [
+            "    server {",
+            "        listen 443 ssl;",
+            f"        server_name {name};",
+            f"        access_log /var/log/nginx/{name}.log;",
+            "        location / {",
+            f"            proxy_pass http://127.0.0.1:{4000 + k};",
+        ]
+        if field_in_named or k != at:
+            out.append(field)
+        out += ["        }", "    }"]
+    out.append("}")
+    return "\n".join(out), fields
+
+
+ASKED = ToolContext(query=f"What client_max_body_size does {NAMED} allow?")
+
+
+def test_the_named_records_field_is_kept_and_the_others_let_go() -> None:
+    text, fields = nginx(15, 9)
+    out = CodeCompressor().compress(text, ASKED)
+    assert out is not None
+    assert fields[9] in out.text and f"server_name {NAMED};" in out.text
+    assert not any(f in out.text for k, f in enumerate(fields) if k != 9)
+    assert restore_lines(out.text, originals(out)) == text
+    # without the record rules every server's field line is kept, with its context
+    plain = CodeCompressor(records=False).compress(text, ASKED)
+    assert plain is not None and all(f in plain.text for f in fields)
+    assert len(out.text) < len(plain.text) / 2
+
+
+def test_the_named_record_is_kept_past_the_cap_on_literal_lines() -> None:
+    text, fields = nginx(70, 66)
+    out = CodeCompressor().compress(text, ASKED)
+    assert out is not None and fields[66] in out.text
+    assert sum(f in out.text for f in fields) == 1
+
+
+def test_an_inherited_field_keeps_every_line_of_it_and_the_named_record() -> None:
+    """The named server does not set the field: no record holds the answer, so nothing is
+    let go; the ``http`` block's line (its value) and the named server are both kept."""
+    text, fields = nginx(70, 66, field_in_named=False)
+    out = CodeCompressor().compress(text, ASKED)
+    assert out is not None
+    assert "    client_max_body_size 1m;" in out.text and f"server_name {NAMED};" in out.text
+    assert sum(f in out.text for f in fields) >= 30
+
+
+def test_a_literal_alone_keeps_its_lines() -> None:
+    """No rarer literal names a record: a field asked for alone keeps every line of it (up to
+    the cap), as a literal always did."""
+    text, fields = nginx(15, 9)
+    out = CodeCompressor().compress(text, ToolContext(query="Which client_max_body_size is set?"))
+    assert out is not None and all(f in out.text for f in fields)
+
+
+@pytest.mark.parametrize("sharing, all_kept", [(8, False), (9, True)])
+def test_a_name_on_many_lines_names_no_record(sharing: int, all_kept: bool) -> None:
+    """A rarer literal on more lines than a record's name is on (one name shared by nine
+    servers) names no record: nothing is let go. Shared by eight, each is a named record."""
+    text, fields = nginx(20, 19)
+    shared = "shared.example.com"
+    for k in range(sharing):
+        text = text.replace(
+            f"server_name team{k}-{k * 37 % 101}.example.com", f"server_name {shared}"
+        )
+    asked = ToolContext(query=f"What client_max_body_size does {shared} allow?")
+    out = CodeCompressor().compress(text, asked)
+    assert out is not None and all(f in out.text for f in fields[:sharing])
+    assert all(f in out.text for f in fields) is all_kept
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    servers=st.integers(2, 80),
+    data=st.data(),
+    field_in_named=st.booleans(),
+)
+def test_the_answer_survives_any_layout(
+    servers: int, data: st.DataObject, field_in_named: bool
+) -> None:
+    at = data.draw(st.integers(0, servers - 1))
+    text, fields = nginx(servers, at, field_in_named=field_in_named)
+    out = CodeCompressor().compress(text, ASKED)
+    kept = text if out is None else out.text
+    assert f"server_name {NAMED};" in kept
+    assert (fields[at] if field_in_named else "    client_max_body_size 1m;") in kept
+    if out is not None:
+        assert restore_lines(out.text, originals(out)) == text
+
+
+_TOKEN = st.sampled_from(["max_size", "a.b", "x1", "word", " ", "_", "max_size2", "\n"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(bits=st.lists(_TOKEN, max_size=60), literals=st.lists(_TOKEN, max_size=3))
+def test_each_literals_lines_are_the_lines_that_count_it(
+    bits: list[str], literals: list[str]
+) -> None:
+    """``line_hits``' lines of each literal are the lines whose relevance it adds to."""
+    text = "".join(bits)
+    needles = [lit for lit in dict.fromkeys(literals) if lit.strip() and len(lit) >= 2]
+    matcher = Matcher(needles, ())
+    relevance, literal_lines = matcher.line_hits(text, line_starts(text))
+    assert relevance == matcher.lines_hit(text, line_starts(text))
+    per_line: dict[int, int] = {}
+    for lit, at in literal_lines.items():
+        assert lit in needles and at == sorted(set(at))
+        for i in at:
+            per_line[i] = per_line.get(i, 0) + 1
+    assert {i: 2.0 * c for i, c in per_line.items()} == relevance
