@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from promptslim.backends.tools import ToolContext
 from promptslim.backends.tools.code import CodeCompressor
-from promptslim.backends.tools.match import Matcher, line_starts
+from promptslim.backends.tools.logs import LogCompressor
+from promptslim.backends.tools.match import Matcher, line_starts, rarest_first
 
 from .test_tool_compressors import originals, restore_lines
 
@@ -139,3 +140,27 @@ def test_each_literals_lines_are_the_lines_that_count_it(
         for i in at:
             per_line[i] = per_line.get(i, 0) + 1
     assert {i: 2.0 * c for i, c in per_line.items()} == relevance
+
+
+def test_a_log_keeps_the_named_workers_line_past_the_cap_on_literal_lines() -> None:
+    """A job's name on 250 lines of a log and a worker's on one: the log compressor's cap of
+    64 literal lines kept the job's first 64 lines and lost the worker's (the answer)."""
+    lines = []
+    for k in range(1000):
+        stamp = f"2026-12-01T10:{k // 60 % 60:02d}:{k % 60:02d}Z"
+        if k == 700:
+            lines.append(f"{stamp} INFO ingest_daily_report worker-77 finished rows=4521")
+        elif k % 4 == 0:
+            lines.append(f"{stamp} INFO ingest_daily_report worker-{k % 50} batch {k} done")
+        else:
+            lines.append(f"{stamp} DEBUG scheduler tick {k} queue depth {k % 13}")
+    text = "\n".join(lines)
+    asked = ToolContext(query="How many rows did ingest_daily_report write on worker-77?")
+    out = LogCompressor().compress(text, asked)
+    assert out is not None and "worker-77 finished rows=4521" in out.text
+    assert restore_lines(out.text, originals(out)) == text
+
+
+def test_the_rarest_literals_lines_come_first() -> None:
+    literal_lines = {"field": [1, 3, 5, 7, 9], "name": [8], "pair": [2, 6]}
+    assert rarest_first([9, 7, 6, 5, 3, 2, 1, 8, 4], literal_lines) == [8, 2, 6, 1, 3, 5, 7, 9, 4]

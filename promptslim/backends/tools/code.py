@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from ...errors import ConfigError
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
-from .match import keep_small_gaps, line_starts, matcher_for
+from .match import keep_small_gaps, line_starts, matcher_for, rarest_first
 from .records import indent as _indent
 from .records import looks_like_config, looks_like_diff, record_end
 
@@ -247,12 +247,7 @@ class CodeCompressor(ToolCompressor):
         words = sorted(
             (i for i, r in relevance.items() if r < 2.0), key=lambda i: (-relevance[i], i)
         )
-        # past the cap, the lines of the rarest literals first: the record the turn names
-        fewest: dict[int, int] = {}
-        for at in literal_lines.values():
-            for i in at:
-                fewest[i] = min(fewest.get(i, n), len(at))
-        strong = sorted(strong, key=lambda i: (fewest.get(i, n), i))[:40]
+        strong = rarest_first(strong, literal_lines)[:40]
         for i in strong + words[: self.max_word_lines]:
             for j in range(max(0, i - self.context), min(n, i + self.context + 1)):
                 keep[j] = True

@@ -4,9 +4,10 @@ Each line is masked (timestamps, hex ids, UUIDs, paths' digits and every number 
 placeholder), so ``Downloading x (1.2 MB)`` and ``Downloading x (3.4 MB)`` are one pattern.
 Kept whole: the first ``head`` and last ``tail`` lines, error and warning lines, stack
 traces (a ``Traceback`` block, indented ``File ...`` / ``at ...`` frames), and lines holding
-the turn's literals or the most query words. A line holding a literal keeps the rest of its
-record (``records``: the header above an indented line, the block or the JSON payload below a
-line, its short paragraph, the section under a banner; ``log_records``).
+the turn's literals (at most 64, the rarest literals' lines first: a worker named on one line
+outranks a job named on hundreds) or the most query words. A line holding a literal keeps the
+rest of its record (``records``: the header above an indented line, the block or the JSON
+payload below a line, its short paragraph, the section under a banner; ``log_records``).
 Of the remaining lines, the first of each pattern is kept until ``keep_ratio`` of the text is
 used, rarest patterns first; a run of lines with one pattern keeps its first line and a count.
 Every run of left-out lines becomes one marker line naming the line range, how many of its
@@ -22,7 +23,7 @@ from collections import Counter
 from ...errors import ConfigError
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
 from .log_records import keep_record, named_sections
-from .match import keep_small_gaps, line_starts, matcher_for
+from .match import keep_small_gaps, line_starts, matcher_for, rarest_first
 
 __all__ = ["LogCompressor", "mask_line"]
 
@@ -123,9 +124,10 @@ class LogCompressor(ToolCompressor):
         n = len(lines)
         keep = [i < self.head or i >= n - self.tail for i in range(n)]
         starts = line_starts(text)
-        relevance = matcher_for(context).lines_hit(text, starts)
-        # literals always; word-only matches: the best few lines
-        strong = [i for i, r in relevance.items() if r >= 2.0][:64]
+        relevance, literal_lines = matcher_for(context).line_hits(text, starts)
+        # literals always, the rarest literals' lines first past the cap; word-only matches:
+        # the best few lines
+        strong = rarest_first([i for i, r in relevance.items() if r >= 2.0], literal_lines)[:64]
         words = sorted(
             (i for i, r in relevance.items() if r < 2.0), key=lambda i: (-relevance[i], i)
         )

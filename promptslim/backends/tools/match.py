@@ -15,7 +15,7 @@ from itertools import accumulate
 from ...text import find_protected_spans
 from . import ToolContext
 
-__all__ = ["Matcher", "keep_small_gaps", "line_starts", "matcher_for"]
+__all__ = ["Matcher", "keep_small_gaps", "line_starts", "matcher_for", "rarest_first"]
 
 # the words a question is made of that say nothing about which item it wants
 _STOPWORDS = frozenset(
@@ -272,6 +272,19 @@ def _cached(context: ToolContext) -> Matcher:
 def matcher_for(context: ToolContext) -> Matcher:
     """The context's Matcher (memoised: a turn's results share one query)."""
     return _cached(context)
+
+
+def rarest_first(lines: Sequence[int], literal_lines: dict[str, list[int]]) -> list[int]:
+    """``lines`` ordered by how few lines their rarest literal is on (``literal_lines``, from
+    ``Matcher.line_hits``), then by position: the order a cap on literal lines keeps them in.
+    By position alone, a literal on every record's line (a field, a job's name) filled the cap
+    and a rarer one's lines past it (the record the turn names) were lost."""
+    fewest: dict[int, int] = {}
+    for at in literal_lines.values():
+        for i in at:
+            fewest[i] = min(fewest.get(i, len(at)), len(at))
+    last = 1 + max(map(len, literal_lines.values()), default=0)
+    return sorted(lines, key=lambda i: (fewest.get(i, last), i))
 
 
 def line_starts(text: str) -> list[int]:
