@@ -32,8 +32,9 @@ below no compression" while the interval reaches zero (``_high >= 0``), as bench
 its own quality goal. ``indented_records`` (``tools_records.py``): compose files,
 Kubernetes manifests, TOML tables, ``git log``, a ``terraform plan``, a ``git diff``, a log of
 JSON payloads, a Markdown handbook, a ``pom.xml``, an HTML table, ``pytest`` failures,
-``cargo build`` errors and ``nginx -T`` servers as one tool result, the answer a few lines
-from the name it is asked by, with and without the record rules; ``indented_evidence_min`` is the lowest evidence of the
+``cargo build`` errors, ``nginx -T`` servers and a job's log as one tool result, the answer
+a few lines from the name it is asked by (the log: on the one line naming the worker), with
+and without the record rules; ``indented_evidence_min`` is the lowest evidence of the
 default there.
 """
 

@@ -20,7 +20,9 @@ the question's subject, inside the same record.
   and asks the type found there, three lines below the ``-->`` line naming the file;
 - ``server_fields``: ``nginx -T`` output of 50 servers, each setting ``client_max_body_size``;
   the question names a server by its host and asks that field (an identifier, so a literal of
-  the question on every server's line of it), five lines below the ``server_name`` line.
+  the question on every server's line of it), five lines below the ``server_name`` line;
+- ``worker_log``: a scheduler's log of 1,000 lines, a job's name on every fourth; the question
+  names the job and one worker, on one line of its own, and asks the rows it wrote there.
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
@@ -45,6 +47,7 @@ __all__ = [
     "pom_xml",
     "pytest_failures",
     "server_fields",
+    "worker_log",
 ]
 
 FILES = 10
@@ -55,6 +58,7 @@ DEPENDENCIES = 30
 ROWS = 60
 ERRORS = 14
 SERVERS = 50
+LOG_LINES = 1000
 
 
 def _hunk(rng: random.Random, name: str, first: bool, old: int, new: int) -> list[str]:
@@ -298,6 +302,25 @@ def server_fields(rng: random.Random, i: int) -> BenchItem:
     return config_item("server_fields", i, ["\n".join(lines)], question, answer)
 
 
+def worker_log(rng: random.Random, i: int) -> BenchItem:
+    """A job's log, its name on a quarter of the lines; the question asks one worker's rows."""
+    job, worker = f"ingest_report_{i}", f"worker-{rng.randrange(100, 999)}"
+    where = rng.randrange(LOG_LINES // 10, LOG_LINES)
+    rows = rng.randrange(100, 99_999)
+    lines = []
+    for k in range(LOG_LINES):
+        stamp = f"2026-12-01T{10 + k // 3600:02d}:{k // 60 % 60:02d}:{k % 60:02d}Z"
+        if k == where:
+            lines.append(f"{stamp} INFO {job} {worker} shard={k % 64} finished rows={rows}")
+        elif k % 4 == 0:
+            other = f"worker-{rng.randrange(1, 99)}"
+            lines.append(f"{stamp} INFO {job} {other} shard={k % 64} batch {k} done")
+        else:
+            lines.append(f"{stamp} DEBUG scheduler tick {k} queue depth {rng.randrange(50)}")
+    question = f"How many rows did {job} write on {worker}?"
+    return config_item("worker_log", i, ["\n".join(lines)], question, f"rows={rows}")
+
+
 #: the shapes by name
 TOOL_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "git_diff": git_diff,
@@ -308,4 +331,5 @@ TOOL_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "pytest_failures": pytest_failures,
     "compiler_errors": compiler_errors,
     "server_fields": server_fields,
+    "worker_log": worker_log,
 }
