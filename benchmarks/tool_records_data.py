@@ -17,12 +17,7 @@ the question's subject, inside the same record.
   failed test and asks the status it got, in its failure section's ``E`` line below a
   traceback of 5 to 30 lines (every ``E`` line has one pattern, numbers and quotes aside);
 - ``compiler_errors``: ``cargo build`` errors, one paragraph each; the question names a file
-  and asks the type found there, three lines below the ``-->`` line naming the file;
-- ``server_fields``: ``nginx -T`` output of 50 servers, each setting ``client_max_body_size``;
-  the question names a server by its host and asks that field (an identifier, so a literal of
-  the question on every server's line of it), five lines below the ``server_name`` line;
-- ``worker_log``: a scheduler's log of 1,000 lines, a job's name on every fourth; the question
-  names the job and one worker, on one line of its own, and asks the rows it wrote there.
+  and asks the type found there, three lines below the ``-->`` line naming the file.
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
@@ -46,8 +41,6 @@ __all__ = [
     "payload_log",
     "pom_xml",
     "pytest_failures",
-    "server_fields",
-    "worker_log",
 ]
 
 FILES = 10
@@ -57,8 +50,6 @@ KEYS = ("interval", "deadline", "grace")
 DEPENDENCIES = 30
 ROWS = 60
 ERRORS = 14
-SERVERS = 50
-LOG_LINES = 1000
 
 
 def _hunk(rng: random.Random, name: str, first: bool, old: int, new: int) -> list[str]:
@@ -278,49 +269,6 @@ def compiler_errors(rng: random.Random, i: int) -> BenchItem:
     return config_item("compiler_errors", i, ["\n".join(lines)], question, found)
 
 
-def server_fields(rng: random.Random, i: int) -> BenchItem:
-    """``nginx -T`` of many servers; the question asks one field of the server it names."""
-    target, where = f"billing-edge-{i}.example.com", rng.randrange(SERVERS)
-    lines = ["worker_processes auto;", "events { worker_connections 1024; }", "http {"]
-    sizes = [rng.randrange(1, 500) for _ in range(SERVERS)]
-    for k in range(SERVERS):
-        name = target if k == where else f"{other_service(rng, target)}.example.com"
-        lines += [
-            "    server {",
-            "        listen 443 ssl;",
-            f"        server_name {name};",
-            f"        access_log /var/log/nginx/{name}.log;",
-            "        location / {",
-            f"            proxy_pass http://127.0.0.1:{rng.randrange(3000, 9999)};",
-            f"            client_max_body_size {sizes[k]}m;",
-            "        }",
-            "    }",
-        ]
-    lines.append("}")
-    question = f"What client_max_body_size does {target} allow?"
-    answer = f"client_max_body_size {sizes[where]}m;"
-    return config_item("server_fields", i, ["\n".join(lines)], question, answer)
-
-
-def worker_log(rng: random.Random, i: int) -> BenchItem:
-    """A job's log, its name on a quarter of the lines; the question asks one worker's rows."""
-    job, worker = f"ingest_report_{i}", f"worker-{rng.randrange(100, 999)}"
-    where = rng.randrange(LOG_LINES // 10, LOG_LINES)
-    rows = rng.randrange(100, 99_999)
-    lines = []
-    for k in range(LOG_LINES):
-        stamp = f"2026-12-01T{10 + k // 3600:02d}:{k // 60 % 60:02d}:{k % 60:02d}Z"
-        if k == where:
-            lines.append(f"{stamp} INFO {job} {worker} shard={k % 64} finished rows={rows}")
-        elif k % 4 == 0:
-            other = f"worker-{rng.randrange(1, 99)}"
-            lines.append(f"{stamp} INFO {job} {other} shard={k % 64} batch {k} done")
-        else:
-            lines.append(f"{stamp} DEBUG scheduler tick {k} queue depth {rng.randrange(50)}")
-    question = f"How many rows did {job} write on {worker}?"
-    return config_item("worker_log", i, ["\n".join(lines)], question, f"rows={rows}")
-
-
 #: the shapes by name
 TOOL_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "git_diff": git_diff,
@@ -330,6 +278,4 @@ TOOL_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "html_table": html_table,
     "pytest_failures": pytest_failures,
     "compiler_errors": compiler_errors,
-    "server_fields": server_fields,
-    "worker_log": worker_log,
 }

@@ -1,6 +1,7 @@
 """``bench_tools.py``'s records: ``config_data``'s compose files, Kubernetes manifests, TOML
-tables, ``git log`` output and a ``terraform plan``, and ``tool_records_data``'s ``git diff``,
-log with JSON payloads and Markdown handbook, each sent as one tool result (a call whose
+tables, ``git log`` output and a ``terraform plan``, ``tool_records_data``'s ``git diff``,
+log with JSON payloads, Markdown handbook and the rest, and ``tool_named_data``'s ``nginx``
+servers, job log and records named by plain words, each sent as one tool result (a call whose
 arguments name no file, so the result is routed by its content), the question the turn's user
 message.
 
@@ -25,6 +26,7 @@ import time
 from typing import Any
 
 from config_data import INDENTED, TOOL_ONLY
+from tool_named_data import NAMED_RECORDS
 from tool_records_data import TOOL_RECORDS
 
 from promptslim.bench.dataset_base import BenchItem
@@ -96,7 +98,7 @@ def indented_records(n: int, seed: int = 11) -> dict[str, Any]:
     """Each shape's ``n`` items under each config, the same items side by side (the configs'
     order alternating item by item, so neither is always the first to meet a text)."""
     out: dict[str, Any] = {}
-    for shape, make in {**INDENTED, **TOOL_ONLY, **TOOL_RECORDS}.items():
+    for shape, make in {**INDENTED, **TOOL_ONLY, **TOOL_RECORDS, **NAMED_RECORDS}.items():
         rng = random.Random(seed)
         rows = {name: _Rows() for name in CONFIGS}
         for i in range(n):

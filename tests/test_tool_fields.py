@@ -1,7 +1,9 @@
-"""A field every record of a file has, asked for one record the turn names: the code
-compressor keeps that record whole and lets the field's lines in the other records go
-(``code._answered_fields``); past its cap on literal lines it keeps the rarest literals' lines
-first, so the named record is kept however many records the file has."""
+"""The record the turn names: a field every record of a file has, asked for one record, is
+kept in that record and let go in the others (``code._answered_fields``); past their caps on
+literal lines the code and log compressors keep the rarest literals' lines first, so the named
+record is kept however many records the file has; and in a file of records a record named by
+a plain word (a compose service ``ledger:``) keeps its rest as one named by an identifier
+does."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from promptslim.backends.tools import ToolContext
 from promptslim.backends.tools.code import CodeCompressor
 from promptslim.backends.tools.logs import LogCompressor
 from promptslim.backends.tools.match import Matcher, line_starts, rarest_first
+from promptslim.backends.tools.records import looks_like_config
 
 from .test_tool_compressors import originals, restore_lines
 
@@ -164,3 +167,53 @@ def test_a_log_keeps_the_named_workers_line_past_the_cap_on_literal_lines() -> N
 def test_the_rarest_literals_lines_come_first() -> None:
     literal_lines = {"field": [1, 3, 5, 7, 9], "name": [8], "pair": [2, 6]}
     assert rarest_first([9, 7, 6, 5, 3, 2, 1, 8, 4], literal_lines) == [8, 2, 6, 1, 3, 5, 7, 9, 4]
+
+
+WORDS = ("billing", "search", "auth", "media", "queue", "ledger", "mailer", "gateway", "reports")
+
+
+def compose(target: str = "ledger") -> tuple[str, str]:
+    """A compose file of services named by plain words, the timeout six lines below each
+    name; the target's timeout line."""
+    lines, answer = ["services:"], ""
+    for k, name in enumerate(WORDS):
+        lines += [
+            f"  {name}:",
+            f"    image: registry.local/team/svc-{k}:1.{k}",
+            f"    replicas: {k % 4 + 1}",
+            "    environment:",
+            "      LOG_LEVEL: info",
+            f"      REGION: eu-{k}",
+            f"    timeout: {100 + k}ms",
+            f"    mem_limit: {256 + k}m",
+        ]
+        answer = f"    timeout: {100 + k}ms" if name == target else answer
+    return "\n".join(lines), answer
+
+
+def test_a_record_named_by_a_plain_word_keeps_its_rest() -> None:
+    """``ledger`` is no identifier, only a query word on one line: in a file of records that
+    line keeps its record too, as a literal's does."""
+    text, answer = compose()
+    asked = ToolContext(query="What is the timeout of the ledger service?")
+    out = CodeCompressor().compress(text, asked)
+    assert out is not None and answer in out.text.split("\n")
+    assert restore_lines(out.text, originals(out)) == text
+    off = CodeCompressor(records=False).compress(text, asked)
+    assert off is not None and answer not in off.text.split("\n")
+
+
+def test_a_word_in_code_keeps_no_record() -> None:
+    """A Python module whose head is a table (it passes the test for files of records) has
+    definitions: a query word's line there keeps its context, not the rest of its block."""
+    table = [f'    "key{k}": {k},' for k in range(40)]
+    body = [f"    step_{k} = prepare({k})" for k in range(12)]
+    text = "\n".join(
+        ["TABLE = {", *table, "}", "", "def run(name):", "    frobnicate(name)", *body]
+    )
+    assert looks_like_config(text)
+    out = CodeCompressor().compress(text, ToolContext(query="What does frobnicate do?"))
+    assert out is not None
+    kept = out.text.split("\n")
+    assert "    frobnicate(name)" in kept and "    step_1 = prepare(1)" in kept
+    assert "    step_6 = prepare(6)" not in kept

@@ -233,11 +233,18 @@ class CodeCompressor(ToolCompressor):
         is_definition = set(definitions)
         n = len(lines)
         diff = self.records and looks_like_diff(text)  # then a named line's record is its hunk
+        # in a file of records (no definitions) a plain word names a record as well as an
+        # identifier does (a compose service ``billing:``): a line holding a query word on few
+        # lines keeps its record too; in code such a word is one of many, and a function the
+        # turn names keeps its body anyway
+        records = self.records and not diff and not definitions and looks_like_config(text)
+        least = 1.0 if records else 2.0
         ends: dict[int, int] = {}
 
         def end(i: int) -> int:
             if i not in ends:
-                ends[i] = self._end(lines, i, i in is_definition, diff, relevance[i])
+                record = self.records and relevance[i] >= least
+                ends[i] = self._end(lines, i, i in is_definition, diff, record)
             return ends[i]
 
         strong = [i for i, r in relevance.items() if r >= 2.0]
@@ -255,17 +262,17 @@ class CodeCompressor(ToolCompressor):
                 keep[j] = True
             self._enclosing(lines, i, outline, keep)
 
-    def _end(self, lines: list[str], start: int, named: bool, diff: bool, relevance: float) -> int:
-        """Where what a strong line keeps below it ends: a named definition's body (up to
-        ``body_lines``), else the rest of its record (``records.record_end``: a service in a
-        compose file, a TOML table, a diff's hunk), else the line itself."""
+    def _end(self, lines: list[str], start: int, named: bool, diff: bool, record: bool) -> int:
+        """Where what a line the turn names keeps below it ends: a named definition's body (up
+        to ``body_lines``), else with ``record`` the rest of its record (``records.record_end``:
+        a service in a compose file, a TOML table, a diff's hunk), else the line itself."""
         if named and not diff:  # the turn names this definition: its body
             base = _indent(lines[start])
             for j in range(start + 1, min(len(lines), start + 1 + self.body_lines)):
                 if lines[j].strip() and _indent(lines[j]) <= base:
                     return j
             return min(len(lines), start + 1 + self.body_lines)
-        if self.records and relevance >= 2.0:
+        if record:
             return record_end(lines, start, self.body_lines, diff=diff)
         return start + 1
 

@@ -1,0 +1,142 @@
+"""``bench_tools.py``'s records the turn names among many alike, generated in code, each sent
+as one tool result: a field every record has, asked of one; a worker's one line among a job's
+hundreds; records named by plain words, which are no literals of the question.
+
+- ``server_fields``: ``nginx -T`` output of 50 servers, each setting ``client_max_body_size``;
+  the question names a server by its host and asks that field (an identifier, so a literal of
+  the question on every server's line of it), five lines below the ``server_name`` line;
+- ``worker_log``: a scheduler's log of 1,000 lines, a job's name on every fourth; the question
+  names the job and one worker, on one line of its own, and asks the rows it wrote there;
+- ``word_services`` / ``word_deployments``: a compose file of 20 services and a manifest of 12
+  Kubernetes Deployments, each named by a plain word (``billing``, ``search``: no digit or
+  hyphen, so not a literal of the question, only a query word); the question asks one
+  service's timeout, six lines below its name, or one Deployment's memory limit.
+
+Each is seeded by the generator it is given, so a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from config_data import config_item, other_service
+
+from promptslim.bench.datasets import BenchItem
+
+__all__ = ["NAMED_RECORDS", "server_fields", "word_deployments", "word_services", "worker_log"]
+
+SERVERS = 50
+LOG_LINES = 1000
+#: plain words that name services, as compose files and manifests often do
+NAMES = (
+    "billing", "search", "auth", "media", "queue", "ledger", "mailer", "gateway", "reports",
+    "checkout", "inventory", "payments", "notifier", "scheduler", "catalog", "profile",
+    "frontend", "analytics", "webhooks", "exporter",
+)  # fmt: skip
+
+
+def server_fields(rng: random.Random, i: int) -> BenchItem:
+    """``nginx -T`` of many servers; the question asks one field of the server it names."""
+    target, where = f"billing-edge-{i}.example.com", rng.randrange(SERVERS)
+    lines = ["worker_processes auto;", "events { worker_connections 1024; }", "http {"]
+    sizes = [rng.randrange(1, 500) for _ in range(SERVERS)]
+    for k in range(SERVERS):
+        name = target if k == where else f"{other_service(rng, target)}.example.com"
+        lines += [
+            "    server {",
+            "        listen 443 ssl;",
+            f"        server_name {name};",
+            f"        access_log /var/log/nginx/{name}.log;",
+            "        location / {",
+            f"            proxy_pass http://127.0.0.1:{rng.randrange(3000, 9999)};",
+            f"            client_max_body_size {sizes[k]}m;",
+            "        }",
+            "    }",
+        ]
+    lines.append("}")
+    question = f"What client_max_body_size does {target} allow?"
+    answer = f"client_max_body_size {sizes[where]}m;"
+    return config_item("server_fields", i, ["\n".join(lines)], question, answer)
+
+
+def worker_log(rng: random.Random, i: int) -> BenchItem:
+    """A job's log, its name on a quarter of the lines; the question asks one worker's rows."""
+    job, worker = f"ingest_report_{i}", f"worker-{rng.randrange(100, 999)}"
+    where = rng.randrange(LOG_LINES // 10, LOG_LINES)
+    rows = rng.randrange(100, 99_999)
+    lines = []
+    for k in range(LOG_LINES):
+        stamp = f"2026-12-01T{10 + k // 3600:02d}:{k // 60 % 60:02d}:{k % 60:02d}Z"
+        if k == where:
+            lines.append(f"{stamp} INFO {job} {worker} shard={k % 64} finished rows={rows}")
+        elif k % 4 == 0:
+            other = f"worker-{rng.randrange(1, 99)}"
+            lines.append(f"{stamp} INFO {job} {other} shard={k % 64} batch {k} done")
+        else:
+            lines.append(f"{stamp} DEBUG scheduler tick {k} queue depth {rng.randrange(50)}")
+    question = f"How many rows did {job} write on {worker}?"
+    return config_item("worker_log", i, ["\n".join(lines)], question, f"rows={rows}")
+
+
+def word_services(rng: random.Random, i: int) -> BenchItem:
+    """A compose file of services named by plain words; the question asks one's timeout."""
+    names = rng.sample(NAMES, len(NAMES))
+    target = rng.choice(names)
+    lines, answer = ["services:"], ""
+    for name in names:
+        timeout = rng.randrange(100, 9000)
+        lines += [
+            f"  {name}:",
+            f"    image: registry.local/team/svc-{rng.randrange(999)}:1.{rng.randrange(30)}",
+            f"    replicas: {rng.randrange(1, 9)}",
+            "    environment:",
+            f"      LOG_LEVEL: {rng.choice(['info', 'debug', 'warn'])}",
+            f"      REGION: eu-{rng.randrange(9)}",
+            f"    timeout: {timeout}ms",
+            f"    mem_limit: {rng.randrange(128, 4096)}m",
+        ]
+        answer = f"timeout: {timeout}ms" if name == target else answer
+    question = f"What is the timeout of the {target} service?"
+    return config_item("word_services", i, ["\n".join(lines)], question, answer)
+
+
+def word_deployments(rng: random.Random, i: int) -> BenchItem:
+    """Deployments named by plain words; the question asks one's memory limit."""
+    names = rng.sample(NAMES, 12)
+    target = rng.choice(names)
+    docs, answer = [], ""
+    for name in names:
+        memory = rng.randrange(128, 4096)
+        docs.append(
+            "\n".join(
+                [
+                    "apiVersion: apps/v1",
+                    "kind: Deployment",
+                    "metadata:",
+                    f"  name: {name}",
+                    "  labels:",
+                    f"    team: {rng.choice(['payments', 'growth', 'core'])}",
+                    "spec:",
+                    f"  replicas: {rng.randrange(1, 9)}",
+                    "  template:",
+                    "    spec:",
+                    "      containers:",
+                    f"      - image: registry.local/{name}:{rng.randrange(40)}",
+                    "        resources:",
+                    "          limits:",
+                    f"            memory: {memory}Mi",
+                ]
+            )
+        )
+        answer = f"memory: {memory}Mi" if name == target else answer
+    question = f"What is the memory limit of the {target} deployment?"
+    return config_item("word_deployments", i, ["\n---\n".join(docs)], question, answer)
+
+
+NAMED_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
+    "server_fields": server_fields,
+    "worker_log": worker_log,
+    "word_services": word_services,
+    "word_deployments": word_deployments,
+}
