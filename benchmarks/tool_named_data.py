@@ -7,10 +7,12 @@ hundreds; records named by plain words, which are no literals of the question.
   the question on every server's line of it), five lines below the ``server_name`` line;
 - ``worker_log``: a scheduler's log of 1,000 lines, a job's name on every fourth; the question
   names the job and one worker, on one line of its own, and asks the rows it wrote there;
-- ``word_services`` / ``word_deployments``: a compose file of 20 services and a manifest of 12
-  Kubernetes Deployments, each named by a plain word (``billing``, ``search``: no digit or
-  hyphen, so not a literal of the question, only a query word); the question asks one
-  service's timeout, six lines below its name, or one Deployment's memory limit.
+- ``word_services`` / ``word_deployments`` / ``word_resources``: a compose file of 20
+  services, a manifest of 12 Kubernetes Deployments and a Terraform file of 15 resources, each
+  named by a plain word (``billing``, ``search``: no digit or hyphen, so not a literal of the
+  question, only a query word); the question asks one service's timeout, six lines below its
+  name, one Deployment's memory limit, or one instance's root volume size, in a nested block
+  seven lines below the ``resource`` line.
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
@@ -24,7 +26,14 @@ from config_data import config_item, other_service
 
 from promptslim.bench.datasets import BenchItem
 
-__all__ = ["NAMED_RECORDS", "server_fields", "word_deployments", "word_services", "worker_log"]
+__all__ = [
+    "NAMED_RECORDS",
+    "server_fields",
+    "word_deployments",
+    "word_resources",
+    "word_services",
+    "worker_log",
+]
 
 SERVERS = 50
 LOG_LINES = 1000
@@ -134,9 +143,35 @@ def word_deployments(rng: random.Random, i: int) -> BenchItem:
     return config_item("word_deployments", i, ["\n---\n".join(docs)], question, answer)
 
 
+def word_resources(rng: random.Random, i: int) -> BenchItem:
+    """Terraform resources named by plain words; the question asks one's root volume size."""
+    names = rng.sample(NAMES, 15)
+    target = rng.choice(names)
+    lines, answer = [], ""
+    for name in names:
+        size = rng.choice([8, 16, 32, 64, 128, 256, 512])
+        lines += [
+            f'resource "aws_instance" "{name}" {{',
+            f'  ami           = "ami-{rng.randrange(16**8):08x}"',
+            f'  instance_type = "{rng.choice(["t3.micro", "t3.large", "m5.xlarge"])}"',
+            "  tags = {",
+            f'    Team = "{rng.choice(["core", "growth", "payments"])}"',
+            "  }",
+            "  root_block_device {",
+            f"    volume_size = {size}",
+            "  }",
+            "}",
+            "",
+        ]
+        answer = f"volume_size = {size}" if name == target else answer
+    question = f"How big is the root volume of the {target} instance?"
+    return config_item("word_resources", i, ["\n".join(lines)], question, answer)
+
+
 NAMED_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "server_fields": server_fields,
     "worker_log": worker_log,
     "word_services": word_services,
     "word_deployments": word_deployments,
+    "word_resources": word_resources,
 }

@@ -217,3 +217,30 @@ def test_a_word_in_code_keeps_no_record() -> None:
     kept = out.text.split("\n")
     assert "    frobnicate(name)" in kept and "    step_1 = prepare(1)" in kept
     assert "    step_6 = prepare(6)" not in kept
+
+
+def test_a_terraform_resource_named_by_a_word_keeps_its_body() -> None:
+    """Terraform is no file of keys by the router's test, but has no definition line either:
+    the ``resource`` line naming ``ledger`` keeps the body its bracket opens."""
+    lines = []
+    for k, name in enumerate(WORDS):
+        lines += [
+            f'resource "aws_instance" "{name}" {{',
+            f'  ami           = "ami-{k:08x}"',
+            '  instance_type = "t3.micro"',
+            "  tags = {",
+            '    Team = "core"',
+            "  }",
+            "  root_block_device {",
+            f"    volume_size = {8 * (k + 1)}",
+            "  }",
+            "}",
+            "",
+        ]
+    text = "\n".join(lines)
+    assert not looks_like_config(text)
+    asked = ToolContext(query="How big is the root volume of the ledger instance?")
+    out = CodeCompressor().compress(text, asked)
+    answer = f"    volume_size = {8 * (WORDS.index('ledger') + 1)}"
+    assert out is not None and answer in out.text.split("\n")
+    assert restore_lines(out.text, originals(out)) == text

@@ -6,7 +6,9 @@ literals or query words with ``context`` lines around it, and the definitions th
 (walking out by indentation); the body of a definition the turn names (up to ``body_lines``),
 and below any other line holding one of the turn's literals, the rest of the record it is in
 (``records``, on by default: a service in a compose file, a Deployment in a manifest, a TOML
-table, a log line's JSON payload, a diff's hunk; ``records.py``). Everything else is
+table, a log line's JSON payload, a diff's hunk; ``records.py``); in a text with no
+definition line, below a line holding a query word on at most 8 lines too (a service named
+``billing``, a Terraform resource ``"billing"``). Everything else is
 elided in runs, each replaced by one comment line in the file's syntax that gives the line
 range and the id of its original.
 
@@ -233,11 +235,11 @@ class CodeCompressor(ToolCompressor):
         is_definition = set(definitions)
         n = len(lines)
         diff = self.records and looks_like_diff(text)  # then a named line's record is its hunk
-        # in a file of records (no definitions) a plain word names a record as well as an
-        # identifier does (a compose service ``billing:``): a line holding a query word on few
-        # lines keeps its record too; in code such a word is one of many, and a function the
-        # turn names keeps its body anyway
-        records = self.records and not diff and not definitions and looks_like_config(text)
+        # in a text with no definition line (a file of records, Terraform, an nginx config) a
+        # plain word names a record as well as an identifier does (a compose service
+        # ``billing:``): a line holding a query word on few lines keeps its record too; in code
+        # such a word is one of many, and a function the turn names keeps its body anyway
+        records = self.records and not diff and not definitions
         least = 1.0 if records else 2.0
         ends: dict[int, int] = {}
 
