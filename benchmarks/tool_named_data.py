@@ -12,7 +12,10 @@ hundreds; records named by plain words, which are no literals of the question.
   named by a plain word (``billing``, ``search``: no digit or hyphen, so not a literal of the
   question, only a query word); the question asks one service's timeout, six lines below its
   name, one Deployment's memory limit, or one instance's root volume size, in a nested block
-  seven lines below the ``resource`` line.
+  seven lines below the ``resource`` line;
+- ``word_units``: ``systemctl cat`` of 12 services named by plain words, each unit file's
+  ``[Unit]``, ``[Service]`` and ``[Install]`` sections under a ``# /etc/systemd/system/NAME``
+  comment; the question asks one unit's start timeout, in its ``[Service]`` section.
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
@@ -32,6 +35,7 @@ __all__ = [
     "word_deployments",
     "word_resources",
     "word_services",
+    "word_units",
     "worker_log",
 ]
 
@@ -168,10 +172,38 @@ def word_resources(rng: random.Random, i: int) -> BenchItem:
     return config_item("word_resources", i, ["\n".join(lines)], question, answer)
 
 
+def word_units(rng: random.Random, i: int) -> BenchItem:
+    """``systemctl cat`` of units named by plain words; the question asks one's start timeout."""
+    names = rng.sample(NAMES, 12)
+    target = rng.choice(names)
+    lines, answer = [], ""
+    for name in names:
+        timeout = rng.randrange(5, 600)
+        lines += [
+            f"# /etc/systemd/system/{name}.service",
+            "[Unit]",
+            f"Description={name.title()} service",
+            "After=network.target",
+            "",
+            "[Service]",
+            f"ExecStart=/usr/bin/svc-{rng.randrange(999)}",
+            "Restart=always",
+            f"TimeoutStartSec={timeout}",
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+            "",
+        ]
+        answer = f"TimeoutStartSec={timeout}" if name == target else answer
+    question = f"What start timeout does the {target} unit have?"
+    return config_item("word_units", i, ["\n".join(lines)], question, answer)
+
+
 NAMED_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "server_fields": server_fields,
     "worker_log": worker_log,
     "word_services": word_services,
     "word_deployments": word_deployments,
     "word_resources": word_resources,
+    "word_units": word_units,
 }

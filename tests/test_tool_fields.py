@@ -15,7 +15,7 @@ from promptslim.backends.tools import ToolContext
 from promptslim.backends.tools.code import CodeCompressor
 from promptslim.backends.tools.logs import LogCompressor
 from promptslim.backends.tools.match import Matcher, line_starts, rarest_first
-from promptslim.backends.tools.records import looks_like_config
+from promptslim.backends.tools.records import looks_like_config, record_end
 
 from .test_tool_compressors import originals, restore_lines
 
@@ -244,3 +244,38 @@ def test_a_terraform_resource_named_by_a_word_keeps_its_body() -> None:
     answer = f"    volume_size = {8 * (WORDS.index('ledger') + 1)}"
     assert out is not None and answer in out.text.split("\n")
     assert restore_lines(out.text, originals(out)) == text
+
+
+def test_a_comment_above_a_header_heads_the_sections_up_to_the_next_one() -> None:
+    """``systemctl cat`` heads each unit file with ``# /etc/systemd/system/NAME.service``
+    above its ``[Unit]``: the unit named by a word keeps all its sections, the ``[Service]``
+    timeout with them; the next unit's comment ends them."""
+    lines = []
+    for k, name in enumerate(WORDS):
+        lines += [
+            f"# /etc/systemd/system/{name}.service",
+            "[Unit]",
+            f"Description={name.title()} service",
+            "",
+            "[Service]",
+            f"ExecStart=/usr/bin/svc-{k}",
+            f"TimeoutStartSec={10 + k}",
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+            "",
+        ]
+    text = "\n".join(lines)
+    at = lines.index("# /etc/systemd/system/ledger.service")
+    assert record_end(lines, at, 30) == at + 11  # up to the next unit's comment
+    out = CodeCompressor().compress(
+        text, ToolContext(query="What start timeout does the ledger service have?")
+    )
+    assert out is not None and f"TimeoutStartSec={10 + WORDS.index('ledger')}" in out.text
+    assert restore_lines(out.text, originals(out)) == text
+
+
+def test_a_comment_above_each_section_heads_that_section_alone() -> None:
+    lines = ["# the database", "[database]", "host = db", "port = 5432", "# the cache", "[cache]"]
+    assert record_end(lines, 0, 30) == 4
+    assert record_end(lines, 4, 30) == 6

@@ -170,6 +170,7 @@ _LINE = st.sampled_from(
 @given(st.lists(_LINE, min_size=1, max_size=40), st.integers(0, 39), st.integers(0, 12))
 @example(["a", "{", "  b: 1", "}"], 0, 1)  # a next-line bracket with one line of limit left
 @example(["  b: 1", "    c", "    c"], 0, 0)
+@example(["# c", "[s]", "a", "a", "a", "# c", "[s]"], 0, 3)  # a comment heading sections
 def test_a_record_ends_within_its_limit(lines: list[str], at: int, limit: int) -> None:
     start = at % len(lines)
     bound = min(len(lines), start + 1 + limit)

@@ -8,7 +8,8 @@ file, a Deployment's memory limit five levels below its name, a TOML table's key
 line stops short of the answer. So such a file is read as a file (``looks_like_config``), and
 below a line the turn names the rest of its record is kept (``record_end``): the rest of the
 indented blocks around the line, or of the ``[section]`` it is in, or, below a comment, the
-record of the line it describes. A body in brackets that opens on the line or on the one after
+record of the line it describes (a comment right above a ``[section]`` header heads the
+sections up to the next such comment: a unit file in ``systemctl cat``). A body in brackets that opens on the line or on the one after
 it (a log line's JSON payload, a call's arguments) is part of its record too (``block_end``,
 which the log compressor shares). In a unified diff (``looks_like_diff``) a line's record is its
 hunk: the changed lines below a file's or a hunk's header name nothing themselves.
@@ -214,5 +215,27 @@ def record_end(lines: list[str], start: int, limit: int, *, diff: bool = False) 
         line = lines[nxt]
         below = line.lstrip(" \t")
         if below and not below.startswith(("#", "//")) and indent(line) == indent(lines[start]):
-            end = max(end, block_end(lines, nxt, limit - 1))
+            end = max(end, block_end(lines, nxt, limit - 1), _group_end(lines, start, limit))
+    return end
+
+
+def _heads_group(lines: list[str], at: int) -> bool:
+    """Whether line ``at`` is a comment right above a ``[section]`` header."""
+    return (
+        lines[at].lstrip(" \t").startswith(("#", "//"))
+        and at + 1 < len(lines)
+        and is_header(lines[at + 1].lstrip(" \t"))
+    )
+
+
+def _group_end(lines: list[str], start: int, limit: int) -> int:
+    """Where the sections a comment right above a ``[section]`` header introduces end: at the
+    next such comment, or ``limit`` lines below (``systemctl cat`` heads each unit file's
+    sections with ``# /etc/systemd/system/NAME.service``; an INI file's comment above each
+    section heads that section alone). Past ``start + 1`` only when ``start`` is one."""
+    if not _heads_group(lines, start):
+        return start + 1
+    end, stop = start + 2, min(len(lines), start + 1 + limit)
+    while end < stop and not _heads_group(lines, end):
+        end += 1
     return end
