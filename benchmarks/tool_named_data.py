@@ -92,111 +92,128 @@ def worker_log(rng: random.Random, i: int) -> BenchItem:
     return config_item("worker_log", i, ["\n".join(lines)], question, f"rows={rows}")
 
 
+def _named(
+    rng: random.Random,
+    item: tuple[str, int],
+    count: int,
+    record: Callable[[random.Random, str], tuple[list[str], str]],
+    question: str,
+    *,
+    head: tuple[str, ...] = (),
+    between: str = "\n",
+) -> BenchItem:
+    """``count`` records named by plain words, one of them the question's (``question`` with
+    ``{}`` for its name): ``record(rng, name)`` gives a record's lines and the answer it holds;
+    ``head``: lines above the records, ``between``: what joins them. ``item``: the shape's name
+    and the item's index."""
+    names = rng.sample(NAMES, count)
+    target = rng.choice(names)
+    parts, answer = [], ""
+    for name in names:
+        lines, value = record(rng, name)
+        parts.append("\n".join(lines))
+        answer = value if name == target else answer
+    text = "\n".join([*head, between.join(parts)])
+    return config_item(item[0], item[1], [text], question.format(target), answer)
+
+
+def _service(rng: random.Random, name: str) -> tuple[list[str], str]:
+    timeout = rng.randrange(100, 9000)
+    lines = [
+        f"  {name}:",
+        f"    image: registry.local/team/svc-{rng.randrange(999)}:1.{rng.randrange(30)}",
+        f"    replicas: {rng.randrange(1, 9)}",
+        "    environment:",
+        f"      LOG_LEVEL: {rng.choice(['info', 'debug', 'warn'])}",
+        f"      REGION: eu-{rng.randrange(9)}",
+        f"    timeout: {timeout}ms",
+        f"    mem_limit: {rng.randrange(128, 4096)}m",
+    ]
+    return lines, f"timeout: {timeout}ms"
+
+
 def word_services(rng: random.Random, i: int) -> BenchItem:
     """A compose file of services named by plain words; the question asks one's timeout."""
-    names = rng.sample(NAMES, len(NAMES))
-    target = rng.choice(names)
-    lines, answer = ["services:"], ""
-    for name in names:
-        timeout = rng.randrange(100, 9000)
-        lines += [
-            f"  {name}:",
-            f"    image: registry.local/team/svc-{rng.randrange(999)}:1.{rng.randrange(30)}",
-            f"    replicas: {rng.randrange(1, 9)}",
-            "    environment:",
-            f"      LOG_LEVEL: {rng.choice(['info', 'debug', 'warn'])}",
-            f"      REGION: eu-{rng.randrange(9)}",
-            f"    timeout: {timeout}ms",
-            f"    mem_limit: {rng.randrange(128, 4096)}m",
-        ]
-        answer = f"timeout: {timeout}ms" if name == target else answer
-    question = f"What is the timeout of the {target} service?"
-    return config_item("word_services", i, ["\n".join(lines)], question, answer)
+    question = "What is the timeout of the {} service?"
+    return _named(rng, ("word_services", i), len(NAMES), _service, question, head=("services:",))
+
+
+def _deployment(rng: random.Random, name: str) -> tuple[list[str], str]:
+    memory = rng.randrange(128, 4096)
+    lines = [
+        "apiVersion: apps/v1",
+        "kind: Deployment",
+        "metadata:",
+        f"  name: {name}",
+        "  labels:",
+        f"    team: {rng.choice(['payments', 'growth', 'core'])}",
+        "spec:",
+        f"  replicas: {rng.randrange(1, 9)}",
+        "  template:",
+        "    spec:",
+        "      containers:",
+        f"      - image: registry.local/{name}:{rng.randrange(40)}",
+        "        resources:",
+        "          limits:",
+        f"            memory: {memory}Mi",
+    ]
+    return lines, f"memory: {memory}Mi"
 
 
 def word_deployments(rng: random.Random, i: int) -> BenchItem:
     """Deployments named by plain words; the question asks one's memory limit."""
-    names = rng.sample(NAMES, 12)
-    target = rng.choice(names)
-    docs, answer = [], ""
-    for name in names:
-        memory = rng.randrange(128, 4096)
-        docs.append(
-            "\n".join(
-                [
-                    "apiVersion: apps/v1",
-                    "kind: Deployment",
-                    "metadata:",
-                    f"  name: {name}",
-                    "  labels:",
-                    f"    team: {rng.choice(['payments', 'growth', 'core'])}",
-                    "spec:",
-                    f"  replicas: {rng.randrange(1, 9)}",
-                    "  template:",
-                    "    spec:",
-                    "      containers:",
-                    f"      - image: registry.local/{name}:{rng.randrange(40)}",
-                    "        resources:",
-                    "          limits:",
-                    f"            memory: {memory}Mi",
-                ]
-            )
-        )
-        answer = f"memory: {memory}Mi" if name == target else answer
-    question = f"What is the memory limit of the {target} deployment?"
-    return config_item("word_deployments", i, ["\n---\n".join(docs)], question, answer)
+    question = "What is the memory limit of the {} deployment?"
+    return _named(rng, ("word_deployments", i), 12, _deployment, question, between="\n---\n")
+
+
+def _resource(rng: random.Random, name: str) -> tuple[list[str], str]:
+    size = rng.choice([8, 16, 32, 64, 128, 256, 512])
+    lines = [
+        f'resource "aws_instance" "{name}" {{',
+        f'  ami           = "ami-{rng.randrange(16**8):08x}"',
+        f'  instance_type = "{rng.choice(["t3.micro", "t3.large", "m5.xlarge"])}"',
+        "  tags = {",
+        f'    Team = "{rng.choice(["core", "growth", "payments"])}"',
+        "  }",
+        "  root_block_device {",
+        f"    volume_size = {size}",
+        "  }",
+        "}",
+        "",
+    ]
+    return lines, f"volume_size = {size}"
 
 
 def word_resources(rng: random.Random, i: int) -> BenchItem:
     """Terraform resources named by plain words; the question asks one's root volume size."""
-    names = rng.sample(NAMES, 15)
-    target = rng.choice(names)
-    lines, answer = [], ""
-    for name in names:
-        size = rng.choice([8, 16, 32, 64, 128, 256, 512])
-        lines += [
-            f'resource "aws_instance" "{name}" {{',
-            f'  ami           = "ami-{rng.randrange(16**8):08x}"',
-            f'  instance_type = "{rng.choice(["t3.micro", "t3.large", "m5.xlarge"])}"',
-            "  tags = {",
-            f'    Team = "{rng.choice(["core", "growth", "payments"])}"',
-            "  }",
-            "  root_block_device {",
-            f"    volume_size = {size}",
-            "  }",
-            "}",
-            "",
-        ]
-        answer = f"volume_size = {size}" if name == target else answer
-    question = f"How big is the root volume of the {target} instance?"
-    return config_item("word_resources", i, ["\n".join(lines)], question, answer)
+    question = "How big is the root volume of the {} instance?"
+    return _named(rng, ("word_resources", i), 15, _resource, question)
+
+
+def _unit(rng: random.Random, name: str) -> tuple[list[str], str]:
+    timeout = rng.randrange(5, 600)
+    lines = [
+        f"# /etc/systemd/system/{name}.service",
+        "[Unit]",
+        f"Description={name.title()} service",
+        "After=network.target",
+        "",
+        "[Service]",
+        f"ExecStart=/usr/bin/svc-{rng.randrange(999)}",
+        "Restart=always",
+        f"TimeoutStartSec={timeout}",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
+    return lines, f"TimeoutStartSec={timeout}"
 
 
 def word_units(rng: random.Random, i: int) -> BenchItem:
     """``systemctl cat`` of units named by plain words; the question asks one's start timeout."""
-    names = rng.sample(NAMES, 12)
-    target = rng.choice(names)
-    lines, answer = [], ""
-    for name in names:
-        timeout = rng.randrange(5, 600)
-        lines += [
-            f"# /etc/systemd/system/{name}.service",
-            "[Unit]",
-            f"Description={name.title()} service",
-            "After=network.target",
-            "",
-            "[Service]",
-            f"ExecStart=/usr/bin/svc-{rng.randrange(999)}",
-            "Restart=always",
-            f"TimeoutStartSec={timeout}",
-            "",
-            "[Install]",
-            "WantedBy=multi-user.target",
-            "",
-        ]
-        answer = f"TimeoutStartSec={timeout}" if name == target else answer
-    question = f"What start timeout does the {target} unit have?"
-    return config_item("word_units", i, ["\n".join(lines)], question, answer)
+    question = "What start timeout does the {} unit have?"
+    return _named(rng, ("word_units", i), 12, _unit, question)
 
 
 NAMED_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
