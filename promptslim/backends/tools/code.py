@@ -239,8 +239,7 @@ class CodeCompressor(ToolCompressor):
         # plain word names a record as well as an identifier does (a compose service
         # ``billing:``): a line holding a query word on few lines keeps its record too; in code
         # such a word is one of many, and a function the turn names keeps its body anyway
-        records = self.records and not diff and not definitions
-        least = 1.0 if records else 2.0
+        least = 1.0 if self.records and not diff and not definitions else 2.0
         ends: dict[int, int] = {}
 
         def end(i: int) -> int:
