@@ -15,13 +15,16 @@ hundreds; records named by plain words, which are no literals of the question.
   seven lines below the ``resource`` line;
 - ``word_units``: ``systemctl cat`` of 12 services named by plain words, each unit file's
   ``[Unit]``, ``[Service]`` and ``[Install]`` sections under a ``# /etc/systemd/system/NAME``
-  comment; the question asks one unit's start timeout, in its ``[Service]`` section.
+  comment; the question asks one unit's start timeout, in its ``[Service]`` section;
+- ``word_items``: a JSON array of 20 services, each ``{"name": WORD, ...}``; the question asks
+  one's memory limit.
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 
@@ -33,6 +36,7 @@ __all__ = [
     "NAMED_RECORDS",
     "server_fields",
     "word_deployments",
+    "word_items",
     "word_resources",
     "word_services",
     "word_units",
@@ -216,6 +220,24 @@ def word_units(rng: random.Random, i: int) -> BenchItem:
     return _named(rng, ("word_units", i), 12, _unit, question)
 
 
+def word_items(rng: random.Random, i: int) -> BenchItem:
+    """A JSON array of services named by plain words; the question asks one's memory limit."""
+    names = rng.sample(NAMES, len(NAMES))
+    target = rng.choice(names)
+    memory = dict(zip(names, rng.sample(range(128, 4096), len(names))))  # distinct: one answers
+    items = [
+        {
+            "name": name,
+            "image": f"registry.local/team/svc-{rng.randrange(999)}:1.{rng.randrange(30)}",
+            "replicas": rng.randrange(1, 9),
+            "limits": {"cpu": f"{rng.randrange(100, 4000)}m", "memory": f"{memory[name]}Mi"},
+        }
+        for name in names
+    ]
+    question = f"What is the memory limit of {target}?"
+    return config_item("word_items", i, [json.dumps(items)], question, f"{memory[target]}Mi")
+
+
 NAMED_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "server_fields": server_fields,
     "worker_log": worker_log,
@@ -223,4 +245,5 @@ NAMED_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "word_deployments": word_deployments,
     "word_resources": word_resources,
     "word_units": word_units,
+    "word_items": word_items,
 }

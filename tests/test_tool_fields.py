@@ -7,17 +7,20 @@ does."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from promptslim.backends.tools import ToolContext
 from promptslim.backends.tools.code import CodeCompressor
+from promptslim.backends.tools.json_crusher import JsonCompressor, _word_items, load_json
 from promptslim.backends.tools.logs import LogCompressor
 from promptslim.backends.tools.match import Matcher, line_starts, rarest_first
 from promptslim.backends.tools.records import looks_like_config, record_end
 
-from .test_tool_compressors import originals, restore_lines
+from .test_tool_compressors import as_plain, originals, restore_json, restore_lines
 
 NAMED = "billing-7.example.com"
 
@@ -279,3 +282,31 @@ def test_a_comment_above_each_section_heads_that_section_alone() -> None:
     lines = ["# the database", "[database]", "host = db", "port = 5432", "# the cache", "[cache]"]
     assert record_end(lines, 0, 30) == 4
     assert record_end(lines, 4, 30) == 6
+
+
+def _services_json() -> tuple[str, str]:
+    names = [*WORDS, "frontend", "exporter", "catalog", "profile"]
+    items = [
+        {"name": name, "image": f"registry.local/svc-{k}", "limits": {"memory": f"{128 + k}Mi"}}
+        for k, name in enumerate(names)
+    ]
+    return json.dumps(items), f"{128 + names.index('ledger')}Mi"
+
+
+def test_a_json_item_named_by_a_plain_word_is_kept() -> None:
+    """``{"name": "ledger", ...}`` in an array of 13: the one query word only that item holds
+    names it, as a literal would (two words were needed, and the keys are no words)."""
+    text, answer = _services_json()
+    asked = ToolContext(query="What is the memory limit of ledger?")
+    out = JsonCompressor().compress(text, asked)
+    assert out is not None and answer in out.text
+    restored = restore_json(load_json(out.text), originals(out))
+    assert as_plain(restored) == as_plain(load_json(text))
+
+
+def test_items_are_ranked_by_the_words_few_items_hold() -> None:
+    words = [{"a"}, {"a", "b"}, {"a", "c"}, {"d", "e"}, {"a", "d", "e"}, set(), {"a"}]
+    # "b" and "c" are in one item each, "d" and "e" in two, "a" in five: named by none
+    assert _word_items(words, 2) == {3, 4}  # two words few items hold
+    assert _word_items(words, 4) == {1, 2, 3, 4}
+    assert _word_items([{"a"}, {"a"}, {"a"}], 2) == set()  # one common word names nothing

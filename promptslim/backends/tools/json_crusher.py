@@ -338,14 +338,15 @@ def matching_items(
     m: Matcher, leaves: list[list[tuple[str, Any]]], max_matches: int, word_matches: int
 ) -> set[int]:
     """The items (by their leaves) that the turn names: up to ``max_matches`` holding its
-    literals, most distinct ones first, and up to ``word_matches`` matching the most query
-    words (well above the array's median)."""
+    literals, most distinct ones first, and up to ``word_matches`` by query words: those
+    holding a word few items hold (``{"name": "billing", ...}``: a record named by a plain
+    word), then those matching the most query words (well above the array's median)."""
     if m.empty:
         return set()
     # each item's scalars as text (``str`` of a Num is its spelling), map()ed: per leaf
     # work in C, not in a comprehension
     texts = ["\x1f".join(map(str, map(_value, lv))) for lv in leaves]
-    found, words = m.hits_per_part(texts)
+    found, words = m.sets_per_part(texts)
     for lv, hits in zip(leaves, found):
         if not hits:
             continue  # most items: no literal, nothing to filter
@@ -359,13 +360,28 @@ def matching_items(
     score = [sum(1 for h in hits if spread[h] <= limit) if hits else 0 for hits in found]
     ranked = sorted((i for i, s in enumerate(score) if s), key=lambda i: (-score[i], i))
     chosen = set(ranked[:max_matches])
-    if words and word_matches:
-        floor = max(2.0, statistics.median(words) + 1)
-        ranked = sorted(
-            (i for i, w in enumerate(words) if w >= floor), key=lambda i: (-words[i], i)
-        )
-        chosen |= set(ranked[:word_matches])
+    if m.words and word_matches:
+        chosen |= _word_items(words, word_matches)
     return chosen
+
+
+#: a query word in at most this many items of an array names them, as a literal would
+_NAMING_ITEMS = 2
+
+
+def _word_items(words: list[set[str]], most: int) -> set[int]:
+    """Up to ``most`` items by the query words each holds (``words``): first those holding
+    the most words that at most ``_NAMING_ITEMS`` items hold, then those holding the most
+    words, at least 2 and above the median."""
+    spread = Counter(w for held in words for w in held)
+    rare = [sum(1 for w in held if spread[w] <= _NAMING_ITEMS) for held in words]
+    counts = [len(held) for held in words]
+    floor = max(2.0, statistics.median(counts) + 1)
+    ranked = sorted(
+        (i for i, c in enumerate(counts) if rare[i] or c >= floor),
+        key=lambda i: (-rare[i], -counts[i], i),
+    )
+    return set(ranked[:most])
 
 
 def _small_scalars(items: list[Any]) -> bool:

@@ -221,6 +221,14 @@ class Matcher:
             return literals, [0] * len(parts)
         return literals, joined.lower().counts(self.words, _WORDCHAR)
 
+    def sets_per_part(self, parts: Sequence[str]) -> tuple[list[set[str]], list[set[str]]]:
+        """The literals and the query words each part holds, the parts joined once."""
+        joined = _Parts(parts)
+        literals = joined.sets(self.literals, _ALNUM)
+        if not self.words:
+            return literals, [set() for _ in parts]
+        return literals, joined.lower().sets(self.words, _WORDCHAR)
+
     def lines_hit(self, text: str, starts: Sequence[int]) -> dict[int, float]:
         """Line index -> relevance (2 per distinct literal, 1 per distinct query word on at most
         ``_WORD_LINES`` lines, less for a word on more)."""
