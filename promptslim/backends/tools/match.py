@@ -213,14 +213,6 @@ class Matcher:
             return [0] * len(parts)
         return _Parts(parts).lower().counts(self.words, _WORDCHAR)
 
-    def hits_per_part(self, parts: Sequence[str]) -> tuple[list[set[str]], list[int]]:
-        """``literals_per_part`` and ``word_hits_per_part`` of the parts, joined once."""
-        joined = _Parts(parts)
-        literals = joined.sets(self.literals, _ALNUM)
-        if not self.words:
-            return literals, [0] * len(parts)
-        return literals, joined.lower().counts(self.words, _WORDCHAR)
-
     def sets_per_part(self, parts: Sequence[str]) -> tuple[list[set[str]], list[set[str]]]:
         """The literals and the query words each part holds, the parts joined once."""
         joined = _Parts(parts)

@@ -9,10 +9,11 @@ line stops short of the answer. So such a file is read as a file (``looks_like_c
 below a line the turn names the rest of its record is kept (``record_end``): the rest of the
 indented blocks around the line, or of the ``[section]`` it is in, or, below a comment, the
 record of the line it describes (a comment right above a ``[section]`` header heads the
-sections up to the next such comment: a unit file in ``systemctl cat``). A body in brackets that opens on the line or on the one after
-it (a log line's JSON payload, a call's arguments) is part of its record too (``block_end``,
-which the log compressor shares). In a unified diff (``looks_like_diff``) a line's record is its
-hunk: the changed lines below a file's or a hunk's header name nothing themselves.
+sections up to the next such comment: a unit file in ``systemctl cat``). A body in brackets
+that opens on the line or on the one after it (a log line's JSON payload, a call's arguments)
+is part of its record too (``block_end``, which the log compressor shares). In a unified diff
+(``looks_like_diff``) a line's record is its hunk: the changed lines below a file's or a
+hunk's header name nothing themselves.
 """
 
 from __future__ import annotations
