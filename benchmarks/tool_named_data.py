@@ -17,7 +17,10 @@ hundreds; records named by plain words, which are no literals of the question.
   ``[Unit]``, ``[Service]`` and ``[Install]`` sections under a ``# /etc/systemd/system/NAME``
   comment; the question asks one unit's start timeout, in its ``[Service]`` section;
 - ``word_items``: a JSON array of 20 services, each ``{"name": WORD, ...}``; the question asks
-  one's memory limit.
+  one's memory limit;
+- ``word_tasks``: ``ansible-playbook`` output, a task per service named by a plain word, a
+  line per host below it; the question asks which host the named task changed (its
+  ``changed:`` line, each with a process id of its own).
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
@@ -39,6 +42,7 @@ __all__ = [
     "word_items",
     "word_resources",
     "word_services",
+    "word_tasks",
     "word_units",
     "worker_log",
 ]
@@ -238,6 +242,23 @@ def word_items(rng: random.Random, i: int) -> BenchItem:
     return config_item("word_items", i, [json.dumps(items)], question, f"{memory[target]}Mi")
 
 
+def _task(rng: random.Random, name: str) -> tuple[list[str], str]:
+    hosts = [f"web-{k}" for k in range(1, 7)]
+    changed = rng.choice(hosts)
+    done = f'changed: [{changed}] => {{"pid": {rng.randrange(10_000, 99_999)}}}'
+    lines = [f"TASK [{name} : restart service] " + "*" * 40]
+    lines += [done if h == changed else f"ok: [{h}]" for h in hosts]
+    return [*lines, ""], done
+
+
+def word_tasks(rng: random.Random, i: int) -> BenchItem:
+    """``ansible-playbook`` output of tasks named by plain words; the question asks which host
+    one changed (its ``changed:`` line, a process id of its own in it)."""
+    question = "Which host changed in the {} restart task?"
+    head = ("PLAY [deploy services] " + "*" * 50, "")
+    return _named(rng, ("word_tasks", i), len(NAMES), _task, question, head=head)
+
+
 NAMED_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "server_fields": server_fields,
     "worker_log": worker_log,
@@ -246,4 +267,5 @@ NAMED_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "word_resources": word_resources,
     "word_units": word_units,
     "word_items": word_items,
+    "word_tasks": word_tasks,
 }
