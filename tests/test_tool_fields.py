@@ -310,35 +310,3 @@ def test_items_are_ranked_by_the_words_few_items_hold() -> None:
     assert _word_items(words, 2) == {3, 4}  # two words few items hold
     assert _word_items(words, 4) == {1, 2, 3, 4}
     assert _word_items([{"a"}, {"a"}, {"a"}], 2) == set()  # one common word names nothing
-
-
-def _playbook() -> tuple[str, str]:
-    """``ansible-playbook`` output: a task per service, named by a plain word, each followed by
-    a line per host; one host changed in each."""
-    lines = ["PLAY [deploy services] " + "*" * 40, ""]
-    answer = ""
-    for k, name in enumerate(WORDS):
-        lines.append(f"TASK [{name} : restart service] " + "*" * 30)
-        changed = f"web-{k % 6 + 1}"
-        for h in range(1, 7):
-            host = f"web-{h}"
-            lines.append(f"changed: [{host}]" if host == changed else f"ok: [{host}]")
-        lines.append("")
-        answer = f"changed: [{changed}]" if name == "ledger" else answer
-    return "\n".join(lines), answer
-
-
-def test_a_log_record_named_by_a_plain_word_keeps_its_rest() -> None:
-    """The task ``ledger`` is only a query word: its line keeps its paragraph, the hosts that
-    ran it, as a literal's line does; without ``records`` the line alone."""
-    text, answer = _playbook()
-    asked = ToolContext(query="Which host changed in the ledger restart task?")
-    out = LogCompressor().compress(text, asked)
-    assert out is not None
-    at = out.text.find("TASK [ledger")
-    assert at >= 0 and answer in out.text[at:].split("\n\n")[0]
-    assert restore_lines(out.text, originals(out)) == text
-    off = LogCompressor(records=False).compress(text, asked)
-    assert off is not None
-    at = off.text.find("TASK [ledger")
-    assert answer not in off.text[at:].split("\n\n")[0]

@@ -135,9 +135,7 @@ class LogCompressor(ToolCompressor):
         self._keep_errors(text, lines, masks, starts, sections, keep)
         for i in strong + words[:8]:
             keep[i] = True
-        # a query word on few lines names a record as a literal does (an Ansible task's name)
-        named = strong + [i for i in words[:8] if relevance[i] >= 1.0]
-        for i in named if self.records else ():
+        for i in strong if self.records else ():
             keep_record(lines, i, keep)
         return keep
 
