@@ -72,7 +72,7 @@ def _paragraph(lines: list[str], i: int) -> range:
     return range(start, end)
 
 
-def _section_end(lines: list[str], i: int, limit: int) -> int:
+def _banner_end(lines: list[str], i: int, limit: int) -> int:
     """Below the banner ``i``: the next banner, or ``limit`` lines down."""
     j = i + 1
     while j < min(len(lines), i + 1 + limit) and not is_banner(lines[j]):
@@ -86,7 +86,7 @@ def keep_record(lines: list[str], i: int, keep: list[bool]) -> None:
         keep_header(lines, i, keep)
     end = block_end(lines, i, REACH, outer=False)
     if is_banner(lines[i]):
-        end = max(end, _section_end(lines, i, REACH))
+        end = max(end, _banner_end(lines, i, REACH))
     for k in range(i + 1, end):
         keep[k] = True
     for k in _paragraph(lines, i):
@@ -99,5 +99,5 @@ def named_sections(lines: list[str], named: Iterable[int]) -> set[int]:
     inside: set[int] = set()
     for i in named:
         if is_banner(lines[i]):
-            inside.update(range(i + 1, _section_end(lines, i, SECTION_SCAN)))
+            inside.update(range(i + 1, _banner_end(lines, i, SECTION_SCAN)))
     return inside

@@ -6,10 +6,10 @@ look like code, when it is a unified diff, or when they are records of keys or t
 ``kubectl describe``, TOML, INI, XML, HTML: ``records.looks_like_config``); a log when it has
 many short lines, or when most of its lines start as log records do (a timestamp, a level, a
 syslog date, a client address, a JSON object, a build step: service, access, JSON-lines and
-build logs run to 200 characters a line and more); plain text otherwise. The first candidate's answer is final: a code file or a log
-its compressor keeps whole (too short, nothing worth a marker), or whose compression would not
-be shorter, is sent as it was, not handed on to the text compressor, which picks sentences and
-is the wrong tool for either. Only text that turns out not to be JSON goes on to the next
+build logs run to 200 characters a line and more); plain text otherwise. The first
+candidate's answer is final: a code file or a log its compressor keeps whole (too short,
+nothing worth a marker), or whose compression would not be shorter, is sent as it was, not
+handed on to the text compressor, which picks sentences and is the wrong tool for either. Only text that turns out not to be JSON goes on to the next
 candidate, and only such text pays for the code and log tests.
 """
 
