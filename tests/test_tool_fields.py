@@ -8,6 +8,7 @@ does."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from promptslim.backends.tools import ToolContext
 from promptslim.backends.tools.code import CodeCompressor
 from promptslim.backends.tools.json_crusher import JsonCompressor, _word_items, load_json
+from promptslim.backends.tools.log_records import REACH
 from promptslim.backends.tools.logs import LogCompressor
 from promptslim.backends.tools.match import Matcher, line_starts, rarest_first
 from promptslim.backends.tools.records import looks_like_config, record_end
@@ -194,18 +196,6 @@ def compose(target: str = "ledger") -> tuple[str, str]:
     return "\n".join(lines), answer
 
 
-def test_a_record_named_by_a_plain_word_keeps_its_rest() -> None:
-    """``ledger`` is no identifier, only a query word on one line: in a file of records that
-    line keeps its record too, as a literal's does."""
-    text, answer = compose()
-    asked = ToolContext(query="What is the timeout of the ledger service?")
-    out = CodeCompressor().compress(text, asked)
-    assert out is not None and answer in out.text.split("\n")
-    assert restore_lines(out.text, originals(out)) == text
-    off = CodeCompressor(records=False).compress(text, asked)
-    assert off is not None and answer not in off.text.split("\n")
-
-
 def test_a_word_in_code_keeps_no_record() -> None:
     """A Python module whose head is a table (it passes the test for files of records) has
     definitions: a query word's line there keeps its context, not the rest of its block."""
@@ -220,6 +210,79 @@ def test_a_word_in_code_keeps_no_record() -> None:
     kept = out.text.split("\n")
     assert "    frobnicate(name)" in kept and "    step_1 = prepare(1)" in kept
     assert "    step_6 = prepare(6)" not in kept
+
+
+def playbook(tasks: int = 20, target: int = 13) -> tuple[str, str]:
+    """``ansible-playbook`` output, a task per plain word, one host changed in each; the
+    target task's ``changed:`` line."""
+    names = [f"{word}{k // len(WORDS) or ''}" for k, word in enumerate(WORDS * 5)][:tasks]
+    lines, answer = ["PLAY [deploy services] " + "*" * 50, ""], ""
+    for k, name in enumerate(names):
+        changed = f'changed: [web-{k % 6 + 1}] => {{"pid": {40_000 + k}}}'
+        hosts = [changed if h == k % 6 else f"ok: [web-{h + 1}]" for h in range(6)]
+        lines += [f"TASK [{name} : restart service] " + "*" * 40, *hosts, ""]
+        answer = changed if k == target else answer
+    return "\n".join(lines), answer
+
+
+@pytest.mark.parametrize(
+    ("compressor", "items", "query"),
+    [
+        # in a file of records, a word's line keeps its record, as a literal's does
+        (CodeCompressor, compose, "What is the timeout of the ledger service?"),
+        # in a log, a word names the banner that holds it: the section below (the hosts)
+        (LogCompressor, lambda: playbook(target=8), "Which host changed in the reports task?"),
+    ],
+)
+def test_a_record_named_by_a_plain_word_keeps_its_rest(
+    compressor: type[CodeCompressor | LogCompressor],
+    items: Callable[[], tuple[str, str]],
+    query: str,
+) -> None:
+    """``ledger`` and ``reports`` are no identifiers, only query words on one line each."""
+    text, answer = items()
+    asked = ToolContext(query=query)
+    out = compressor().compress(text, asked)
+    assert out is not None and answer in out.text.split("\n")
+    assert restore_lines(out.text, originals(out)) == text
+    off = compressor(records=False).compress(text, asked)
+    assert off is not None and answer not in off.text.split("\n")
+
+
+def test_a_word_on_a_plain_log_line_keeps_only_that_line() -> None:
+    """The same log with its task lines not banners: a word on a plain line names no more than
+    the line (a word in a log is too often incidental to name a paragraph)."""
+    text, answer = playbook(target=8)
+    plain = text.replace(" " + "*" * 40, "")
+    out = LogCompressor().compress(plain, ToolContext(query="Which host changed in reports?"))
+    assert out is not None and "TASK [reports : restart service]" in out.text.split("\n")
+    assert answer not in out.text.split("\n")
+
+
+def test_a_word_named_section_ends_at_the_next_banner_and_within_reach() -> None:
+    """A section is kept to the next banner, and never past ``REACH`` lines below its own."""
+    text, _ = playbook(target=8)
+    asked = ToolContext(query="Which host changed in the reports restart task?")
+    out = LogCompressor(tail=0).compress(text, asked)
+    assert out is not None and '"pid": 40008' in out.text and '"pid": 40009' not in out.text
+    long = ["noise"] * 5 + ["=== reports ===", *(f"host-{k} ok" for k in range(40))] + ["x"] * 5
+    out = LogCompressor(tail=0).compress("\n".join(long), ToolContext(query="reports status?"))
+    assert out is not None
+    kept = out.text.split("\n")
+    assert f"host-{REACH - 1} ok" in kept and f"host-{REACH} ok" not in kept
+
+
+def test_a_word_on_many_banners_names_no_section() -> None:
+    """``core`` is on 12 of the 40 tasks' banners: it still picks them out as lines, but names
+    none of their sections."""
+    lines = playbook(tasks=40)[0].split("\n")
+    banners = [i for i, line in enumerate(lines) if line.startswith("TASK")]
+    for i in banners[16::2]:
+        lines[i] = lines[i].replace("restart service", "restart core")
+    asked = ToolContext(query="Which host did core?")
+    out = LogCompressor(head=0, tail=0).compress("\n".join(lines), asked)
+    assert out is not None and "TASK [gateway1 : restart core]" in out.text
+    assert '"pid": 40016' not in out.text
 
 
 def test_a_terraform_resource_named_by_a_word_keeps_its_body() -> None:

@@ -339,6 +339,11 @@ def test_a_named_banner_keeps_its_section_within_the_reach() -> None:
         ("-- Configuring done", False),  # a CMake line
         ("# Heading #", False),
         ("=== RUN   TestRefund", False),  # go test: no closing rule
+        ("TASK [web : restart service] *********", True),  # Ansible: a title, then a rule
+        ("PLAY RECAP ****", True),
+        ("total ===", False),  # a rule of three is no rule
+        ("a --- b", False),
+        ("x = y - z", False),
     ],
 )
 def test_what_is_a_banner(line: str, banner: bool) -> None:

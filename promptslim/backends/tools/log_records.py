@@ -13,6 +13,10 @@ question's subject is rarely the one that answers it:
   the next banner; its error lines are kept however many times their pattern repeats elsewhere
   (``named_sections``: elsewhere a warning repeated 300 times is kept once).
 
+A query word (no identifier) on a few lines names only a banner's section (``keep_section``:
+Ansible's ``TASK [billing : restart service] ****`` above its hosts); on a plain line it keeps
+that line alone, as a word in a log is too often incidental to name what follows it.
+
 Each reaches at most ``REACH`` lines from the named line, but for a section's error lines,
 which are looked for up to ``SECTION_SCAN`` lines down.
 """
@@ -24,7 +28,15 @@ from collections.abc import Iterable
 
 from .records import block_end
 
-__all__ = ["REACH", "SECTION_SCAN", "is_banner", "keep_header", "keep_record", "named_sections"]
+__all__ = [
+    "REACH",
+    "SECTION_SCAN",
+    "is_banner",
+    "keep_header",
+    "keep_record",
+    "keep_section",
+    "named_sections",
+]
 
 #: how far from a named line the rest of its record may reach
 REACH = 20
@@ -35,11 +47,15 @@ _HEADER_LINES = 3
 #: a banner: a title between runs of one rule character (``____ test_x ____``, ``=== FAILURES
 #: ===``, ``---- Captured stdout call ----``)
 _BANNER = re.compile(r"[ \t]*([=_*#~-])\1{2,}[ \t]+\S.*?[ \t]+\1{3,}[ \t]*")
+#: or a title then a run of one rule character (Ansible's ``TASK [web : restart] *****``)
+_TITLE_RULE = re.compile(r"[^\s=_*#~-].*?[ \t]([=_*#~-])\1{3,}[ \t]*")
 
 
 def is_banner(line: str) -> bool:
-    """Whether ``line`` is a banner (``____ test_x ____``)."""
-    return line[:1] in " \t=_*#~-" and _BANNER.fullmatch(line) is not None
+    """Whether ``line`` is a banner (``____ test_x ____``, ``TASK [web : restart] ****``)."""
+    if line[:1] in " \t=_*#~-":
+        return _BANNER.fullmatch(line) is not None
+    return line.rstrip()[-1:] in "=_*#~-" and _TITLE_RULE.fullmatch(line) is not None
 
 
 def keep_header(lines: list[str], i: int, keep: list[bool]) -> None:
@@ -91,6 +107,15 @@ def keep_record(lines: list[str], i: int, keep: list[bool]) -> None:
         keep[k] = True
     for k in _paragraph(lines, i):
         keep[k] = True
+
+
+def keep_section(lines: list[str], i: int, keep: list[bool]) -> None:
+    """Keep the section under the banner ``i``, to the next banner and at most ``REACH`` lines
+    down. A banner is a title: a query word in it names its section (an Ansible task's hosts),
+    where a word on a plain line names no more than that line."""
+    if is_banner(lines[i]):
+        for k in range(i + 1, _banner_end(lines, i, REACH)):
+            keep[k] = True
 
 
 def named_sections(lines: list[str], named: Iterable[int]) -> set[int]:

@@ -22,7 +22,7 @@ from collections import Counter
 
 from ...errors import ConfigError
 from . import Compressed, Elision, ToolCompressor, ToolContext, elision_id, marker
-from .log_records import keep_record, named_sections
+from .log_records import keep_record, keep_section, named_sections
 from .match import keep_small_gaps, line_starts, matcher_for, rarest_first
 
 __all__ = ["LogCompressor", "mask_line"]
@@ -74,7 +74,8 @@ class LogCompressor(ToolCompressor):
     ``head``/``tail``: lines always kept at each end. ``keep_ratio``: share of the text's
     characters the other kept lines may use. ``max_line``: longer lines count as this long
     when spending that share (a progress bar redrawn on one line should not take it all).
-    ``records``: a line holding a literal keeps the rest of its record (``log_records``).
+    ``records``: a line holding a literal keeps the rest of its record, a banner holding a query
+    word on few lines its section (``log_records``).
     """
 
     name = "log"
@@ -137,6 +138,9 @@ class LogCompressor(ToolCompressor):
             keep[i] = True
         for i in strong if self.records else ():
             keep_record(lines, i, keep)
+        for i in words[:8] if self.records else ():
+            if relevance[i] >= 1.0:  # a query word on few lines
+                keep_section(lines, i, keep)
         return keep
 
     @staticmethod
