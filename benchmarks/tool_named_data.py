@@ -21,6 +21,10 @@ hundreds; records named by plain words, which are no literals of the question.
 - ``word_tasks``: ``ansible-playbook`` output, a task per service named by a plain word, a
   line per host below it; the question asks which host the named task changed (its
   ``changed:`` line, each with a process id of its own).
+- ``env_keys`` / ``configmap_keys``: a container's environment (``printenv``, in no order) and
+  the same keys as a ConfigMap's ``data``, every key a service's word and a setting's words
+  (``LEDGER_DB_PORT``); the question asks one setting of one service in plain words ("Which DB
+  port does ledger use?"), so its words are only parts of the key that answers it.
 
 Each is seeded by the generator it is given, so a run is reproducible.
 """
@@ -37,6 +41,8 @@ from promptslim.bench.datasets import BenchItem
 
 __all__ = [
     "NAMED_RECORDS",
+    "configmap_keys",
+    "env_keys",
     "server_fields",
     "word_deployments",
     "word_items",
@@ -259,6 +265,47 @@ def word_tasks(rng: random.Random, i: int) -> BenchItem:
     return _named(rng, ("word_tasks", i), len(NAMES), _task, question, head=head)
 
 
+#: a setting's key and how a question asks it
+SETTINGS = (
+    ("TIMEOUT_MS", "What is the {} timeout in milliseconds?"),
+    ("DB_PORT", "Which DB port does {} use?"),
+    ("DB_HOST", "What is the DB host of {}?"),
+    ("LOG_LEVEL", "At what log level does {} run?"),
+    ("MAX_CONNECTIONS", "How many max connections does {} allow?"),
+    ("CACHE_TTL", "What is the cache TTL of {}?"),
+    ("REGION", "In which region does {} run?"),
+)
+
+
+def _keys(rng: random.Random, shape: str, i: int, configmap: bool) -> BenchItem:
+    pairs = [
+        (f"{name.upper()}_{key}", f"{name}-db.internal" if key == "DB_HOST" else str(value))
+        for name in rng.sample(NAMES, 16)
+        for (key, _), value in zip(SETTINGS, rng.sample(range(1000, 99_999), len(SETTINGS)))
+    ]
+    (key, value) = rng.choice(pairs)
+    name, setting = key.split("_", 1)
+    question = dict(SETTINGS)[setting].format(name.lower())
+    if configmap:
+        head = ["apiVersion: v1", "kind: ConfigMap", "metadata:", "  name: services", "data:"]
+        lines = head + [f'  {k}: "{v}"' for k, v in pairs]
+        return config_item(shape, i, ["\n".join(lines)], question, f'  {key}: "{value}"')
+    rng.shuffle(pairs)
+    lines = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin", "HOME=/root"]
+    lines += [f"{k}={v}" for k, v in pairs]
+    return config_item(shape, i, ["\n".join(lines)], question, f"{key}={value}")
+
+
+def env_keys(rng: random.Random, i: int) -> BenchItem:
+    """``printenv`` of 16 services' settings; the question asks one in plain words."""
+    return _keys(rng, "env_keys", i, configmap=False)
+
+
+def configmap_keys(rng: random.Random, i: int) -> BenchItem:
+    """The same keys as a ConfigMap's data; the question asks one in plain words."""
+    return _keys(rng, "configmap_keys", i, configmap=True)
+
+
 NAMED_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "server_fields": server_fields,
     "worker_log": worker_log,
@@ -268,4 +315,6 @@ NAMED_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "word_units": word_units,
     "word_items": word_items,
     "word_tasks": word_tasks,
+    "env_keys": env_keys,
+    "configmap_keys": configmap_keys,
 }

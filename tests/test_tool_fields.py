@@ -19,7 +19,7 @@ from promptslim.backends.tools.code import CodeCompressor
 from promptslim.backends.tools.json_crusher import JsonCompressor, _word_items, load_json
 from promptslim.backends.tools.log_records import REACH
 from promptslim.backends.tools.logs import LogCompressor
-from promptslim.backends.tools.match import Matcher, line_starts, rarest_first
+from promptslim.backends.tools.match import Matcher, _identifier_parts, line_starts, rarest_first
 from promptslim.backends.tools.records import looks_like_config, record_end
 
 from .test_tool_compressors import as_plain, originals, restore_json, restore_lines
@@ -373,3 +373,98 @@ def test_items_are_ranked_by_the_words_few_items_hold() -> None:
     assert _word_items(words, 2) == {3, 4}  # two words few items hold
     assert _word_items(words, 4) == {1, 2, 3, 4}
     assert _word_items([{"a"}, {"a"}, {"a"}], 2) == set()  # one common word names nothing
+
+
+SERVICES = (*WORDS, "catalog", "orders", "payments", "profile", "inventory", "shipping", "pricing")
+SETTINGS = ("TIMEOUT_MS", "DB_HOST", "DB_PORT", "LOG_LEVEL", "MAX_CONNECTIONS", "REGION")
+
+
+def environment(*, yaml: bool = False) -> str:
+    """A service's environment (``printenv``), or the same keys as a ConfigMap's data: every
+    key an identifier whose parts are words (``LEDGER_TIMEOUT_MS``)."""
+    pairs = [
+        (f"{name.upper()}_{setting}", str(1000 + 37 * k + 5 * j))
+        for j, setting in enumerate(SETTINGS)
+        for k, name in enumerate(SERVICES)
+    ]
+    if yaml:
+        head = ["apiVersion: v1", "kind: ConfigMap", "metadata:", "  name: services", "data:"]
+        return "\n".join(head + [f'  {key}: "{value}"' for key, value in pairs])
+    return "\n".join(["HOME=/root", "HOSTNAME=pod-7f9c", *(f"{k}={v}" for k, v in pairs)])
+
+
+@pytest.mark.parametrize(("compressor", "yaml"), [(LogCompressor, False), (CodeCompressor, True)])
+def test_a_key_named_by_the_questions_words_is_kept(
+    compressor: type[CodeCompressor | LogCompressor], yaml: bool
+) -> None:
+    """``ledger``, ``db`` and ``port`` are only parts of ``LEDGER_DB_PORT``, no words of the
+    text: the key whose parts hold them is the line the question asks."""
+    text = environment(yaml=yaml)
+    answer = next(line for line in text.split("\n") if "LEDGER_DB_PORT" in line)
+    out = compressor().compress(text, ToolContext(query="Which DB port does ledger use?"))
+    assert out is not None and answer in out.text.split("\n")
+    assert restore_lines(out.text, originals(out)) == text
+
+
+def test_one_shared_part_names_no_line() -> None:
+    """A key whose parts hold one query word (``api`` of ``opentelemetry_api``, ``ledger`` of
+    ``LEDGER_REGION`` for a question about timeouts) is not matched by its parts."""
+    text = "opentelemetry_api 1.2\nLEDGER_REGION=eu\nLEDGER_TIMEOUT_MS=30\nledger up\nmy-api ok"
+    matcher = Matcher((), ("api", "ledger", "timeout"))
+    hits, _ = matcher.line_hits(text, line_starts(text), parts=True)
+    assert sorted(hits) == [2, 3, 4]
+    plain, _ = matcher.line_hits(text, line_starts(text))
+    assert sorted(plain) == [3, 4]
+
+
+@pytest.mark.parametrize(("records", "matched"), [(8, True), (9, False)])
+def test_a_key_on_many_lines_is_a_field_its_parts_do_not_name(records: int, matched: bool) -> None:
+    """``amount_cents`` in every payload of a log is a field each record has: on 9 lines its
+    parts name none of them, on 8 they still do."""
+    text = "\n".join(f'req-{k} body={{"amount_cents": {k}}}' for k in range(records))
+    found = _identifier_parts(("amount", "cents"), text, line_starts(text))
+    assert bool(found) is matched
+
+
+def test_parts_are_not_matched_in_code() -> None:
+    """In code (a text with definitions) an identifier's parts are no words: a name like
+    ``ledger_timeout_fallback`` there is one of many, and the turn names functions whole."""
+    body = [f"    step_{k} = prepare({k})" for k in range(30)]
+    text = "\n".join(
+        ["def run(name):", *body, "    ledger_timeout_fallback = 3", *body, "    return name"]
+    )
+    out = CodeCompressor().compress(text, ToolContext(query="What is the ledger timeout?"))
+    assert out is not None and "    ledger_timeout_fallback = 3" not in out.text.split("\n")
+
+
+_PART = st.sampled_from(["ledger", "timeout", "api", "ms", "x1", "db"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=st.lists(
+        st.lists(st.lists(_PART, min_size=1, max_size=4).map("_".join), max_size=4).map(" ".join),
+        max_size=30,
+    ),
+    words=st.lists(_PART.filter(str.isalpha), max_size=3, unique=True),
+)
+def test_a_words_parts_are_matched_where_its_key_holds_two_words(
+    lines: list[str], words: list[str]
+) -> None:
+    """A query word matches on a line as a part exactly where a key there (not the word alone)
+    holds it and another query word among its parts, and the key is on at most 8 lines."""
+    text = "\n".join(lines)
+    found = _identifier_parts(tuple(sorted(words)), text, line_starts(text))
+    named: dict[str, set[int]] = {}
+    for i, line in enumerate(lines):
+        for key in line.split():
+            if "_" in key and len(set(key.split("_")) & set(words)) >= 2:
+                named.setdefault(key, set()).add(i)
+    expected = {
+        (i, w)
+        for key, at in named.items()
+        if len(at) <= 8
+        for i in at
+        for w in set(key.split("_")) & set(words)
+    }
+    assert found == expected

@@ -8,7 +8,8 @@ and below any other line holding one of the turn's literals, the rest of the rec
 (``records``, on by default: a service in a compose file, a Deployment in a manifest, a TOML
 table, a log line's JSON payload, a diff's hunk; ``records.py``); in a text with no
 definition line, below a line holding a query word on at most 8 lines too (a service named
-``billing``, a Terraform resource ``"billing"``). Everything else is
+``billing``, a Terraform resource ``"billing"``), where a query word also matches as a part of a
+key that holds another query word (``ledger`` in ``LEDGER_DB_PORT``). Everything else is
 elided in runs, each replaced by one comment line in the file's syntax that gives the line
 range and the id of its original.
 
@@ -228,13 +229,17 @@ class CodeCompressor(ToolCompressor):
         keep: list[bool],
         context: ToolContext,
     ) -> None:
-        relevance, literal_lines = matcher_for(context).line_hits(text, starts)
+        definitions = outline[0]
+        diff = self.records and looks_like_diff(text)  # then a named line's record is its hunk
+        # a key's parts are words in a file of records (``LEDGER_DB_PORT``); in code an
+        # identifier's parts are one name, and the turn names functions whole
+        relevance, literal_lines = matcher_for(context).line_hits(
+            text, starts, parts=not definitions
+        )
         if not relevance:
             return
-        definitions = outline[0]
         is_definition = set(definitions)
         n = len(lines)
-        diff = self.records and looks_like_diff(text)  # then a named line's record is its hunk
         # in a text with no definition line (a file of records, Terraform, an nginx config) a
         # plain word names a record as well as an identifier does (a compose service
         # ``billing:``): a line holding a query word on few lines keeps its record too; in code

@@ -5,9 +5,11 @@ placeholder), so ``Downloading x (1.2 MB)`` and ``Downloading x (3.4 MB)`` are o
 Kept whole: the first ``head`` and last ``tail`` lines, error and warning lines, stack
 traces (a ``Traceback`` block, indented ``File ...`` / ``at ...`` frames), and lines holding
 the turn's literals (at most 64, the rarest literals' lines first: a worker named on one line
-outranks a job named on hundreds) or the most query words. A line holding a literal keeps the
-rest of its record (``records``: the header above an indented line, the block or the JSON
-payload below a line, its short paragraph, the section under a banner; ``log_records``).
+outranks a job named on hundreds) or the most query words (a word also as a part of a key
+that holds another query word: ``ledger`` in ``LEDGER_DB_PORT`` of ``printenv``). A line
+holding a literal keeps the rest of its record (``records``: the header above an indented
+line, the block or the JSON payload below a line, its short paragraph, the section under a
+banner; ``log_records``), and a banner holding a query word on few lines its section.
 Of the remaining lines, the first of each pattern is kept until ``keep_ratio`` of the text is
 used, rarest patterns first; a run of lines with one pattern keeps its first line and a count.
 Every run of left-out lines becomes one marker line naming the line range, how many of its
@@ -125,7 +127,7 @@ class LogCompressor(ToolCompressor):
         n = len(lines)
         keep = [i < self.head or i >= n - self.tail for i in range(n)]
         starts = line_starts(text)
-        relevance, literal_lines = matcher_for(context).line_hits(text, starts)
+        relevance, literal_lines = matcher_for(context).line_hits(text, starts, parts=True)
         # literals always, the rarest literals' lines first past the cap; word-only matches:
         # the best few lines
         strong = rarest_first([i for i, r in relevance.items() if r >= 2.0], literal_lines)[:64]

@@ -119,6 +119,38 @@ def _in_segments(
             at = find(needle, at + 1)
 
 
+def _identifier_parts(
+    words: Sequence[str], low: str, starts: Sequence[int]
+) -> set[tuple[int, str]]:
+    """(line, word) for each query word that is a part of an identifier on the line
+    (``billing`` in ``billing_timeout_ms``, ``low`` lowercased) whose parts hold another query
+    word too, and that is on at most ``_WORD_LINES`` lines: an environment's or a config's key
+    is named by the words of the question that asks it, but one shared part (``api`` of
+    ``opentelemetry_api``) is most often chance, and a key on many lines is a field every
+    record has (``amount_cents`` in each payload of a log), which names none of them."""
+    if len(words) < 2 or "_" not in low:
+        return set()
+    wanted, n = frozenset(words), len(low)
+    keys: dict[str, set[tuple[int, str]]] = {}
+    for at, word in _occurrences(words, low, _ALNUM):
+        end = at + len(word)
+        if (at == 0 or low[at - 1] != "_") and (end == n or low[end] != "_"):
+            continue  # a whole word, which the plain scan finds
+        start, stop = at, end
+        while start > 0 and low[start - 1] in _WORDCHAR:
+            start -= 1
+        while stop < n and low[stop] in _WORDCHAR:
+            stop += 1
+        key = low[start:stop]
+        if len(wanted.intersection(key.split("_"))) >= 2:
+            keys.setdefault(key, set()).add((bisect_right(starts, at) - 1, word))
+    found: set[tuple[int, str]] = set()
+    for hits in keys.values():
+        if len({line for line, _ in hits}) <= _WORD_LINES:
+            found |= hits
+    return found
+
+
 def _literal_matches(literals: Sequence[str], text: str) -> Iterator[tuple[int, str]]:
     return _occurrences(literals, text, _ALNUM)
 
@@ -227,9 +259,10 @@ class Matcher:
         return self.line_hits(text, starts)[0]
 
     def line_hits(
-        self, text: str, starts: Sequence[int]
+        self, text: str, starts: Sequence[int], *, parts: bool = False
     ) -> tuple[dict[int, float], dict[str, list[int]]]:
-        """``lines_hit``, and the lines each literal that counts is on, in order."""
+        """``lines_hit``, and the lines each literal that counts is on, in order. ``parts``: a
+        query word also matches a part of an identifier (``billing`` in ``BILLING_TIMEOUT``)."""
         seen: dict[int, set[str]] = {}
         for line, lit in _in_segments(self.literals, text, _ALNUM, starts, within=False):
             seen.setdefault(line, set()).add("L" + lit)
@@ -238,6 +271,8 @@ class Matcher:
             if len(low) != len(text):  # a character lowercased to two: offsets would drift
                 low = text
             for line, word in _in_segments(self.words, low, _WORDCHAR, starts, within=False):
+                seen.setdefault(line, set()).add("W" + word)
+            for line, word in _identifier_parts(self.words, low, starts) if parts else ():
                 seen.setdefault(line, set()).add("W" + word)
         # a word on every tenth line (``tests`` in a pytest log) or a literal on every third
         # (the repository in every URL) picks out nothing: it does not count. A word on a few
