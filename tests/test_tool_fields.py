@@ -417,6 +417,15 @@ def test_one_shared_part_names_no_line() -> None:
     assert sorted(plain) == [3, 4]
 
 
+@pytest.mark.parametrize(("first", "matched"), [("req-7 started", False), ("started", True)])
+def test_parts_are_matched_only_where_no_literal_names_a_line(first: str, matched: bool) -> None:
+    """Where the turn's literal (``req-7``) names a line, the question's words are not looked
+    for inside keys: the literal pins what was asked."""
+    text = f"{first}\nLEDGER_DB_PORT=5432\nSEARCH_DB_HOST=db"
+    hits, _ = Matcher(("req-7",), ("ledger", "port")).line_hits(text, line_starts(text), parts=True)
+    assert (1 in hits) is matched
+
+
 @pytest.mark.parametrize(("records", "matched"), [(8, True), (9, False)])
 def test_a_key_on_many_lines_is_a_field_its_parts_do_not_name(records: int, matched: bool) -> None:
     """``amount_cents`` in every payload of a log is a field each record has: on 9 lines its

@@ -128,11 +128,19 @@ def _identifier_parts(
     is named by the words of the question that asks it, but one shared part (``api`` of
     ``opentelemetry_api``) is most often chance, and a key on many lines is a field every
     record has (``amount_cents`` in each payload of a log), which names none of them."""
-    if len(words) < 2 or "_" not in low:
+    # a key holding two query words has one after an underscore and one before one: the
+    # first test (a scan in C per word) ends it for most texts, where no query word is on a
+    # key at all. A word with a digit is a literal, matched as such
+    alpha = [w for w in words if w.isalpha()]
+    after = {w for w in alpha if "_" + w in low}
+    if not after:
         return set()
-    wanted, n = frozenset(words), len(low)
+    wanted = frozenset(after.union(w for w in alpha if w + "_" in low))
+    if len(wanted) < 2:
+        return set()
+    parts, n = sorted(wanted), len(low)
     keys: dict[str, set[tuple[int, str]]] = {}
-    for at, word in _occurrences(words, low, _ALNUM):
+    for at, word in _occurrences(parts, low, _ALNUM):
         end = at + len(word)
         if (at == 0 or low[at - 1] != "_") and (end == n or low[end] != "_"):
             continue  # a whole word, which the plain scan finds
@@ -261,11 +269,15 @@ class Matcher:
     def line_hits(
         self, text: str, starts: Sequence[int], *, parts: bool = False
     ) -> tuple[dict[int, float], dict[str, list[int]]]:
-        """``lines_hit``, and the lines each literal that counts is on, in order. ``parts``: a
-        query word also matches a part of an identifier (``billing`` in ``BILLING_TIMEOUT``)."""
+        """``lines_hit``, and the lines each literal that counts is on, in order. ``parts``: where
+        no literal is in the text, a query word also matches a part of a key that holds another
+        (``ledger`` in ``LEDGER_DB_PORT``; ``_identifier_parts``)."""
         seen: dict[int, set[str]] = {}
         for line, lit in _in_segments(self.literals, text, _ALNUM, starts, within=False):
             seen.setdefault(line, set()).add("L" + lit)
+        # parts only where the turn's literals are on no line: then the question's words are
+        # all there is to go on (and the search for parts is one more pass over the text)
+        parts = parts and not seen
         if self.words:
             low = text.lower()
             if len(low) != len(text):  # a character lowercased to two: offsets would drift
