@@ -18,7 +18,7 @@ from promptslim.backends.tools import ToolContext
 from promptslim.backends.tools.code import CodeCompressor
 from promptslim.backends.tools.json_crusher import JsonCompressor, _word_items, load_json
 from promptslim.backends.tools.log_records import REACH
-from promptslim.backends.tools.logs import LogCompressor
+from promptslim.backends.tools.logs import LogCompressor, _setting
 from promptslim.backends.tools.match import Matcher, _identifier_parts, line_starts, rarest_first
 from promptslim.backends.tools.records import looks_like_config, record_end
 
@@ -477,3 +477,40 @@ def test_a_words_parts_are_matched_where_its_key_holds_two_words(
         for w in set(key.split("_")) & set(words)
     }
     assert found == expected
+
+
+def test_a_settings_error_words_in_its_key_do_not_make_it_an_error() -> None:
+    """``LEDGER_TIMEOUT_MS=1185`` is a setting named by an error word, not an error: the 16
+    ``*_TIMEOUT_MS`` keys of an environment are not each kept as error lines."""
+    text = environment()
+    out = LogCompressor().compress(text, ToolContext(query="Which DB port does ledger use?"))
+    assert out is not None
+    kept = out.text.split("\n")
+    assert sum("_TIMEOUT_MS=" in line for line in kept) <= 2
+    assert restore_lines(out.text, originals(out)) == text
+
+
+@pytest.mark.parametrize(
+    ("line", "setting"),
+    [
+        ("DB_TIMEOUT_MS=30", True),
+        ("net.ipv4.tcp_fin_timeout = 60", True),  # sysctl -a
+        ("FAIL_FAST=true", True),
+        ("ts=2026-12-01T10:00:00Z level=error msg=boom", False),  # logfmt: the value says it
+        ("RETRY_ON=timeout", False),
+        ("ERROR: could not connect", False),
+        ("2026-12-01 10:00:00 connect timeout=30s", False),
+    ],
+)
+def test_what_is_a_setting(line: str, setting: bool) -> None:
+    assert _setting(line) is setting
+
+
+def test_a_logfmt_error_is_still_kept_once() -> None:
+    lines = [
+        f"ts=2026-12-01T10:{k // 60:02d}:{k % 60:02d}Z level=info msg=tick n={k}"
+        for k in range(300)
+    ]
+    lines[150] = "ts=2026-12-01T10:02:30Z level=error msg=upstream refused n=150"
+    out = LogCompressor().compress("\n".join(lines), ToolContext(query="What went wrong?"))
+    assert out is not None and lines[150] in out.text.split("\n")

@@ -2,9 +2,10 @@
 
 Each line is masked (timestamps, hex ids, UUIDs, paths' digits and every number become one
 placeholder), so ``Downloading x (1.2 MB)`` and ``Downloading x (3.4 MB)`` are one pattern.
-Kept whole: the first ``head`` and last ``tail`` lines, error and warning lines, stack
-traces (a ``Traceback`` block, indented ``File ...`` / ``at ...`` frames), and lines holding
-the turn's literals (at most 64, the rarest literals' lines first: a worker named on one line
+Kept whole: the first ``head`` and last ``tail`` lines, error and warning lines (not a setting
+whose key alone holds the word, ``DB_TIMEOUT_MS=30`` of ``printenv``), stack traces (a
+``Traceback`` block, indented ``File ...`` / ``at ...`` frames), and lines holding the turn's
+literals (at most 64, the rarest literals' lines first: a worker named on one line
 outranks a job named on hundreds) or the most query words (a word also as a part of a key
 that holds another query word: ``ledger`` in ``LEDGER_DB_PORT`` of ``printenv``). A line
 holding a literal keeps the rest of its record (``records``: the header above an indented
@@ -46,6 +47,8 @@ _IMPORTANT = (
     # an access log's server errors (Common Log Format: the status follows the quoted request)
     '" 500 ', '" 502 ', '" 503 ', '" 504 ',
 )  # fmt: skip
+#: a line that starts as a setting does: a key, then ``=`` (``A_B=1``, ``net.x.y = 2``)
+_ASSIGNMENT = re.compile(r"[A-Za-z_][\w.-]*[ \t]*=")
 _FRAME = re.compile(r"^\s+(?:File \"|at [\w$.<>]+\(|from [\w/.]+:\d+|\^+\s*$|[\w.]+Error\b)")
 _TRACE_START = re.compile(r"^(?:Traceback \(most recent call last\)|\S*(?:Exception|Error)\b.*:\s)")
 
@@ -53,6 +56,17 @@ _TRACE_START = re.compile(r"^(?:Traceback \(most recent call last\)|\S*(?:Except
 def mask_line(line: str) -> str:
     """The line's pattern: quoted names, paths, timestamps, ids and numbers become ``#``."""
     return _MASK.sub("#", line).strip()
+
+
+def _setting(line: str) -> bool:
+    """Whether ``line`` is a setting whose key alone holds an error word (``DB_TIMEOUT_MS=30`` of
+    ``printenv``, ``net.ipv4.tcp_fin_timeout = 60`` of ``sysctl -a``): a name, not an event.
+    ``level=error msg=...`` (logfmt) holds one in a value, and is an error line."""
+    match = _ASSIGNMENT.match(line)
+    if match is None:
+        return False
+    value = line[match.end() :].lower()
+    return not any(word in value for word in _IMPORTANT)
 
 
 def _lines_with(words: tuple[str, ...], text: str, starts: list[int]) -> set[int]:
@@ -172,7 +186,11 @@ class LogCompressor(ToolCompressor):
                 continue
             if in_trace or _FRAME.match(line):
                 keep[i] = True
-            elif i in important and (masks[i] not in warned or i in sections):
+            elif (
+                i in important
+                and (masks[i] not in warned or i in sections)
+                and not _setting(line)  # a key named by an error word is no error
+            ):
                 keep[i] = True
                 warned.add(masks[i])
 
