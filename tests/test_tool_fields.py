@@ -496,6 +496,9 @@ def test_a_settings_error_words_in_its_key_do_not_make_it_an_error() -> None:
         ("DB_TIMEOUT_MS=30", True),
         ("net.ipv4.tcp_fin_timeout = 60", True),  # sysctl -a
         ("FAIL_FAST=true", True),
+        ("export LEDGER_TIMEOUT_MS=30", True),  # a .env file sourced by a shell
+        ('declare -x LEDGER_TIMEOUT_MS="30"', True),  # export -p
+        ('declare -x ON_ERROR="fail"', False),
         ("ts=2026-12-01T10:00:00Z level=error msg=boom", False),  # logfmt: the value says it
         ("RETRY_ON=timeout", False),
         ("ERROR: could not connect", False),

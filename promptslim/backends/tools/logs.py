@@ -47,8 +47,9 @@ _IMPORTANT = (
     # an access log's server errors (Common Log Format: the status follows the quoted request)
     '" 500 ', '" 502 ', '" 503 ', '" 504 ',
 )  # fmt: skip
-#: a line that starts as a setting does: a key, then ``=`` (``A_B=1``, ``net.x.y = 2``)
-_ASSIGNMENT = re.compile(r"[A-Za-z_][\w.-]*[ \t]*=")
+#: a line that starts as a setting does: a key, then ``=`` (``A_B=1``, ``net.x.y = 2``, and a
+#: shell's ``export A_B=1`` or ``declare -x A_B="1"`` of ``export -p``)
+_ASSIGNMENT = re.compile(r"(?:export[ \t]+|declare[ \t]+-x[ \t]+)?[A-Za-z_][\w.-]*[ \t]*=")
 _FRAME = re.compile(r"^\s+(?:File \"|at [\w$.<>]+\(|from [\w/.]+:\d+|\^+\s*$|[\w.]+Error\b)")
 _TRACE_START = re.compile(r"^(?:Traceback \(most recent call last\)|\S*(?:Exception|Error)\b.*:\s)")
 
