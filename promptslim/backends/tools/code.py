@@ -230,7 +230,6 @@ class CodeCompressor(ToolCompressor):
         context: ToolContext,
     ) -> None:
         definitions = outline[0]
-        diff = self.records and looks_like_diff(text)  # then a named line's record is its hunk
         # a key's parts are words in a file of records (``LEDGER_DB_PORT``); in code an
         # identifier's parts are one name, and the turn names functions whole
         relevance, literal_lines = matcher_for(context).line_hits(
@@ -240,6 +239,7 @@ class CodeCompressor(ToolCompressor):
             return
         is_definition = set(definitions)
         n = len(lines)
+        diff = self.records and looks_like_diff(text)  # then a named line's record is its hunk
         # in a text with no definition line (a file of records, Terraform, an nginx config) a
         # plain word names a record as well as an identifier does (a compose service
         # ``billing:``): a line holding a query word on few lines keeps its record too; in code
