@@ -21,6 +21,10 @@ hundreds; records named by plain words, which are no literals of the question.
 - ``word_tasks``: ``ansible-playbook`` output, a task per service named by a plain word, a
   line per host below it; the question asks which host the named task changed (its
   ``changed:`` line, each with a process id of its own).
+- ``camel_fields``: one Deployment as ``kubectl get deployment NAME -o yaml`` prints it, with
+  two probes, a rollout strategy and its status; the question asks a field in plain words
+  ("What is the initial delay of the liveness probe?"), and the field's key is camelCase
+  (``initialDelaySeconds`` under ``livenessProbe``);
 - ``env_keys`` / ``configmap_keys``: a container's environment (``printenv``, in no order) and
   the same keys as a ConfigMap's ``data``, every key a service's word and a setting's words
   (``LEDGER_DB_PORT``); the question asks one setting of one service in plain words ("Which DB
@@ -41,6 +45,7 @@ from promptslim.bench.datasets import BenchItem
 
 __all__ = [
     "NAMED_RECORDS",
+    "camel_fields",
     "configmap_keys",
     "env_keys",
     "server_fields",
@@ -265,6 +270,75 @@ def word_tasks(rng: random.Random, i: int) -> BenchItem:
     return _named(rng, ("word_tasks", i), len(NAMES), _task, question, head=head)
 
 
+#: a Deployment's camelCase fields: the line above the one that answers, its key, the question
+CAMEL_FIELDS = (
+    ("livenessProbe:", "initialDelaySeconds", "What is the initial delay of the liveness probe?"),
+    ("livenessProbe:", "periodSeconds", "How often does the liveness probe run, in seconds?"),
+    ("readinessProbe:", "timeoutSeconds", "What timeout does the readiness probe have?"),
+    ("spec:", "terminationGracePeriodSeconds", "What is the termination grace period?"),
+    ("rollingUpdate:", "maxSurge", "What is the max surge of the rolling update?"),
+    ("spec:", "progressDeadlineSeconds", "What is the progress deadline in seconds?"),
+)
+
+
+def _probe(rng: random.Random, kind: str, path: str) -> list[str]:
+    return [
+        f"        {kind}:",
+        "          failureThreshold: 3",
+        "          httpGet:",
+        f"            path: /{path}",
+        "            port: http",
+        "            scheme: HTTP",
+        f"          initialDelaySeconds: {rng.randrange(1, 600)}",
+        f"          periodSeconds: {rng.randrange(1, 600)}",
+        "          successThreshold: 1",
+        f"          timeoutSeconds: {rng.randrange(1, 600)}",
+    ]
+
+
+def _manifest(rng: random.Random, name: str) -> list[str]:
+    """``kubectl get deployment NAME -o yaml``: each value a random number, so one answers."""
+
+    def n() -> int:
+        return rng.randrange(1, 600)
+
+    return [
+        "apiVersion: apps/v1", "kind: Deployment", "metadata:",
+        "  annotations:", f'    deployment.kubernetes.io/revision: "{n()}"',
+        "  creationTimestamp: \"2026-11-30T09:12:44Z\"", "  generation: 7",
+        "  labels:", f"    app: {name}", "    tier: backend", f"  name: {name}",
+        "  namespace: prod", f'  resourceVersion: "{rng.randrange(10**6, 10**7)}"',
+        f"  uid: {rng.getrandbits(128):032x}", "spec:",
+        f"  progressDeadlineSeconds: {n()}", f"  replicas: {n() % 9 + 1}",
+        "  revisionHistoryLimit: 10", "  selector:", "    matchLabels:", f"      app: {name}",
+        "  strategy:", "    rollingUpdate:", f"      maxSurge: {n()}%",
+        f"      maxUnavailable: {n() % 50}%", "    type: RollingUpdate", "  template:",
+        "    metadata:", "      labels:", f"        app: {name}", "    spec:",
+        "      containers:", "      - env:", "        - name: LOG_LEVEL", "          value: info",
+        f"        image: registry.local/team/{name}:1.{n()}", "        imagePullPolicy: IfNotPresent",
+        *_probe(rng, "livenessProbe", "healthz"), f"        name: {name}", "        ports:",
+        f"        - containerPort: {8000 + n()}", "          name: http", "          protocol: TCP",
+        *_probe(rng, "readinessProbe", "ready"), "        resources:", "          limits:",
+        f"            cpu: {n()}m", f"            memory: {n()}Mi", "          requests:",
+        f"            cpu: {n()}m", f"            memory: {n()}Mi",
+        "      dnsPolicy: ClusterFirst", "      restartPolicy: Always",
+        f"      serviceAccountName: {name}", f"      terminationGracePeriodSeconds: {n()}",
+        "status:", "  availableReplicas: 3", "  conditions:", "  - lastTransitionTime: \"2026-11-30T09:14:02Z\"",
+        "    message: Deployment has minimum availability.", "    reason: MinimumReplicasAvailable",
+        '    status: "True"', "    type: Available", f"  observedGeneration: {n()}",
+        "  readyReplicas: 3", "  replicas: 3", "  updatedReplicas: 3",
+    ]  # fmt: skip
+
+
+def camel_fields(rng: random.Random, i: int) -> BenchItem:
+    """One Deployment's YAML; the question asks a camelCase field in plain words."""
+    lines = _manifest(rng, rng.choice(NAMES))
+    parent, key, question = rng.choice(CAMEL_FIELDS)
+    below = lines.index(next(line for line in lines if line.strip() == parent))
+    answer = next(line for line in lines[below:] if line.strip().startswith(key + ":"))
+    return config_item("camel_fields", i, ["\n".join(lines)], question, answer)
+
+
 #: a setting's key and how a question asks it
 SETTINGS = (
     ("TIMEOUT_MS", "What is the {} timeout in milliseconds?"),
@@ -317,4 +391,5 @@ NAMED_RECORDS: dict[str, Callable[[random.Random, int], BenchItem]] = {
     "word_tasks": word_tasks,
     "env_keys": env_keys,
     "configmap_keys": configmap_keys,
+    "camel_fields": camel_fields,
 }

@@ -406,6 +406,45 @@ def test_a_key_named_by_the_questions_words_is_kept(
     assert restore_lines(out.text, originals(out)) == text
 
 
+def deployment() -> str:
+    """A Deployment's container as ``kubectl get -o yaml`` prints it: camelCase keys, two
+    probes with the same fields."""
+    probes = []
+    for k, (kind, path) in enumerate((("livenessProbe", "healthz"), ("readinessProbe", "ready"))):
+        probes += [
+            f"        {kind}:",
+            "          httpGet:",
+            f"            path: /{path}",
+            "            port: http",
+            f"          initialDelaySeconds: {31 + k}",
+            f"          periodSeconds: {17 + k}",
+            f"          timeoutSeconds: {5 + k}",
+        ]
+    head = ["apiVersion: apps/v1", "kind: Deployment", "spec:", "  template:", "    spec:"]
+    env = [f"        - name: VAR_{k}\n          value: v{k}" for k in range(30)]
+    container = ["      containers:", "      - env:", *env, "        image: ledger:1.2", *probes]
+    return "\n".join([*head, *container, "      terminationGracePeriodSeconds: 45"])
+
+
+@pytest.mark.parametrize(
+    ("query", "answer"),
+    [
+        ("What is the initial delay of the liveness probe?", "initialDelaySeconds: 31"),
+        ("What timeout does the readiness probe have?", "timeoutSeconds: 6"),
+        ("What is the termination grace period?", "terminationGracePeriodSeconds: 45"),
+    ],
+)
+def test_a_camel_case_key_is_named_by_the_questions_words(query: str, answer: str) -> None:
+    """``livenessProbe`` and ``initialDelaySeconds`` hold the question's words, no word of the
+    text: the key's line and the probe's block are kept."""
+    text = deployment()
+    out = CodeCompressor().compress(text, ToolContext(query=query))
+    assert out is not None
+    kept = [line.strip() for line in out.text.split("\n")]
+    assert answer in kept
+    assert restore_lines(out.text, originals(out)) == text
+
+
 def test_one_shared_part_names_no_line() -> None:
     """A key whose parts hold one query word (``api`` of ``opentelemetry_api``, ``ledger`` of
     ``LEDGER_REGION`` for a question about timeouts) is not matched by its parts."""
@@ -431,7 +470,7 @@ def test_a_key_on_many_lines_is_a_field_its_parts_do_not_name(records: int, matc
     """``amount_cents`` in every payload of a log is a field each record has: on 9 lines its
     parts name none of them, on 8 they still do."""
     text = "\n".join(f'req-{k} body={{"amount_cents": {k}}}' for k in range(records))
-    found = _identifier_parts(("amount", "cents"), text, line_starts(text))
+    found = _identifier_parts(("amount", "cents"), text, text.lower(), line_starts(text))
     assert bool(found) is matched
 
 
@@ -449,33 +488,40 @@ def test_parts_are_not_matched_in_code() -> None:
 _PART = st.sampled_from(["ledger", "timeout", "api", "ms", "x1", "db"])
 
 
-@settings(max_examples=200, deadline=None)
+def _render(parts: list[str], style: int) -> str:
+    """A key of these words: ``ledger_db``, ``LEDGER_DB`` or ``ledgerDb``."""
+    if style == 0:
+        return "_".join(parts)
+    if style == 1:
+        return "_".join(parts).upper()
+    return parts[0] + "".join(p.capitalize() for p in parts[1:])
+
+
+_KEY = st.tuples(st.lists(_PART, min_size=1, max_size=4), st.integers(0, 2))
+
+
+@settings(max_examples=300, deadline=None)
 @given(
-    lines=st.lists(
-        st.lists(st.lists(_PART, min_size=1, max_size=4).map("_".join), max_size=4).map(" ".join),
-        max_size=30,
-    ),
+    lines=st.lists(st.lists(_KEY, max_size=4), max_size=30),
     words=st.lists(_PART.filter(str.isalpha), max_size=3, unique=True),
 )
 def test_a_words_parts_are_matched_where_its_key_holds_two_words(
-    lines: list[str], words: list[str]
+    lines: list[list[tuple[list[str], int]]], words: list[str]
 ) -> None:
-    """A query word matches on a line as a part exactly where a key there (not the word alone)
-    holds it and another query word among its parts, and the key is on at most 8 lines."""
-    text = "\n".join(lines)
-    found = _identifier_parts(tuple(sorted(words)), text, line_starts(text))
+    """A query word matches on a line as a word of a key there exactly where the key holds it
+    and another query word among its words, snake or camel case, and the key is on at most 8
+    lines."""
+    text = "\n".join(" ".join(_render(parts, style) for parts, style in line) for line in lines)
+    found = _identifier_parts(tuple(sorted(words)), text, text.lower(), line_starts(text))
     named: dict[str, set[int]] = {}
+    held: dict[str, set[str]] = {}
     for i, line in enumerate(lines):
-        for key in line.split():
-            if "_" in key and len(set(key.split("_")) & set(words)) >= 2:
+        for parts, style in line:
+            if len(set(parts) & set(words)) >= 2:
+                key = _render(parts, style).lower()
                 named.setdefault(key, set()).add(i)
-    expected = {
-        (i, w)
-        for key, at in named.items()
-        if len(at) <= 8
-        for i in at
-        for w in set(key.split("_")) & set(words)
-    }
+                held[key] = set(parts) & set(words)
+    expected = {(i, w) for key, at in named.items() if len(at) <= 8 for i in at for w in held[key]}
     assert found == expected
 
 

@@ -119,39 +119,50 @@ def _in_segments(
             at = find(needle, at + 1)
 
 
+#: a key's words: split at underscores, then where a capital starts a word (``DelaySeconds``)
+#: or a run of capitals ends (``HTTPServer``)
+_KEY_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def _key_words(key: str) -> frozenset[str]:
+    """The words of an identifier, lowercased (``initialDelaySeconds``: initial, delay, seconds;
+    ``LEDGER_DB_PORT``: ledger, db, port)."""
+    return frozenset(w.lower() for piece in key.split("_") for w in _KEY_WORD.findall(piece))
+
+
 def _identifier_parts(
-    words: Sequence[str], low: str, starts: Sequence[int]
+    words: Sequence[str], text: str, low: str, starts: Sequence[int]
 ) -> set[tuple[int, str]]:
-    """(line, word) for each query word that is a part of an identifier on the line
-    (``billing`` in ``billing_timeout_ms``, ``low`` lowercased) whose parts hold another query
-    word too, and that is on at most ``_WORD_LINES`` lines: an environment's or a config's key
-    is named by the words of the question that asks it, but one shared part (``api`` of
-    ``opentelemetry_api``) is most often chance, and a key on many lines is a field every
-    record has (``amount_cents`` in each payload of a log), which names none of them."""
-    # a key holding two query words has one after an underscore and one before one: the
-    # first test (a scan in C per word) ends it for most texts, where no query word is on a
-    # key at all. A word with a digit is a literal, matched as such
-    alpha = [w for w in words if w.isalpha()]
-    after = {w for w in alpha if "_" + w in low}
-    if not after:
+    """(line, word) for each query word that is a word of an identifier on the line
+    (``ledger`` in ``LEDGER_DB_PORT``, ``delay`` in ``initialDelaySeconds``; ``low`` is
+    ``text`` lowercased) that holds another query word too, and is on at most ``_WORD_LINES``
+    lines: an environment's or a config's key is named by the words of the question that asks
+    it, but one shared part (``api`` of ``opentelemetry_api``) is most often chance, and a key
+    on many lines is a field every record has (``amount_cents`` in each payload of a log),
+    which names none of them."""
+    alpha = [w for w in words if w.isalpha()]  # a word with a digit is a literal, matched so
+    # such a key has a query word that is not its first: after an underscore or a capital. A
+    # scan in C per word finds those; in most texts there are none, and the search ends here
+    seeds = [w for w in alpha if "_" + w in low or w.capitalize() in text]
+    if not seeds or len(alpha) < 2:
         return set()
-    wanted = frozenset(after.union(w for w in alpha if w + "_" in low))
-    if len(wanted) < 2:
-        return set()
-    parts, n = sorted(wanted), len(low)
+    wanted, n = frozenset(alpha), len(text)
     keys: dict[str, set[tuple[int, str]]] = {}
-    for at, word in _occurrences(parts, low, _ALNUM):
-        end = at + len(word)
-        if (at == 0 or low[at - 1] != "_") and (end == n or low[end] != "_"):
-            continue  # a whole word, which the plain scan finds
-        start, stop = at, end
-        while start > 0 and low[start - 1] in _WORDCHAR:
-            start -= 1
-        while stop < n and low[stop] in _WORDCHAR:
-            stop += 1
-        key = low[start:stop]
-        if len(wanted.intersection(key.split("_"))) >= 2:
-            keys.setdefault(key, set()).add((bisect_right(starts, at) - 1, word))
+    for word in seeds:
+        for hay, pattern, shift in ((low, "_" + word, 1), (text, word.capitalize(), 0)):
+            at = hay.find(pattern)
+            while at != -1:
+                start = stop = at + shift
+                while start > 0 and text[start - 1] in _WORDCHAR:
+                    start -= 1
+                while stop < n and text[stop] in _WORDCHAR:
+                    stop += 1
+                key = text[start:stop]
+                named = wanted.intersection(_key_words(key))
+                if len(named) >= 2:
+                    line = bisect_right(starts, start) - 1
+                    keys.setdefault(key.lower(), set()).update((line, w) for w in named)
+                at = hay.find(pattern, stop)
     found: set[tuple[int, str]] = set()
     for hits in keys.values():
         if len({line for line, _ in hits}) <= _WORD_LINES:
@@ -270,8 +281,9 @@ class Matcher:
         self, text: str, starts: Sequence[int], *, parts: bool = False
     ) -> tuple[dict[int, float], dict[str, list[int]]]:
         """``lines_hit``, and the lines each literal that counts is on, in order. ``parts``: where
-        no literal is in the text, a query word also matches a part of a key that holds another
-        (``ledger`` in ``LEDGER_DB_PORT``; ``_identifier_parts``)."""
+        no literal is in the text, a query word also matches a word of a key that holds another
+        (``ledger`` in ``LEDGER_DB_PORT``, ``delay`` in ``initialDelaySeconds``;
+        ``_identifier_parts``)."""
         seen: dict[int, set[str]] = {}
         for line, lit in _in_segments(self.literals, text, _ALNUM, starts, within=False):
             seen.setdefault(line, set()).add("L" + lit)
@@ -284,7 +296,7 @@ class Matcher:
                 low = text
             for line, word in _in_segments(self.words, low, _WORDCHAR, starts, within=False):
                 seen.setdefault(line, set()).add("W" + word)
-            for line, word in _identifier_parts(self.words, low, starts) if parts else ():
+            for line, word in _identifier_parts(self.words, text, low, starts) if parts else ():
                 seen.setdefault(line, set()).add("W" + word)
         # a word on every tenth line (``tests`` in a pytest log) or a literal on every third
         # (the repository in every URL) picks out nothing: it does not count. A word on a few
