@@ -21,7 +21,10 @@ Its kinds, each seeded so a run is reproducible:
   them under ``add_start_index=True``: ``shapes_data.placed_pieces``), and ``transcript4``
   (four titled passages to a chunk as speech-to-text writes them: lower case, no punctuation,
   one run-on line, so no sentence ends; the evidence check normalises case and punctuation
-  away, so the answers count as they are);
+  away, so the answers count as they are), and ``pages4`` (four titled passages to a chunk as
+  text extracted from a PDF: wrapped at 80 columns, a page every ``PAGE_LINES`` lines, each
+  under a running head and over a running foot with its number, so a sentence may go on
+  past a page's foot and the next page's head; a page never ends inside an answer);
 - **the NQ items as other retrievers and users send them** (``variant_data``: ``VARIANTS``):
   a top-100 of passages, every chunk twice, a loader's source line atop each chunk, the
   question as search-box keywords, the question with typos;
@@ -40,13 +43,14 @@ import functools
 import json
 import random
 import re
+import textwrap
 from collections.abc import Callable
 from html import escape
 
 from config_data import INDENTED
 from inline_data import INLINE
 from search_data import LISTED, SEARCH
-from shapes_data import placed_pieces, resplit, small_splitters
+from shapes_data import WRAP_COLUMNS, placed_pieces, resplit, small_splitters
 from variant_data import VARIANTS
 
 from promptslim.bench.datasets import BenchItem
@@ -283,6 +287,50 @@ def transcript(item: BenchItem, rng: random.Random) -> BenchItem:
     return _with(item, [spoken(chunk) for chunk in _chunks(item, titled=True)])
 
 
+#: the lines of a page of ``pages4``, and its running head (a foot is its page's number)
+PAGE_LINES = 20
+RUNNING_HEAD = "REFERENCE HANDBOOK"
+
+
+def _paged(text: str, first_page: int, answers: tuple[str, ...]) -> str:
+    """``text`` wrapped, its titles lines of their own, in pages under ``RUNNING_HEAD`` and
+    over ``Page N``: a page ends after ``PAGE_LINES`` lines, or later where the break would
+    part an answer's words."""
+    lines = [
+        wrapped
+        for paragraph in text.split("\n\n")
+        for line in paragraph.split("\n")
+        for wrapped in textwrap.wrap(
+            line, WRAP_COLUMNS, break_long_words=False, break_on_hyphens=False
+        )
+    ]
+    out, page, on_page = [RUNNING_HEAD], first_page, 0
+    for i, line in enumerate(lines):
+        out.append(line)
+        on_page += 1
+        after = lines[i + 1] if i + 1 < len(lines) else None
+        if after is not None and on_page >= PAGE_LINES and not _parts(line, after, answers):
+            out += [f"Page {page}", "", RUNNING_HEAD]
+            page, on_page = page + 1, 0
+    return "\n".join([*out, f"Page {page}"])
+
+
+def _parts(line: str, after: str, answers: tuple[str, ...]) -> bool:
+    """Whether an answer runs from ``line`` on to ``after``."""
+    joined = f"{line} {after}".lower()
+    return any(
+        a.lower() in joined and a.lower() not in line.lower() and a.lower() not in after.lower()
+        for a in answers
+    )
+
+
+def pages(item: BenchItem, rng: random.Random) -> BenchItem:
+    texts: list[str] = []
+    for chunk in _chunks(item, titled=True):  # the pages numbered on from chunk to chunk
+        texts.append(_paged(chunk, 1 + sum(t.count("\n\n") + 1 for t in texts), item.answers))
+    return _with(item, texts)
+
+
 #: the NQ shapes by name
 PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "long_document": long_document,
@@ -293,6 +341,7 @@ PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "langchain500_placed": langchain500_placed,
     "tokens256": tokens256,
     "transcript4": transcript,
+    "pages4": pages,
 }
 
 

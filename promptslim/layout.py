@@ -13,7 +13,9 @@ Documents reach promptslim in a few layouts, and what a line break means differs
   starts at a heading (one phrase without a sentence end, with room left for the next word),
   and after a line that ends a sentence when the next line's first word would have fitted on
   it (wrapping did not break the line there: a paragraph's last line), unless blank lines mark
-  the paragraphs.
+  the paragraphs. Text extracted from a PDF also holds each page's running foot and head
+  (``Page 9``, ``HANDBOOK``) and a blank line between pages: a sentence that goes on past them
+  is one sentence, and blank lines that only join pages mark no paragraph (``_page_gaps``).
 - ``none``: no line break at all (text whose whitespace a loader collapsed): no structure to
   read.
 
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections import Counter
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal, NamedTuple
@@ -80,6 +83,9 @@ _PAIR_BREAK = re.compile(r"\n(?<=\S\n)(?=[^\S\n]*\S)")
 #: spaces, which sends a text to the exact count)
 _MAY_CONTINUE = re.compile(r"\n(?<=[^\s.!?:;…。！？；]\n)(?=[^\S\n]*[^\s\d\"'(\[{<#*\-+•|>])")
 _TRAILING_SPACE = re.compile(r"\n(?<=[^\S\n]\n)")
+#: a page's running head or foot recurs at least this often in a text (once a page)
+_RUNNING = 2
+_DIGITS = re.compile(r"\d+")
 
 
 @dataclass(frozen=True)
@@ -111,8 +117,7 @@ class _Line(NamedTuple):
         return not self.ends_sentence and _SENTENCE_INSIDE.search(self.text) is None
 
 
-def _pairs(text: str) -> list[tuple[_Line, _Line]]:
-    """Each two neighbouring lines that are both non-blank."""
+def _lines(text: str) -> list[_Line]:
     lines: list[_Line] = []
     start = 0
     for raw in text.split("\n"):
@@ -120,6 +125,11 @@ def _pairs(text: str) -> list[tuple[_Line, _Line]]:
         ends = _SENTENCE_END.search(line) is not None
         lines.append(_Line(start, start + len(raw), line, len(line) - len(line.lstrip()), ends))
         start += len(raw) + 1
+    return lines
+
+
+def _pairs(lines: list[_Line]) -> list[tuple[_Line, _Line]]:
+    """Each two neighbouring lines that are both non-blank."""
     return [(a, b) for a, b in pairwise(lines) if a.text and b.text]
 
 
@@ -169,12 +179,14 @@ def _layout(text: str) -> LineLayout:
     inside = text.count(". ") + text.count("! ") + text.count("? ")  # sentence ends in a line
     if lines + inside < LINES_SENTENCES * lines:
         return _NONE
-    return LineLayout("lines", (), tuple(a.end for a, _ in _pairs(text) if not a.is_heading()))
+    ends = tuple(a.end for a, _ in _pairs(_lines(text)) if not a.is_heading())
+    return LineLayout("lines", (), ends)
 
 
 def _wrapped(text: str, blank: tuple[int, ...]) -> LineLayout | None:
     """The layout of ``text`` when it is hard-wrapped prose, else None."""
-    pairs = _pairs(text)
+    lines = _lines(text)
+    pairs = _pairs(lines)
     if len(pairs) < 3:
         return None
     width = max(len(line.text) for pair in pairs for line in pair)
@@ -183,13 +195,58 @@ def _wrapped(text: str, blank: tuple[int, ...]) -> LineLayout | None:
     if len(continuing) < WRAPPED_SHARE * len(pairs) or lower < LOWER_SHARE * len(continuing):
         return None
     headings = {a.start for a, b in pairs if _heading(a, b, width)}
-    soft = tuple(_soft_breaks(pairs, width, headings))
-    if blank:
-        return LineLayout("wrapped", soft, blank)
-    ends = tuple(
+    soft = _soft_breaks(pairs, width, headings)
+    # where a page's running foot and head break a sentence, its second half is no paragraph
+    # (the sentence and its answer are one); blank lines that only join pages mark none
+    gaps = _page_gaps(lines, width)
+    if all(any(g.start <= at < g.end for g in gaps) for at in blank):
+        blank = ()  # they join pages: no paragraph is marked by a blank line
+    ends = blank or tuple(
         a.end for a, b in pairs if b.start in headings or (a.ends_sentence and _fits(a, b, width))
     )
-    return LineLayout("wrapped", soft, ends)
+    for gap in (g for g in gaps if g.continues):
+        soft += [at for at in range(gap.start, gap.end) if text[at] == "\n"]
+        ends = tuple(at for at in ends if not gap.start <= at < gap.end)
+    return LineLayout("wrapped", tuple(sorted(soft)), ends)
+
+
+class _PageGap(NamedTuple):
+    start: int  # the end of the line of prose before the gap
+    end: int  # the start of the line of prose after it
+    continues: bool  # whether that line goes on with the sentence of the one before
+
+
+def _page_gaps(lines: list[_Line], width: int) -> list[_PageGap]:
+    """Where one page of text extracted from a PDF ends and the next starts: the running lines
+    (a page's foot and head: ``Page 9 of 40``, ``CHAPTER 3 | Handbook``) and blank lines
+    between two lines of prose, one of them numbered. A running line is a phrase without a
+    sentence end that recurs in the text, its numbers aside; a numbered one recurs with other
+    numbers (a page's). A title that recurs as it is (two passages of one article) is no
+    page's."""
+    headings = [
+        (line, _DIGITS.sub("#", line.text.strip()))
+        for line in lines
+        if line.text and line.is_heading()
+    ]
+    counts = Counter(key for _, key in headings)
+    texts: dict[str, set[str]] = {}
+    for line, key in headings:
+        texts.setdefault(key, set()).add(line.text.strip())
+    # each running line's start: whether it is numbered
+    running = {line.start: len(texts[key]) > 1 for line, key in headings if counts[key] >= _RUNNING}
+    out: list[_PageGap] = []
+    before: _Line | None = None  # the last line of prose, with only running or blank lines since
+    numbered = False  # whether a numbered running line came after ``before``
+    for line in lines:
+        if not line.text:
+            continue
+        if line.start in running:
+            numbered = numbered or running[line.start]
+            continue
+        if numbered and before is not None:
+            out.append(_PageGap(before.end, line.start, _continues(before, line, width)))
+        before, numbered = line, False
+    return out
 
 
 def _heading(line: _Line, after: _Line, width: int) -> bool:

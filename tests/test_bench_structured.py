@@ -57,7 +57,7 @@ RESPLIT = ("langchain500", "langchain500_placed", "tokens256")
 
 def test_the_prose_shapes_keep_every_passage_and_the_question(nq: list[BenchItem]) -> None:
     shapes = structured_data.build(nq, 1)
-    for name in set(structured_data.PROSE) - set(RESPLIT) - {"transcript4"}:
+    for name in set(structured_data.PROSE) - set(RESPLIT) - {"transcript4", "pages4"}:
         laid = (lambda t: escape(t, quote=False)) if name == "html4" else (lambda t: t)
         for item, relaid in zip(nq, shapes[name]):
             joined = "\n".join(d.text for d in relaid.request.documents)
@@ -73,6 +73,46 @@ def test_the_prose_shapes_keep_every_passage_and_the_question(nq: list[BenchItem
             assert item.request.query and item.request.query in ask_of(relaid.request).text
     assert len(shapes["long_document"][0].request.documents) == 1
     assert shapes["template_other4"][0].request.query is None  # the proxy's case
+
+
+def test_pages_are_the_chunks_wrapped_under_a_running_head_and_over_their_number(
+    nq: list[BenchItem],
+) -> None:
+    """``pages4``: the words of each titled chunk in their order, in lines of at most 80
+    columns, pages of ``PAGE_LINES`` lines (more only where a page would end inside an answer)
+    under the running head and over ``Page N``, the numbers going on from chunk to chunk; the
+    answer whole on one page."""
+    head, size = structured_data.RUNNING_HEAD, structured_data.PAGE_LINES
+    for item, paged in zip(nq, structured_data.build(nq, 1)["pages4"]):
+        numbers: list[int] = []
+        chunks = structured_data._chunks(item, titled=True)
+        assert len(paged.request.documents) == len(chunks)
+        for chunk, doc in zip(chunks, paged.request.documents):
+            pages = doc.text.split("\n\n")
+            words: list[str] = []
+            for page in pages:
+                lines = page.split("\n")
+                assert lines[0] == head and lines[-1].startswith("Page ")
+                numbers.append(int(lines[-1].removeprefix("Page ")))
+                assert all(len(line) <= 80 for line in lines[1:-1])
+                assert len(lines) - 2 >= size or page is pages[-1]
+                words += " ".join(lines[1:-1]).split()
+            assert words == chunk.split()
+        gold = "\n".join(d.text for d in item.request.documents if d.metadata.get("isgold"))
+        if evidence_retention(gold, item.answers):
+            pages = [p for d in paged.request.documents for p in d.text.split("\n\n")]
+            assert any(evidence_retention(p, item.answers) for p in pages)
+        assert numbers == list(range(1, len(numbers) + 1))
+
+
+def test_a_page_does_not_end_inside_an_answer() -> None:
+    words = ["lorem"] * 400  # 13 to a line of 80 columns
+    at = 13 * structured_data.PAGE_LINES - 1  # the last word of a page's last line
+    words[at : at + 2] = ["Frank", "Zappa"]
+    text = structured_data._paged(" ".join(words), 1, ("Frank Zappa",))
+    assert sum("Frank Zappa" in " ".join(p.split()) for p in text.split("\n\n")) == 1
+    plain = structured_data._paged(" ".join(words), 1, ())
+    assert not any("Frank Zappa" in " ".join(p.split()) for p in plain.split("\n\n"))
 
 
 @pytest.mark.parametrize("name", RESPLIT)
@@ -248,7 +288,9 @@ def test_the_inline_shapes_hold_every_passage_in_the_user_s_message(nq: list[Ben
     answer = item.answers[0]
     asked = [{"role": "user", "content": f"{item.metadata['question']} {answer}"}]
     told = {**item.metadata, "question": asked[0]["content"]}
-    assert row(BenchItem(item.id, item.request, item.answers, told), [], asked, 1.0)["evidence"] == 0
+    assert (
+        row(BenchItem(item.id, item.request, item.answers, told), [], asked, 1.0)["evidence"] == 0
+    )
 
 
 def test_the_variants_keep_every_passage_and_vary_what_they_say(nq: list[BenchItem]) -> None:

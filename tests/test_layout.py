@@ -4,6 +4,7 @@ blank-line, one-per-line and wrapped text; code, logs, records and lists are lef
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 from hypothesis import given, settings
@@ -207,3 +208,75 @@ def test_layout_offsets_point_at_line_breaks(lines: list[str]) -> None:
     units = split_units(text)
     assert all(u.of(text).strip() == u.of(text) and u.of(text) for u in units)
     assert len(paragraph_heads(text, units)) == len(units)
+
+
+def paged(lines_a_page: int = 6, foot: str = "Page {n} of {total}") -> str:
+    """The titled paragraphs wrapped at 70 columns, as a PDF's text: pages of ``lines_a_page``
+    lines under a running head and over ``foot`` (``{n}``: the page's number), a blank line
+    between pages (pypdf's join)."""
+    lines = [
+        line
+        for title, body in zip(["Nickelback", "Early years", "Silver Side Up"], PARAGRAPHS)
+        for line in [title, *textwrap.wrap(body, 70)]
+    ]
+    pages = [lines[at : at + lines_a_page] for at in range(0, len(lines), lines_a_page)]
+    return "\n\n".join(
+        "\n".join(["FIELD GUIDE", *page, foot.format(n=n, total=len(pages))])
+        for n, page in enumerate(pages, 1)
+    )
+
+
+def test_a_sentence_goes_on_past_a_page_s_foot_and_the_next_page_s_head() -> None:
+    """In text extracted from a PDF, a sentence cut by a page's foot, the blank line and the
+    next page's head is one unit (those lines inside it), and the blank lines between pages
+    mark no paragraph: the titles do."""
+    text = paged()
+    layout = line_layout(text)
+    assert layout.kind == "wrapped"
+    units = [" ".join(u.of(text).split()) for u in split_units(text)]
+    sentences = [s for p in PARAGRAPHS for s in p.replace(". ", ".\n").split("\n")]
+    crossing = [s for s in sentences if s not in units]  # the ones a page break falls in
+    assert crossing
+    for sentence in crossing:
+        held = [u for u in units if u.startswith(sentence[:30])]
+        assert len(held) == 1 and re.sub(r" Page \d of \d FIELD GUIDE", "", held[0]) == sentence
+    heads = paragraph_heads(text, split_units(text))
+    starts = [units[u] for u, h in enumerate(heads) if u == h]
+    titles = ["Nickelback", "Early years", "Silver Side Up"]
+    assert [s for s in starts if s in titles] == titles
+    assert all(re.fullmatch(r"FIELD GUIDE|Page \d of \d", s) for s in starts if s not in titles)
+
+
+def test_a_page_break_after_a_sentence_end_is_no_soft_break() -> None:
+    """Where a page ends with its sentence, the foot and the head stay lines of their own."""
+    text = paged(lines_a_page=4)
+    ended = [at for at in range(len(text)) if text.startswith(".\nPage ", at)]
+    assert ended
+    soft = set(line_layout(text).soft)
+    assert all(at + 1 not in soft for at in ended)
+
+
+def test_lines_that_recur_as_they_are_make_no_page() -> None:
+    """A head and a foot with no page number recur as a title does (two passages of one
+    article under it): nothing tells them from one, so no sentence is read past them."""
+    numbered = line_layout(paged())
+    assert numbered.soft != line_layout(paged(foot="Confidential")).soft
+    for text in (paged(foot="Confidential"), paged(foot="FIELD GUIDE")):
+        flat = unwrap(text)
+        assert flat.count("\n\nFIELD GUIDE\n") == text.count("\n\nFIELD GUIDE\n") == 2
+
+
+def test_blank_lines_between_paragraphs_still_mark_them_across_pages() -> None:
+    """Where the writer marks paragraphs by blank lines, those still start paragraphs; the
+    blank line that joins two pages inside a sentence does not."""
+    lines = wrapped(sep="\n\n").split("\n")
+    cut = max(i for i, line in enumerate(lines) if line and not line.endswith("."))
+    text = "\n".join(
+        ["FIELD GUIDE", *lines[: cut + 1], "Page 1", "", "FIELD GUIDE", *lines[cut + 1 :], "Page 2"]
+    )
+    page = text.index("Page 1\n\n") + len("Page 1")
+    writers = [at for at in range(len(text)) if text.startswith("\n\n", at) and at != page]
+    layout = line_layout(text)
+    assert layout.kind == "wrapped" and len(writers) == len(PARAGRAPHS) - 1
+    assert list(layout.breaks) == writers
+    assert page in layout.soft and page + 1 in layout.soft

@@ -496,3 +496,40 @@ def test_the_model_reads_past_the_head_of_a_piece() -> None:
     # read only as far as its first 64 word pieces, the piece is about the market
     head = DenseScorer(max_seq_length=64).score(question, texts).scores
     assert int(head.argmax()) != len(texts) - 1
+
+
+def paged_chunk() -> str:
+    """``CHUNK_WRAPPED`` as a PDF's text: the bridge's passage runs onto a second page, its
+    last sentence cut by the first page's foot and the second page's head, the subject above
+    the break and the date below it."""
+    bridge = (
+        "Engineers proposed a crossing several times before work began in 1924. The steel arch "
+        "was built out from both shores, and its deck carries eight lanes. The Marlow Harbour "
+        "Bridge was opened to traffic after eight years of construction, with a ceremony that "
+        f"the mayor and the engineers who had designed its steel arch attended, on {ANSWER}."
+    )
+    lines = textwrap.fill(bridge, 60).split("\n")
+    cut = next(i for i, line in enumerate(lines) if "traffic" in line) + 1
+    top = CHUNK_WRAPPED.split("\nMarlow Harbour Bridge\n")[0]
+    pages = [
+        [top, "Marlow Harbour Bridge", *lines[:cut]],
+        lines[cut:],
+    ]
+    return "\n\n".join(
+        "\n".join(["MARLOW GAZETTEER", *page, f"Page {n}"]) for n, page in enumerate(pages, 1)
+    )
+
+
+@pytest.mark.slow
+def test_a_sentence_cut_by_a_page_break_keeps_its_second_half() -> None:
+    """Text extracted from a PDF: the sentence that names the bridge goes on past the page's
+    foot and the next page's head, and the date it opened is on the next page."""
+    text = paged_chunk()
+    assert ANSWER not in text.split("Page 1")[0] and "traffic" in text.split("Page 1")[0]
+    docs = [Document(id="chunk", text=text)] + [
+        Document(id=f"other-{i}", text=t) for i, t in enumerate(DISTRACTORS)
+    ]
+    result = Pipeline([RetrievalStage()]).run(request_of(docs))
+    kept = next(d.text for d in result.request.documents if d.id == "chunk")
+    assert ANSWER in " ".join(kept.split())
+    assert "Grammar School" not in kept and "Railway" not in kept
