@@ -118,6 +118,7 @@ class _Line(NamedTuple):
 
 
 def _lines(text: str) -> list[_Line]:
+    """Every line of ``text``, the blank ones too."""
     lines: list[_Line] = []
     start = 0
     for raw in text.split("\n"):
