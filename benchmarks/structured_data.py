@@ -309,13 +309,13 @@ def _paged(text: str, first_page: int, answers: tuple[str, ...]) -> str:
         out.append(line)
         on_page += 1
         after = lines[i + 1] if i + 1 < len(lines) else None
-        if after is not None and on_page >= PAGE_LINES and not _parts(line, after, answers):
+        if after is not None and on_page >= PAGE_LINES and not _splits_answer(line, after, answers):
             out += [f"Page {page}", "", RUNNING_HEAD]
             page, on_page = page + 1, 0
     return "\n".join([*out, f"Page {page}"])
 
 
-def _parts(line: str, after: str, answers: tuple[str, ...]) -> bool:
+def _splits_answer(line: str, after: str, answers: tuple[str, ...]) -> bool:
     """Whether an answer runs from ``line`` on to ``after``."""
     joined = f"{line} {after}".lower()
     return any(
