@@ -196,45 +196,50 @@ def _wrapped(text: str, blank: tuple[int, ...]) -> LineLayout | None:
     if len(continuing) < WRAPPED_SHARE * len(pairs) or lower < LOWER_SHARE * len(continuing):
         return None
     headings = {a.start for a, b in pairs if _heading(a, b, width)}
+    # text extracted from a PDF: between two pages, the foot and the head (``_page_gaps``). A
+    # line's room is judged against the line after them, not the foot's first word
+    gaps = _page_gaps(lines)
+    headings -= {g.before.start for g in gaps if not _heading(g.before, g.after, width)}
     soft = _soft_breaks(pairs, width, headings)
-    # where a page's running foot and head break a sentence, its second half is no paragraph
-    # (the sentence and its answer are one); blank lines that only join pages mark none
-    gaps = _page_gaps(lines, width)
-    if all(any(g.start <= at < g.end for g in gaps) for at in blank):
+    if all(any(g.before.end <= at < g.after.start for g in gaps) for at in blank):
         blank = ()  # they join pages: no paragraph is marked by a blank line
     ends = blank or tuple(
-        a.end for a, b in pairs if b.start in headings or (a.ends_sentence and _fits(a, b, width))
+        a.end for a, b in pairs if b.start in headings or _ends_paragraph(a, b, width)
     )
-    for gap in (g for g in gaps if g.continues):
-        soft += [at for at in range(gap.start, gap.end) if text[at] == "\n"]
-        ends = tuple(at for at in ends if not gap.start <= at < gap.end)
+    for gap in gaps:
+        start, end = gap.before.end, gap.after.start
+        if _wraps(gap.before, gap.after, width, headings):
+            # the sentence goes on past the page: one sentence, its answer in it
+            soft += [at for at in range(start, end) if text[at] == "\n"]
+        elif blank or gap.after.start in headings or _ends_paragraph(gap.before, gap.after, width):
+            continue  # a paragraph ends with the page
+        ends = tuple(at for at in ends if not start <= at < end)
     return LineLayout("wrapped", tuple(sorted(soft)), ends)
 
 
 class _PageGap(NamedTuple):
-    start: int  # the end of the line of prose before the gap
-    end: int  # the start of the line of prose after it
-    continues: bool  # whether that line goes on with the sentence of the one before
+    before: _Line  # the line of prose before the gap
+    after: _Line  # the line of prose after it
 
 
-def _page_gaps(lines: list[_Line], width: int) -> list[_PageGap]:
+def _page_gaps(lines: list[_Line]) -> list[_PageGap]:
     """Where one page of text extracted from a PDF ends and the next starts: the running lines
     (a page's foot and head: ``Page 9 of 40``, ``CHAPTER 3 | Handbook``) and blank lines
     between two lines of prose, one of them numbered. A running line is a phrase without a
     sentence end that recurs in the text, its numbers aside; a numbered one recurs with other
     numbers (a page's). A title that recurs as it is (two passages of one article) is no
     page's."""
-    headings = [
+    phrases = [
         (line, _DIGITS.sub("#", line.text.strip()))
         for line in lines
         if line.text and line.is_heading()
     ]
-    counts = Counter(key for _, key in headings)
+    counts = Counter(key for _, key in phrases)
     texts: dict[str, set[str]] = {}
-    for line, key in headings:
+    for line, key in phrases:
         texts.setdefault(key, set()).add(line.text.strip())
     # each running line's start: whether it is numbered
-    running = {line.start: len(texts[key]) > 1 for line, key in headings if counts[key] >= _RUNNING}
+    running = {line.start: len(texts[key]) > 1 for line, key in phrases if counts[key] >= _RUNNING}
     out: list[_PageGap] = []
     before: _Line | None = None  # the last line of prose, with only running or blank lines since
     numbered = False  # whether a numbered running line came after ``before``
@@ -245,7 +250,7 @@ def _page_gaps(lines: list[_Line], width: int) -> list[_PageGap]:
             numbered = numbered or running[line.start]
             continue
         if numbered and before is not None:
-            out.append(_PageGap(before.end, line.start, _continues(before, line, width)))
+            out.append(_PageGap(before, line))
         before, numbered = line, False
     return out
 
@@ -265,6 +270,12 @@ _layouts: BoundedCache[str, LineLayout] = BoundedCache(
 )
 
 
+def _ends_paragraph(a: _Line, b: _Line, width: int) -> bool:
+    """Whether wrapped prose's line ``a`` ends a paragraph, ``b`` the next line of prose: it
+    ends a sentence, and ``b``'s first word would have fitted on it."""
+    return a.ends_sentence and _fits(a, b, width)
+
+
 def _fits(a: _Line, b: _Line, width: int) -> bool:
     """Whether the first word of ``b`` would have fitted at the end of ``a``: then wrapping did
     not break the line there, its writer did (a paragraph's end, a title's)."""
@@ -272,16 +283,17 @@ def _fits(a: _Line, b: _Line, width: int) -> bool:
 
 
 def _soft_breaks(pairs: list[tuple[_Line, _Line]], width: int, headings: set[int]) -> list[int]:
-    """In wrapped prose, every break after a full line that does not end a sentence, unless
-    the next line is a heading, starts a list item or sits at another indent."""
-    out: list[int] = []
-    for a, b in pairs:
-        if len(a.text) < WRAP_FILL * width or a.ends_sentence or b.start in headings:
-            continue
-        if b.indent != a.indent or _LIST_ITEM.match(b.text[b.indent :]):
-            continue
-        out.append(a.end)
-    return out
+    """In wrapped prose, the breaks between non-blank lines that only wrap a line (``_wraps``)."""
+    return [a.end for a, b in pairs if _wraps(a, b, width, headings)]
+
+
+def _wraps(a: _Line, b: _Line, width: int, headings: set[int]) -> bool:
+    """Whether, in wrapped prose, ``b`` goes on with the sentence of ``a``: ``a`` is full and
+    does not end a sentence, and ``b`` is no heading, starts no list item and sits at the
+    same indent."""
+    if len(a.text) < WRAP_FILL * width or a.ends_sentence or b.start in headings:
+        return False
+    return b.indent == a.indent and not _LIST_ITEM.match(b.text[b.indent :])
 
 
 def unwrap(text: str, layout: LineLayout | None = None) -> str:

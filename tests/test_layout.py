@@ -210,14 +210,14 @@ def test_layout_offsets_point_at_line_breaks(lines: list[str]) -> None:
     assert len(paragraph_heads(text, units)) == len(units)
 
 
-def paged(lines_a_page: int = 6, foot: str = "Page {n} of {total}") -> str:
-    """The titled paragraphs wrapped at 70 columns, as a PDF's text: pages of ``lines_a_page``
-    lines under a running head and over ``foot`` (``{n}``: the page's number), a blank line
-    between pages (pypdf's join)."""
+def paged(lines_a_page: int = 6, foot: str = "Page {n} of {total}", width: int = 70) -> str:
+    """The titled paragraphs wrapped at ``width`` columns, as a PDF's text: pages of
+    ``lines_a_page`` lines under a running head and over ``foot`` (``{n}``: the page's
+    number), a blank line between pages (pypdf's join)."""
     lines = [
         line
         for title, body in zip(["Nickelback", "Early years", "Silver Side Up"], PARAGRAPHS)
-        for line in [title, *textwrap.wrap(body, 70)]
+        for line in [title, *textwrap.wrap(body, width)]
     ]
     pages = [lines[at : at + lines_a_page] for at in range(0, len(lines), lines_a_page)]
     return "\n\n".join(
@@ -280,3 +280,70 @@ def test_blank_lines_between_paragraphs_still_mark_them_across_pages() -> None:
     assert layout.kind == "wrapped" and len(writers) == len(PARAGRAPHS) - 1
     assert list(layout.breaks) == writers
     assert page in layout.soft and page + 1 in layout.soft
+
+
+def _sentences_and_paragraphs(text: str) -> tuple[list[str], list[str]]:
+    """The units of ``text`` and its paragraphs, with the page lines of ``paged`` (and of
+    ``- 1 -``) taken out and the white space squeezed."""
+
+    def clean(unit: str) -> str:
+        return " ".join(re.sub(r"FIELD GUIDE|Page \d+ of \d+|- \d+ -", " ", unit).split())
+
+    units = split_units(text)
+    sentences = [clean(u.of(text)) for u in units]
+    paragraphs: dict[int, list[str]] = {}
+    for u, head in enumerate(paragraph_heads(text, units)):
+        paragraphs.setdefault(head, []).append(sentences[u])
+    joined = [" ".join(" ".join(p).split()) for p in paragraphs.values()]
+    return [s for s in sentences if s], [p for p in joined if p]
+
+
+def _without_pages(text: str) -> str:
+    text = re.sub(r"\n(Page \d+ of \d+|- \d+ -)\n\nFIELD GUIDE", "", text)
+    return re.sub(r"\n(Page \d+ of \d+|- \d+ -)$", "", text).removeprefix("FIELD GUIDE\n")
+
+
+def test_pages_cut_no_sentence_and_start_no_paragraph() -> None:
+    """At any width and page length, wrapped text in pages reads as the same text without
+    them: the same sentences (a page's foot and head inside the one a page break cuts) and
+    the same paragraphs. A line before a foot is judged by the line after the next head, not
+    by the foot's first word; a second half may start with a digit (``in`` / ``1995 by``)."""
+    checked = 0
+    for width in range(40, 100):
+        for lines_a_page in range(6, 12):
+            text = paged(lines_a_page, width=width)
+            if line_layout(text).kind != "wrapped":
+                continue  # a page's lines are a third of these short pages' lines
+            read = _sentences_and_paragraphs(text)
+            assert read == _sentences_and_paragraphs(_without_pages(text)), (width, lines_a_page)
+            checked += 1
+    assert checked >= 250
+
+
+def test_a_page_that_ends_a_sentence_inside_a_paragraph_ends_no_paragraph() -> None:
+    """A page ending on a full line that ends a sentence: the paragraph goes on on the next
+    page (its first word would not have fitted), though the foot (``- 1 -``) would have."""
+    for width in range(40, 100):
+        body = textwrap.wrap(PARAGRAPHS[1], width)
+        widest = max(len(line) for p in PARAGRAPHS for line in textwrap.wrap(p, width))
+        # a line that ends a sentence with room left for the foot's "-" but not the next word
+        inner = [
+            i
+            for i, line in enumerate(body[:-1])
+            if line.endswith(".") and len(line) + len(" -") <= widest
+        ]
+        if inner:
+            break
+    titles = ["Nickelback", "Early years", "Silver Side Up"]
+    first = ["FIELD GUIDE", titles[0], *textwrap.wrap(PARAGRAPHS[0], width), titles[1]]
+    last = [titles[2], *textwrap.wrap(PARAGRAPHS[2], width), "- 2 -"]
+    cut = inner[0] + 1
+    text = "\n".join([*first, *body[:cut], "- 1 -", "", "FIELD GUIDE", *body[cut:], *last])
+    assert line_layout(text).kind == "wrapped"
+    paragraphs = _sentences_and_paragraphs(text)[1]
+    assert paragraphs == _sentences_and_paragraphs(_without_pages(text))[1]
+    assert [p.split(" ", 2)[:2] for p in paragraphs] == [
+        ["Nickelback", "How"],
+        ["Early", "years"],
+        ["Silver", "Side"],
+    ]
