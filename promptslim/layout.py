@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections import Counter
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal, NamedTuple
@@ -226,20 +225,19 @@ def _page_gaps(lines: list[_Line]) -> list[_PageGap]:
     """Where one page of text extracted from a PDF ends and the next starts: the running lines
     (a page's foot and head: ``Page 9 of 40``, ``CHAPTER 3 | Handbook``) and blank lines
     between two lines of prose, one of them numbered. A running line is a phrase without a
-    sentence end that recurs in the text, its numbers aside; a numbered one recurs with other
-    numbers (a page's). A title that recurs as it is (two passages of one article) is no
-    page's."""
-    phrases = [
-        (line, _DIGITS.sub("#", line.text.strip()))
-        for line in lines
-        if line.text and line.is_heading()
-    ]
-    counts = Counter(key for _, key in phrases)
-    texts: dict[str, set[str]] = {}
-    for line, key in phrases:
-        texts.setdefault(key, set()).add(line.text.strip())
-    # each running line's start: whether it is numbered
-    running = {line.start: len(texts[key]) > 1 for line, key in phrases if counts[key] >= _RUNNING}
+    sentence end that recurs in the text, its numbers aside; a numbered one is a page on from
+    the one before it or the one after it: one of its numbers is one more. A title that
+    recurs as it is (two passages of one article) is no page's, nor are titles a year apart
+    by more than one (``2015 World Series``, ``2005 World Series``)."""
+    recurring: dict[str, list[_Line]] = {}
+    for line in lines:
+        if line.text and line.is_heading():
+            recurring.setdefault(_DIGITS.sub("#", line.text.strip()), []).append(line)
+    running: dict[int, bool] = {}  # each running line's start: whether it is numbered
+    for same in (same for same in recurring.values() if len(same) >= _RUNNING):
+        steps = [_next_page(a, b) for a, b in pairwise(same)]
+        for i, line in enumerate(same):
+            running[line.start] = (i > 0 and steps[i - 1]) or (i < len(steps) and steps[i])
     out: list[_PageGap] = []
     before: _Line | None = None  # the last line of prose, with only running or blank lines since
     numbered = False  # whether a numbered running line came after ``before``
@@ -253,6 +251,13 @@ def _page_gaps(lines: list[_Line]) -> list[_PageGap]:
             out.append(_PageGap(before, line))
         before, numbered = line, False
     return out
+
+
+def _next_page(a: _Line, b: _Line) -> bool:
+    """Whether running line ``b`` is on the page after ``a``'s: one of its numbers is one more,
+    the others the same (``Page 9 of 40``, ``Page 10 of 40``)."""
+    steps = [int(y) - int(x) for x, y in zip(_DIGITS.findall(a.text), _DIGITS.findall(b.text))]
+    return steps.count(1) == 1 and steps.count(0) == len(steps) - 1
 
 
 def _heading(line: _Line, after: _Line, width: int) -> bool:

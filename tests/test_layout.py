@@ -266,6 +266,19 @@ def test_lines_that_recur_as_they_are_make_no_page() -> None:
         assert flat.count("\n\nFIELD GUIDE\n") == text.count("\n\nFIELD GUIDE\n") == 2
 
 
+def test_titles_that_differ_by_a_year_make_no_page() -> None:
+    """Recurring titles whose number is no page's (``2015 World Series``, ``2005 World
+    Series``: not one more from one to the next) make no page gap; a number that goes up by
+    one from one to the next does."""
+    for foot, pages in (("{n}0 World Series", False), ("{n} World Series", True)):
+        text = paged(foot=foot)
+        soft = set(line_layout(text).soft)
+        # the line break after each foot
+        feet = [m.start() for m in re.finditer(r"\n\nFIELD GUIDE\n", text)]
+        assert len(feet) >= 2
+        assert any(at in soft for at in feet) is pages, foot
+
+
 def test_blank_lines_between_paragraphs_still_mark_them_across_pages() -> None:
     """Where the writer marks paragraphs by blank lines, those still start paragraphs; the
     blank line that joins two pages inside a sentence does not."""
