@@ -212,6 +212,8 @@ def _wrapped(text: str, blank: tuple[int, ...]) -> LineLayout | None:
             soft += [at for at in range(start, end) if text[at] == "\n"]
         elif blank or gap.after.start in headings or _ends_paragraph(gap.before, gap.after, width):
             continue  # a paragraph ends with the page
+        elif text.count("\n", start, end) == 2:
+            continue  # one line alone between two sentences: a title (``Show (season 8)``) or a foot
         ends = tuple(at for at in ends if not start <= at < end)
     return LineLayout("wrapped", tuple(sorted(soft)), ends)
 

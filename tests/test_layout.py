@@ -279,6 +279,33 @@ def test_titles_that_differ_by_a_year_make_no_page() -> None:
         assert any(at in soft for at in feet) is pages, foot
 
 
+def test_a_title_alone_between_two_sentences_starts_a_paragraph() -> None:
+    """A numbered title that recurs a number on (``... (season 7)``, ``... (season 8)``) may
+    be a page's foot, but where it is the only line between a full line that ends a sentence
+    and the next passage, it starts a paragraph as any title does."""
+    checked = 0
+    for width in range(40, 100):
+        first, second = textwrap.wrap(PARAGRAPHS[0], width), textwrap.wrap(PARAGRAPHS[1], width)
+        if len(first[-1]) + len(" The") <= width:
+            continue  # the next word would have fitted: the paragraph ends anyway
+        titles = ["Silver Side Up (season 7)", "Silver Side Up (season 8)", "Early years"]
+        lines = [
+            titles[0],
+            *first,
+            titles[1],
+            *second,
+            titles[2],
+            *textwrap.wrap(PARAGRAPHS[2], width),
+        ]
+        text = "\n".join(lines)
+        layout = line_layout(text)
+        if layout.kind != "wrapped":
+            continue
+        assert text.index("\n" + titles[1]) in layout.breaks, width
+        checked += 1
+    assert checked >= 3
+
+
 def test_blank_lines_between_paragraphs_still_mark_them_across_pages() -> None:
     """Where the writer marks paragraphs by blank lines, those still start paragraphs; the
     blank line that joins two pages inside a sentence does not."""
