@@ -22,9 +22,10 @@ the default pipeline on those (``structured_data``, seeded):
   passage lose its title; ``langchain500_placed``: the same pieces with the source and start
   LangChain records under ``add_start_index=True``, which the retrieval stage reads to keep the
   piece after the best one), ``tokens256`` (cut by LangChain's token splitter at 256
-  tokens, inside sentences) and ``pages4`` (four titled passages to a chunk as a PDF's
+  tokens, inside sentences), ``pages4`` (four titled passages to a chunk as a PDF's
   extracted text: wrapped, in pages under a running head and over a numbered foot, a
-  sentence going on past a page's end);
+  sentence going on past a page's end) and ``mail4`` (four passages to a chunk as an e-mail
+  thread, each a message's quoted text behind ``> ``, its title the subject: ``mail_data``);
 - the NQ items as other retrievers and users send them (``variant_data``):
   ``candidates100`` (a top-100 of titled passages: the item's and four other items'
   candidates), ``duplicates4`` (every chunk of four twice, under two ids), ``sourced4``

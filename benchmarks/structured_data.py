@@ -24,7 +24,10 @@ Its kinds, each seeded so a run is reproducible:
   away, so the answers count as they are), and ``pages4`` (four titled passages to a chunk as
   text extracted from a PDF: wrapped at 80 columns, a page every ``PAGE_LINES`` lines, each
   under a running head and over a running foot with its number, so a sentence may go on
-  past a page's foot and the next page's head; a page never ends inside an answer);
+  past a page's foot and the next page's head; a page never ends inside an answer), and
+  ``mail4`` (four titled passages to a chunk as an e-mail thread: each passage a message's
+  quoted text, wrapped behind ``> ``, under the message's headers, its
+  subject the passage's title, and a line of reply);
 - **the NQ items as other retrievers and users send them** (``variant_data``: ``VARIANTS``):
   a top-100 of passages, every chunk twice, a loader's source line atop each chunk, the
   question as search-box keywords, the question with typos;
@@ -49,6 +52,7 @@ from html import escape
 
 from config_data import INDENTED
 from inline_data import INLINE
+from mail_data import threads
 from search_data import LISTED, SEARCH
 from shapes_data import WRAP_COLUMNS, placed_pieces, resplit, small_splitters
 from variant_data import VARIANTS
@@ -331,6 +335,10 @@ def pages(item: BenchItem, rng: random.Random) -> BenchItem:
     return _with(item, texts)
 
 
+def mail(item: BenchItem, rng: random.Random) -> BenchItem:
+    return _with(item, threads(item))
+
+
 #: the NQ shapes by name
 PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "long_document": long_document,
@@ -342,6 +350,7 @@ PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "tokens256": tokens256,
     "transcript4": transcript,
     "pages4": pages,
+    "mail4": mail,
 }
 
 

@@ -16,6 +16,8 @@ Documents reach promptslim in a few layouts, and what a line break means differs
   the paragraphs. Text extracted from a PDF also holds each page's running foot and head
   (``Page 9``, ``HANDBOOK``) and a blank line between pages: a sentence that goes on past them
   is one sentence, and blank lines that only join pages mark no paragraph (``_page_gaps``).
+  An e-mail's quoted text is wrapped behind one or two quote marks (``> ``, ``>> ``), which
+  count as the lines' indent.
 - ``none``: no line break at all (text whose whitespace a loader collapsed): no structure to
   read.
 
@@ -78,9 +80,14 @@ _BLANK_RUN = re.compile(r"\n[^\S\n]*\n")
 #: a line break between two non-blank lines (trailing spaces aside: an estimate from below)
 _PAIR_BREAK = re.compile(r"\n(?<=\S\n)(?=[^\S\n]*\S)")
 #: a break that may continue a sentence: after a character that ends none, before one that is
-#: not a digit or a mark (``_continues`` holds for no other break, but one after trailing
-#: spaces, which sends a text to the exact count)
-_MAY_CONTINUE = re.compile(r"\n(?<=[^\s.!?:;…。！？；]\n)(?=[^\S\n]*[^\s\d\"'(\[{<#*\-+•|>])")
+#: not a digit or a mark, quote marks aside (``_continues`` holds for no other break, but one
+#: after trailing spaces, which sends a text to the exact count)
+_MAY_CONTINUE = re.compile(
+    r"\n(?<=[^\s.!?:;…。！？；]\n)(?=[^\S\n]*(?:>[^\S\n]?){0,2}[^\s\d\"'(\[{<#*\-+•|>])"
+)
+#: an e-mail's quote marks before a line's text, one or two deep (``> ``, ``>> ``, ``> > ``);
+#: three (``>>> ``) is a Python prompt as often, and its lines are code
+_QUOTED = re.compile(r"[^\S\n]*(?:>[^\S\n]?){1,2}(?!>)")
 _TRAILING_SPACE = re.compile(r"\n(?<=[^\S\n]\n)")
 #: a page's running head or foot recurs at least this often in a text (once a page)
 _RUNNING = 2
@@ -123,7 +130,11 @@ def _lines(text: str) -> list[_Line]:
     for raw in text.split("\n"):
         line = raw.rstrip()
         ends = _SENTENCE_END.search(line) is not None
-        lines.append(_Line(start, start + len(raw), line, len(line) - len(line.lstrip()), ends))
+        indent = len(line) - len(line.lstrip())
+        if line[indent : indent + 1] == ">":  # an e-mail's quoted text: the marks indent it
+            quoted = _QUOTED.match(line)
+            indent = quoted.end() if quoted else indent
+        lines.append(_Line(start, start + len(raw), line, indent, ends))
         start += len(raw) + 1
     return lines
 

@@ -4,6 +4,7 @@ claim: one fact asked for among look-alikes, seeded, and the NQ passages re-laid
 from __future__ import annotations
 
 import random
+import re
 from html import escape
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import inline_data
 import pytest
 import shapes_data
 import structured_data
+from mail_data import QUOTE_COLUMNS
 
 from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
@@ -57,7 +59,7 @@ RESPLIT = ("langchain500", "langchain500_placed", "tokens256")
 
 def test_the_prose_shapes_keep_every_passage_and_the_question(nq: list[BenchItem]) -> None:
     shapes = structured_data.build(nq, 1)
-    for name in set(structured_data.PROSE) - set(RESPLIT) - {"transcript4", "pages4"}:
+    for name in set(structured_data.PROSE) - set(RESPLIT) - {"transcript4", "pages4", "mail4"}:
         laid = (lambda t: escape(t, quote=False)) if name == "html4" else (lambda t: t)
         for item, relaid in zip(nq, shapes[name]):
             joined = "\n".join(d.text for d in relaid.request.documents)
@@ -103,6 +105,24 @@ def test_pages_are_the_chunks_wrapped_under_a_running_head_and_over_their_number
             pages = [p for d in paged.request.documents for p in d.text.split("\n\n")]
             assert any(evidence_retention(p, item.answers) for p in pages)
         assert numbers == list(range(1, len(numbers) + 1))
+
+
+def test_a_thread_quotes_each_passage_under_its_title(nq: list[BenchItem]) -> None:
+    """``mail4``: four messages to a chunk, each quoting one passage in order (its words, in
+    lines of at most ``QUOTE_COLUMNS`` behind ``> ``) under a subject that is its title."""
+    for item, mailed in zip(nq, structured_data.build(nq, 1)["mail4"]):
+        docs = list(item.request.documents)
+        chunks = [d.text for d in mailed.request.documents]
+        assert len(chunks) == -(-len(docs) // 4)
+        messages = [m for chunk in chunks for m in re.split(r"\n\n(?=From: )", chunk)]
+        assert len(messages) == len(docs)
+        for d, message in zip(docs, messages):
+            lines = message.split("\n")
+            quoted = [line for line in lines if line.startswith(">")]
+            assert f"Subject: Re: {d.title}" in lines
+            assert all(line.startswith("> ") and len(line) <= QUOTE_COLUMNS for line in quoted)
+            assert " ".join(line[2:] for line in quoted).split() == d.text.split()
+            assert lines[-len(quoted) :] == quoted
 
 
 def test_a_page_does_not_end_inside_an_answer() -> None:

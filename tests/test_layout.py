@@ -134,6 +134,19 @@ def test_no_line_break_no_structure() -> None:
     assert unwrap(text) == text
 
 
+def test_quoted_text_is_wrapped_prose_behind_its_marks() -> None:
+    """An e-mail's quoted text, one or two marks deep: its lines are wrapped prose behind the
+    marks, so each sentence is one unit across them."""
+    sentences = [s for p in PARAGRAPHS for s in p.replace(". ", ".\n").split("\n")]
+    for marks in ("> ", ">> ", "> > ", ">"):
+        for width in (50, 60, 72):
+            quoted = textwrap.wrap(" ".join(PARAGRAPHS), width - len(marks))
+            text = "\n".join(["On Sunday, Ann wrote:", *(marks + line for line in quoted)])
+            assert line_layout(text).kind == "wrapped", (marks, width)
+            units = [re.sub(r"(?:^|\n)[> ]*", " ", u.of(text)) for u in split_units(text)]
+            assert [" ".join(u.split()) for u in units][-len(sentences) + 1 :] == sentences[1:]
+
+
 NOT_PROSE = {
     "python": "\n".join(
         f"def handler_{i}(request, response):\n    return respond(request, {i})" for i in range(8)
@@ -177,6 +190,11 @@ NOT_PROSE = {
     ),
     "sentences": "\n".join(
         f"Sentence number {i} says one thing and then it stops here." for i in range(12)
+    ),
+    # a Python prompt's lines: three marks deep, code, not an e-mail's quoted prose
+    "prompt": "\n".join(
+        f">>> result_{i} = compute_the_value(first_argument, second_argument, {i})"
+        for i in range(12)
     ),
 }
 

@@ -498,17 +498,20 @@ def test_the_model_reads_past_the_head_of_a_piece() -> None:
     assert int(head.argmax()) != len(texts) - 1
 
 
+# the bridge's passage with the date at the end of a long sentence that names the bridge
+BRIDGE = (
+    "Engineers proposed a crossing several times before work began in 1924. The steel arch "
+    "was built out from both shores, and its deck carries eight lanes. The Marlow Harbour "
+    "Bridge was opened to traffic after eight years of construction, with a ceremony that "
+    f"the mayor and the engineers who had designed its steel arch attended, on {ANSWER}."
+)
+
+
 def paged_chunk() -> str:
-    """``CHUNK_WRAPPED`` as a PDF's text: the bridge's passage runs onto a second page, its
-    last sentence cut by the first page's foot and the second page's head, the subject above
-    the break and the date below it."""
-    bridge = (
-        "Engineers proposed a crossing several times before work began in 1924. The steel arch "
-        "was built out from both shores, and its deck carries eight lanes. The Marlow Harbour "
-        "Bridge was opened to traffic after eight years of construction, with a ceremony that "
-        f"the mayor and the engineers who had designed its steel arch attended, on {ANSWER}."
-    )
-    lines = textwrap.fill(bridge, 60).split("\n")
+    """``CHUNK_WRAPPED`` as a PDF's text: the bridge's passage (``BRIDGE``) runs onto a second
+    page, its last sentence cut by the first page's foot and the second page's head, the
+    subject above the break and the date below it."""
+    lines = textwrap.fill(BRIDGE, 60).split("\n")
     cut = next(i for i, line in enumerate(lines) if "traffic" in line) + 1
     top = CHUNK_WRAPPED.split("\nMarlow Harbour Bridge\n")[0]
     pages = [
@@ -532,4 +535,42 @@ def test_a_sentence_cut_by_a_page_break_keeps_its_second_half() -> None:
     result = Pipeline([RetrievalStage()]).run(request_of(docs))
     kept = next(d.text for d in result.request.documents if d.id == "chunk")
     assert ANSWER in " ".join(kept.split())
+    assert "Grammar School" not in kept and "Railway" not in kept
+
+
+# ``BRIDGE`` inside a longer passage: its sentence that names the bridge and the date is
+# longer than a line, and crosses from one window into the next
+BRIDGE_LONG = (
+    "The arch was painted grey in its first years and green after the war. Its approach roads "
+    f"cross the old quay on brick viaducts of eleven spans. {BRIDGE} A toll was charged until "
+    "the construction loans were paid off in 1988. The pylons at either end hold no load and "
+    "were added for the look of it. Pedestrians cross on a walkway on the eastern side."
+)
+
+
+def quoted_chunk() -> str:
+    """``CHUNK``'s passages as an e-mail thread, each a message's quoted text (wrapped behind
+    ``> ``), the bridge's passage ``BRIDGE_LONG``: the date is lines below the bridge's name."""
+    messages = []
+    for n, passage in enumerate(CHUNK.split("\n\n")):
+        title, body = passage.split("\n", 1)
+        body = BRIDGE_LONG if title == "Marlow Harbour Bridge" else body
+        quoted = [f"> {line}" for line in textwrap.wrap(body, 58)]
+        head = [f"From: clerk{n}@example.com", f"Subject: Re: {title}", "", "See below.", ""]
+        messages.append("\n".join([*head, f"On Sunday, clerk{n + 1} wrote:", *quoted]))
+    return "\n\n".join(messages)
+
+
+@pytest.mark.slow
+def test_a_quoted_sentence_keeps_its_lines_together() -> None:
+    """In a message's quoted text, the sentence that names the bridge goes on over the quoted
+    lines to the date it opened: the lines behind ``> `` are wrapped prose."""
+    text = quoted_chunk()
+    assert "\n> " in text.split(ANSWER)[0].split("Harbour")[-1]  # the date lines below the name
+    docs = [Document(id="chunk", text=text)] + [
+        Document(id=f"other-{i}", text=t) for i, t in enumerate(DISTRACTORS)
+    ]
+    result = Pipeline([RetrievalStage()]).run(request_of(docs))
+    kept = next(d.text for d in result.request.documents if d.id == "chunk")
+    assert ANSWER in " ".join(kept.replace("\n> ", " ").split())
     assert "Grammar School" not in kept and "Railway" not in kept
