@@ -26,8 +26,8 @@ Its kinds, each seeded so a run is reproducible:
   under a running head and over a running foot with its number, so a sentence may go on
   past a page's foot and the next page's head; a page never ends inside an answer), and
   ``mail4`` (four titled passages to a chunk as an e-mail thread: each passage a message's
-  quoted text, wrapped behind ``> ``, under the message's headers, its
-  subject the passage's title, and a line of reply);
+  quoted text, wrapped behind ``> ``, under the message's headers, its subject the passage's
+  title, and a line of reply: ``mail_data``);
 - **the NQ items as other retrievers and users send them** (``variant_data``: ``VARIANTS``):
   a top-100 of passages, every chunk twice, a loader's source line atop each chunk, the
   question as search-box keywords, the question with typos;

@@ -240,8 +240,8 @@ def _page_gaps(lines: list[_Line]) -> list[_PageGap]:
     between two lines of prose, one of them numbered. A running line is a phrase without a
     sentence end that recurs in the text, its numbers aside; a numbered one is a page on from
     the one before it or the one after it: one of its numbers is one more. A title that
-    recurs as it is (two passages of one article) is no page's, nor are titles a year apart
-    by more than one (``2015 World Series``, ``2005 World Series``)."""
+    recurs as it is (two passages of one article) is no page's, nor are titles whose number
+    does not go up by one from one to the next (``2015 World Series``, ``2005 World Series``)."""
     recurring: dict[str, list[_Line]] = {}
     for line in lines:
         if line.text and line.is_heading():
