@@ -31,7 +31,7 @@ request after ``cold_start``). Retention is the answer still in the kept passage
 metric, with its Wilson interval as in every set's ``retention_ci``), the fraction their
 tokens. ``cross_retention`` is the worst language's; each set is ``cross-LANGUAGE``; side by
 side, ``cross-LANGUAGE-ranked``: ``keep_across_languages=False``, every question ranked by BM25
-and the English model whatever its language, as before the stage told languages apart.
+and the English model whatever its language.
 
     python benchmarks/bench_multilingual.py --quick --json
 """
@@ -157,7 +157,7 @@ def run_tool_set(shape: str, n: int, *, documents: bool = True) -> dict[str, Any
 CROSS_FILE = SAMPLE_DATA / "nq20-dev-translated.json"
 CROSS_LANGUAGES = ("en", "zh", "de", "es", "fr")
 #: beside each language, the retrieval stage with ``keep_across_languages=False``: ranked by
-#: the English model and BM25 anyway, as every question was before the languages were told
+#: the English model and BM25 whatever the question's language
 RANKED = "-ranked"
 
 
@@ -199,7 +199,9 @@ def run(n: int, fraction: float) -> dict[str, Any]:
         for name, shape in TOOL_SETS.items()
     }
     cross = {f"cross-{lang}": run_cross_set(lang, n) for lang in CROSS_LANGUAGES}
-    ranked = {f"cross-{lang}{RANKED}": run_cross_set(lang, n, keep=False) for lang in CROSS_LANGUAGES}
+    ranked = {
+        f"cross-{lang}{RANKED}": run_cross_set(lang, n, keep=False) for lang in CROSS_LANGUAGES
+    }
     return {
         "retention": min(r["retention"] for r in rows),
         "token_fraction_kept": max(r["token_fraction_kept"] for r in rows),
@@ -217,13 +219,17 @@ def run(n: int, fraction: float) -> dict[str, Any]:
         "segmenter": segmenter,
         "clock": "wall clock of Pipeline.run in this process, after one warm-up request",
         "machine": machine(),
-        "load_average_1m": round(os.getloadavg()[0], 2),  # the 2-core box is shared: timings are noisy
+        "load_average_1m": round(
+            os.getloadavg()[0], 2
+        ),  # the 2-core box is shared: timings are noisy
     }
 
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=None, help="items per set (default 100, 30 with --quick)")
+    p.add_argument(
+        "--n", type=int, default=None, help="items per set (default 100, 30 with --quick)"
+    )
     p.add_argument("--fraction", type=float, default=0.3, help="documents budget / document tokens")
     args = p.parse_args()
     n = args.n or (30 if args.quick else 100)

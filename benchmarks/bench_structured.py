@@ -24,8 +24,12 @@ the default pipeline on those (``structured_data``, seeded):
   piece after the best one), ``tokens256`` (cut by LangChain's token splitter at 256
   tokens, inside sentences), ``pages4`` (four titled passages to a chunk as a PDF's
   extracted text: wrapped, in pages under a running head and over a numbered foot, a
-  sentence going on past a page's end) and ``mail4`` (four passages to a chunk as an e-mail
-  thread, each a message's quoted text behind ``> ``, its title the subject: ``mail_data``);
+  sentence going on past a page's end), ``mail4`` (four passages to a chunk as an e-mail
+  thread, each a message's quoted text behind ``> ``, its title the subject: ``mail_data``),
+  ``subtitles4`` (four passages to a chunk as caption files under their names, SRT and WebVTT
+  in turn, two lines to a timed cue, a sentence going on from cue to cue) and ``meeting4``
+  (the same as meeting transcripts in WebVTT, a line a cue after its speaker's name:
+  ``caption_data``);
 - the NQ items as other retrievers and users send them (``variant_data``):
   ``candidates100`` (a top-100 of titled passages: the item's and four other items'
   candidates), ``duplicates4`` (every chunk of four twice, under two ids), ``sourced4``
@@ -45,8 +49,8 @@ the default pipeline on those (``structured_data``, seeded):
 - the same passages as JSON document lists in the request's documents (``list_document``:
   one search API answer; ``list_chunks4``: five JSON arrays of four passages). Side by side:
   ``default`` (each list's passages compete as candidates), ``whole_lists``
-  (``retrieval:document_lists=false``: each list one candidate, kept or dropped whole, as
-  before) and ``dense_topk``;
+  (``retrieval:document_lists=false``: each list one candidate, kept or dropped whole) and
+  ``dense_topk``;
 - the same chunks of four asked for as a whole (``whole_asks4``: a summary, a translation,
   every person in them...; ``evidence`` is the gold answer still there, ``token_ratio`` what
   of the documents went on). Side by side: ``default`` (such an ask keeps every document)
@@ -154,7 +158,7 @@ INLINE_CONFIGS = {
 
 
 #: the rows of asks that hold two questions, and the config they add to the suite's: the ask
-#: scored as one text, as before each question was scored on its own
+#: scored as one text, not each question on its own
 QUESTIONS = ("questions2", "questions2_numbered")
 QUESTIONS_CONFIGS = {"one_ask": "prefix+history+retrieval:each_question=false+compress"}
 

@@ -130,6 +130,16 @@ def placed_pieces(item: BenchItem) -> BenchItem:
 _WHITESPACE = re.compile(r"\s+")
 
 
+def splits_answer(before: str, after: str, answers: tuple[str, ...]) -> bool:
+    """Whether an answer runs from the end of ``before`` on to ``after`` (a generated layout
+    puts no page or cue break inside an answer, so the answer check reads it as written)."""
+    joined = f"{before} {after}".lower()
+    return any(
+        a.lower() in joined and a.lower() not in before.lower() and a.lower() not in after.lower()
+        for a in answers
+    )
+
+
 def _lines(text: str) -> str:
     return text.replace("\n\n", "\n")
 

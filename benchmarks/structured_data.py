@@ -27,7 +27,10 @@ Its kinds, each seeded so a run is reproducible:
   past a page's foot and the next page's head; a page never ends inside an answer), and
   ``mail4`` (four titled passages to a chunk as an e-mail thread: each passage a message's
   quoted text, wrapped behind ``> ``, under the message's headers, its subject the passage's
-  title, and a line of reply: ``mail_data``);
+  title, and a line of reply: ``mail_data``), ``subtitles4`` (four titled passages to a
+  chunk as caption files, SRT and WebVTT in turn: lines of 42 characters, two to a timed cue,
+  a sentence going on from cue to cue) and ``meeting4`` (the same as meeting transcripts in
+  WebVTT: a line a cue, its speaker's name before it: ``caption_data``);
 - **the NQ items as other retrievers and users send them** (``variant_data``: ``VARIANTS``):
   a top-100 of passages, every chunk twice, a loader's source line atop each chunk, the
   question as search-box keywords, the question with typos;
@@ -50,11 +53,12 @@ import textwrap
 from collections.abc import Callable
 from html import escape
 
+from caption_data import meetings, subtitles
 from config_data import INDENTED
 from inline_data import INLINE
 from mail_data import threads
 from search_data import LISTED, SEARCH
-from shapes_data import WRAP_COLUMNS, placed_pieces, resplit, small_splitters
+from shapes_data import WRAP_COLUMNS, placed_pieces, resplit, small_splitters, splits_answer
 from variant_data import VARIANTS
 
 from promptslim.bench.datasets import BenchItem
@@ -313,19 +317,10 @@ def _paged(text: str, first_page: int, answers: tuple[str, ...]) -> str:
         out.append(line)
         on_page += 1
         after = lines[i + 1] if i + 1 < len(lines) else None
-        if after is not None and on_page >= PAGE_LINES and not _splits_answer(line, after, answers):
+        if after is not None and on_page >= PAGE_LINES and not splits_answer(line, after, answers):
             out += [f"Page {page}", "", RUNNING_HEAD]
             page, on_page = page + 1, 0
     return "\n".join([*out, f"Page {page}"])
-
-
-def _splits_answer(line: str, after: str, answers: tuple[str, ...]) -> bool:
-    """Whether an answer runs from ``line`` on to ``after``."""
-    joined = f"{line} {after}".lower()
-    return any(
-        a.lower() in joined and a.lower() not in line.lower() and a.lower() not in after.lower()
-        for a in answers
-    )
 
 
 def pages(item: BenchItem, rng: random.Random) -> BenchItem:
@@ -337,6 +332,14 @@ def pages(item: BenchItem, rng: random.Random) -> BenchItem:
 
 def mail(item: BenchItem, rng: random.Random) -> BenchItem:
     return _with(item, threads(item))
+
+
+def captions(item: BenchItem, rng: random.Random) -> BenchItem:
+    return _with(item, subtitles(item))
+
+
+def meeting(item: BenchItem, rng: random.Random) -> BenchItem:
+    return _with(item, meetings(item))
 
 
 #: the NQ shapes by name
@@ -351,6 +354,8 @@ PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "transcript4": transcript,
     "pages4": pages,
     "mail4": mail,
+    "subtitles4": captions,
+    "meeting4": meeting,
 }
 
 

@@ -18,6 +18,10 @@ Documents reach promptslim in a few layouts, and what a line break means differs
   is one sentence, and blank lines that only join pages mark no paragraph (``_page_gaps``).
   An e-mail's quoted text is wrapped behind one or two quote marks (``> ``, ``>> ``), which
   count as the lines' indent.
+- ``cues``: subtitles and timed transcripts (SRT, WebVTT, Whisper's ``[00:04.000 --> ...]``
+  segments): a cue's text between timing lines, cut where the time ran out, so a sentence goes
+  on from one cue to the next past the blank line, the cue's id and its timing line
+  (``_cue_layout``). A text is read so when at least ``_CUE_SHARE`` of its lines time a cue.
 - ``none``: no line break at all (text whose whitespace a loader collapsed): no structure to
   read.
 
@@ -57,7 +61,7 @@ __all__ = [
     "unwrap",
 ]
 
-LayoutKind = Literal["none", "blank_lines", "lines", "wrapped"]
+LayoutKind = Literal["none", "blank_lines", "lines", "wrapped", "cues"]
 
 #: a wrapped line fills at least this much of the widest line (greedy wrapping leaves each
 #: line short of the width by less than a word; ragged or justified text stays well above it)
@@ -91,6 +95,17 @@ _QUOTED = re.compile(r"[^\S\n]*(?:>[^\S\n]?){1,2}(?!>)")
 _TRAILING_SPACE = re.compile(r"\n(?<=[^\S\n]\n)")
 #: a page's running head or foot recurs at least this often in a text (once a page)
 _RUNNING = 2
+_TIME = r"(?:\d{1,2}:)?\d{1,2}:\d{2}(?:[.,]\d{1,3})?"
+#: a subtitle cue's timing line (SRT's ``00:00:03,500 --> 00:00:06,700``, WebVTT's, its cue
+#: settings after it), or the start of a transcript's line that times its own text (Whisper's
+#: ``[00:04.000 --> 00:08.000]  text``)
+_TIMING = re.compile(rf"[^\S\n]*(?:\[{_TIME} *--> *{_TIME}\] *|{_TIME} *--> *{_TIME}(?: .*)?$)")
+#: a text is subtitles when at least this share of its non-blank lines are timing lines (a
+#: cue has one, its id and a line or two of text beside it; a page about the format, a few)
+_CUE_SHARE = 0.15
+#: what ends a sentence at the end of a cue's line (a colon there introduces what follows, as
+#: often as not on the next line: ``(Swedish:``)
+_CUE_END = re.compile(f"[.!?…。！？][{_CLOSERS}]*$")
 _DIGITS = re.compile(r"\d+")
 
 
@@ -175,6 +190,10 @@ def line_layout(text: str) -> LineLayout:
 
 
 def _layout(text: str) -> LineLayout:
+    if "-->" in text:
+        cues = _cue_layout(text)
+        if cues is not None:
+            return cues
     blank = tuple(m.start() for m in _BLANK_RUN.finditer(text))
     # counts over the whole text (scans at C speed) rule out most texts with line breaks
     # (code, logs, records, lists) before any line is looked at one by one
@@ -226,7 +245,36 @@ def _wrapped(text: str, blank: tuple[int, ...]) -> LineLayout | None:
         elif text.count("\n", start, end) == 2:
             continue  # one line alone between two sentences: a title (``Show (season 8)``) or a foot
         ends = tuple(at for at in ends if not start <= at < end)
-    return LineLayout("wrapped", tuple(sorted(soft)), ends)
+    return LineLayout("wrapped", tuple(sorted(set(soft))), ends)
+
+
+def _cue_layout(text: str) -> LineLayout | None:
+    """The layout of subtitles or a timed transcript (``cues``), else None: a cue's text runs
+    from its timing line to a blank line, and a sentence goes on from one cue's text to the
+    next cue's past the blank line, the next cue's id and its timing line (the captioner broke
+    it where the time ran out, not where the sentence ended). Other lines (a title, a file's
+    header) are one paragraph a line, a heading belonging to the cues below it."""
+    lines = _lines(text)
+    timing = [_TIMING.match(line.text) for line in lines]
+    if sum(1 for m in timing if m) < max(2, _CUE_SHARE * sum(1 for ln in lines if ln.text)):
+        return None
+    # a line of its own: a timing line, or a cue's id (the line right above a timing line)
+    alone = [m is not None and m.end() == len(line.text) for m, line in zip(timing, lines)]
+    soft: list[int] = []
+    ends: list[int] = []
+    before: _Line | None = None  # the last line of text, with only a cue's lines since
+    cued = in_cue = False  # whether ``before`` is a cue's text; whether the next lines are
+    for i, line in enumerate(lines):
+        if not line.text or alone[i] or (i + 1 < len(lines) and alone[i + 1] and not timing[i]):
+            in_cue = bool(line.text) and (in_cue or alone[i])
+            continue
+        in_cue = in_cue or timing[i] is not None
+        if before is not None and cued and in_cue and not _CUE_END.search(before.text):
+            soft += [at for at in range(before.end, line.start) if text[at] == "\n"]
+        elif before is not None and not (cued and in_cue) and (cued or not before.is_heading()):
+            ends.append(before.end)  # a paragraph starts after the cues, or after a paragraph
+        before, cued = line, in_cue
+    return LineLayout("cues", tuple(soft), tuple(ends))
 
 
 class _PageGap(NamedTuple):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import re
 from html import escape
+from itertools import pairwise
 from pathlib import Path
 
 import bench_structured
@@ -13,7 +14,8 @@ import inline_data
 import pytest
 import shapes_data
 import structured_data
-from mail_data import QUOTE_COLUMNS
+from caption_data import CAPTION_COLUMNS, MEETING_WORDS
+from mail_data import QUOTE_COLUMNS, SENDERS
 
 from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
@@ -59,7 +61,11 @@ RESPLIT = ("langchain500", "langchain500_placed", "tokens256")
 
 def test_the_prose_shapes_keep_every_passage_and_the_question(nq: list[BenchItem]) -> None:
     shapes = structured_data.build(nq, 1)
-    for name in set(structured_data.PROSE) - set(RESPLIT) - {"transcript4", "pages4", "mail4"}:
+    for name in (
+        set(structured_data.PROSE)
+        - set(RESPLIT)
+        - {"transcript4", "pages4", "mail4", "subtitles4", "meeting4"}
+    ):
         laid = (lambda t: escape(t, quote=False)) if name == "html4" else (lambda t: t)
         for item, relaid in zip(nq, shapes[name]):
             joined = "\n".join(d.text for d in relaid.request.documents)
@@ -123,6 +129,44 @@ def test_a_thread_quotes_each_passage_under_its_title(nq: list[BenchItem]) -> No
             assert all(line.startswith("> ") and len(line) <= QUOTE_COLUMNS for line in quoted)
             assert " ".join(line[2:] for line in quoted).split() == d.text.split()
             assert lines[-len(quoted) :] == quoted
+
+
+#: a cue's id and timing line (SRT's times with a comma, WebVTT's with a point)
+CUE = re.compile(r"(\d+)\n(\d\d:\d\d:\d\d[,.]\d{3}) --> (\d\d:\d\d:\d\d[,.]\d{3})\n")
+
+
+@pytest.mark.parametrize("shape", ["subtitles4", "meeting4"])
+def test_timed_text_holds_each_passage_in_cues_under_its_title(
+    nq: list[BenchItem], shape: str
+) -> None:
+    """``subtitles4`` and ``meeting4``: four files to a chunk, each one passage's words in
+    order, under the passage's title: in numbered, timed cues (SRT and WebVTT in turn; a
+    meeting's in WebVTT, a line a cue after its speaker's name), no cue ending in an answer."""
+    for item, timed in zip(nq, structured_data.build(nq, 1)[shape]):
+        docs = list(item.request.documents)
+        chunks = [d.text for d in timed.request.documents]
+        assert len(chunks) == -(-len(docs) // 4)
+        files = [f for chunk in chunks for f in re.split(r"\n\n(?=[^\n]*\.(?:srt|vtt)\n)", chunk)]
+        assert len(files) == len(docs)
+        for n, (d, file) in enumerate(zip(docs, files)):
+            srt = shape == "subtitles4" and n % 4 % 2 == 0
+            head = f"{d.title}.{'srt' if srt else 'vtt'}" + ("" if srt else "\n\nWEBVTT")
+            assert file.startswith(head + "\n\n1\n")
+            cues = CUE.split(file[len(head) :])[1:]
+            ids, texts = cues[0::4], [t.strip("\n") for t in cues[3::4]]
+            assert ids == [str(i) for i in range(1, len(ids) + 1)]
+            assert all(("," in t) == srt for t in cues[1::4])
+            if shape == "subtitles4":
+                assert all(len(line) <= CAPTION_COLUMNS for t in texts for line in t.split("\n"))
+            else:
+                speaker = f"{SENDERS[n % 4]}: "
+                assert all(t.startswith(speaker) and "\n" not in t for t in texts)
+                assert all(len(t.split()) - 2 >= MEETING_WORDS for t in texts[:-1])
+                texts = [t[len(speaker) :] for t in texts]
+            assert " ".join(texts).split() == d.text.split()
+            assert not any(
+                shapes_data.splits_answer(a, b, item.answers) for a, b in pairwise(texts)
+            )
 
 
 def test_a_page_does_not_end_inside_an_answer() -> None:

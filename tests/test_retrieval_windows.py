@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -280,11 +281,7 @@ def test_paragraphs_are_found_without_blank_lines() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("text", [CHUNK_LINES, CHUNK_WRAPPED], ids=["lines", "wrapped"])
 def test_a_chunk_without_blank_lines_keeps_the_answering_passage_only(text: str) -> None:
-    docs = [Document(id="chunk", text=text)] + [
-        Document(id=f"other-{i}", text=t) for i, t in enumerate(DISTRACTORS)
-    ]
-    result = Pipeline([RetrievalStage()]).run(request_of(docs))
-    kept = next(d.text for d in result.request.documents if d.id == "chunk")
+    kept = kept_of_chunk(text)
     assert kept.startswith("Marlow Harbour Bridge\n") and ANSWER in " ".join(kept.split())
     assert "Grammar School" not in kept and "Railway" not in kept
 
@@ -507,6 +504,15 @@ BRIDGE = (
 )
 
 
+def kept_of_chunk(text: str) -> str:
+    """What the default retrieval stage keeps of chunk ``text`` among ``DISTRACTORS``."""
+    docs = [Document(id="chunk", text=text)] + [
+        Document(id=f"other-{i}", text=t) for i, t in enumerate(DISTRACTORS)
+    ]
+    result = Pipeline([RetrievalStage()]).run(request_of(docs))
+    return next(d.text for d in result.request.documents if d.id == "chunk")
+
+
 def paged_chunk() -> str:
     """``CHUNK_WRAPPED`` as a PDF's text: the bridge's passage (``BRIDGE``) runs onto a second
     page, its last sentence cut by the first page's foot and the second page's head, the
@@ -529,11 +535,7 @@ def test_a_sentence_cut_by_a_page_break_keeps_its_second_half() -> None:
     foot and the next page's head, and the date it opened is on the next page."""
     text = paged_chunk()
     assert ANSWER not in text.split("Page 1")[0] and "traffic" in text.split("Page 1")[0]
-    docs = [Document(id="chunk", text=text)] + [
-        Document(id=f"other-{i}", text=t) for i, t in enumerate(DISTRACTORS)
-    ]
-    result = Pipeline([RetrievalStage()]).run(request_of(docs))
-    kept = next(d.text for d in result.request.documents if d.id == "chunk")
+    kept = kept_of_chunk(text)
     assert ANSWER in " ".join(kept.split())
     assert "Grammar School" not in kept and "Railway" not in kept
 
@@ -567,10 +569,34 @@ def test_a_quoted_sentence_keeps_its_lines_together() -> None:
     lines to the date it opened: the lines behind ``> `` are wrapped prose."""
     text = quoted_chunk()
     assert "\n> " in text.split(ANSWER)[0].split("Harbour")[-1]  # the date lines below the name
-    docs = [Document(id="chunk", text=text)] + [
-        Document(id=f"other-{i}", text=t) for i, t in enumerate(DISTRACTORS)
-    ]
-    result = Pipeline([RetrievalStage()]).run(request_of(docs))
-    kept = next(d.text for d in result.request.documents if d.id == "chunk")
+    kept = kept_of_chunk(text)
     assert ANSWER in " ".join(kept.replace("\n> ", " ").split())
+    assert "Grammar School" not in kept and "Railway" not in kept
+
+
+def captioned_chunk() -> str:
+    """``CHUNK``'s passages as caption files (WebVTT), each under its name, the bridge's passage
+    ``BRIDGE_LONG``: lines of 42 characters, two to a timed cue, so the sentence that names
+    the bridge runs over cues to the date it opened."""
+    files = []
+    for passage in CHUNK.split("\n\n"):
+        title, body = passage.split("\n", 1)
+        body = BRIDGE_LONG if title == "Marlow Harbour Bridge" else body
+        lines = textwrap.wrap(body, 42)
+        cues = [
+            f"00:00:{3 * n:02d}.000 --> 00:00:{3 * n + 2:02d}.500\n" + "\n".join(pair)
+            for n, pair in enumerate(zip(lines[::2], [*lines[1::2], ""]))
+        ]
+        files.append(f"{title}.vtt\n\nWEBVTT\n\n" + "\n\n".join(c.rstrip() for c in cues))
+    return "\n\n".join(files)
+
+
+@pytest.mark.slow
+def test_a_sentence_across_caption_cues_keeps_its_cues_together() -> None:
+    """In caption files, the sentence that names the bridge goes on over cues to the date it
+    opened: a cue's end is no sentence's, its id and timing line inside the sentence."""
+    text = captioned_chunk()
+    assert " --> " in text.split(ANSWER)[0].split("Harbour")[-1]  # the date cues below the name
+    kept = kept_of_chunk(text)
+    assert ANSWER in " ".join(re.sub(r"\n\n.* --> .*\n", " ", kept).split())
     assert "Grammar School" not in kept and "Railway" not in kept
