@@ -57,6 +57,7 @@ __all__ = [
     "WRAP_FILL",
     "LayoutKind",
     "LineLayout",
+    "cue_free",
     "line_layout",
     "unwrap",
 ]
@@ -99,7 +100,12 @@ _TIME = r"(?:\d{1,2}:)?\d{1,2}:\d{2}(?:[.,]\d{1,3})?"
 #: a subtitle cue's timing line (SRT's ``00:00:03,500 --> 00:00:06,700``, WebVTT's, its cue
 #: settings after it), or the start of a transcript's line that times its own text (Whisper's
 #: ``[00:04.000 --> 00:08.000]  text``)
-_TIMING = re.compile(rf"[^\S\n]*(?:\[{_TIME} *--> *{_TIME}\] *|{_TIME} *--> *{_TIME}(?: .*)?$)")
+_RANGE = rf"{_TIME} *--> *{_TIME}"
+_TIMING = re.compile(rf"[^\S\n]*(?:\[{_RANGE}\] *|{_RANGE}(?: .*)?$)")
+#: a cue's id and timing line, or the timing before a Whisper segment's text: nothing a
+#: scorer needs to read (a timing line is about twenty of the word pieces a model reads of a
+#: window)
+_CUE_MARKS = re.compile(rf"(?m)^(?:\d+\n)?[^\S\n]*{_RANGE}(?: .*)?(?:\n|$)|^[^\S\n]*\[{_RANGE}\] *")
 #: a text is subtitles when at least this share of its non-blank lines are timing lines (a
 #: cue has one, its id and a line or two of text beside it; a page about the format, a few)
 _CUE_SHARE = 0.15
@@ -360,6 +366,12 @@ def _wraps(a: _Line, b: _Line, width: int, headings: set[int]) -> bool:
     if len(a.text) < WRAP_FILL * width or a.ends_sentence or b.start in headings:
         return False
     return b.indent == a.indent and not _LIST_ITEM.match(b.text[b.indent :])
+
+
+def cue_free(text: str) -> str:
+    """``text`` (subtitles: ``cues``) without its cues' ids and timing lines, the words a
+    scorer reads of it."""
+    return _CUE_MARKS.sub("", text)
 
 
 def unwrap(text: str, layout: LineLayout | None = None) -> str:

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from promptslim.backends.compress.extractive import split_units
-from promptslim.layout import line_layout, unwrap
-from promptslim.stages.windows import paragraph_heads
+from promptslim.layout import cue_free, line_layout, unwrap
+from promptslim.stages.windows import paragraph_heads, split_windows
 
 from .test_layout import LINE, PARAGRAPHS
 
@@ -113,6 +113,26 @@ def test_a_page_that_shows_a_cue_keeps_its_layout() -> None:
     assert line_layout(page).kind == "wrapped"
     log = "\n".join(f"job {i}: queued --> running --> done in {i} s" for i in range(12))
     assert line_layout(log).kind != "cues" and unwrap(log) == log
+
+
+def test_windows_of_subtitles_are_scored_on_their_words() -> None:
+    """The scorers read a caption file's words, not its cues' ids and timing lines; the
+    windows still span the file's units, byte for byte."""
+    for fmt in ("srt", "vtt", "vtt-ids", "whisper"):
+        text = f"Clip.{fmt}\n\n" + captions(fmt)
+        assert cue_free(text).split() == [
+            f"Clip.{fmt}",
+            *(["WEBVTT"] if "vtt" in fmt else []),
+            *" ".join(PARAGRAPHS).split(),
+        ]
+        windowed = split_windows([text], [None], window_chars=300, overlap=1, max_windows=64)
+        assert len(windowed.windows) > 3
+        assert all("-->" not in w.text and w.text.strip() for w in windowed.windows), fmt
+        units = windowed.units[0]
+        assert units[0].start == 0 and units[-1].end == len(text)
+    prose = textwrap.fill(" ".join(PARAGRAPHS), 70) + "\n\n00:00:01.000 --> 00:00:02.000"
+    windowed = split_windows([prose], [None], window_chars=300, overlap=1, max_windows=64)
+    assert "-->" in windowed.windows[-1].text  # not subtitles: read as written
 
 
 CUE_TEXT = st.lists(LINE.filter(str.strip), min_size=1, max_size=3)

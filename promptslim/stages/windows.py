@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backends.compress.extractive import UNIT_CHARS, cut_long, split_units
-from ..layout import line_layout
+from ..layout import cue_free, line_layout
 from ..protected import BOUNDARY_FREE_KINDS, PROTECTED_KINDS
 from ..scripts import CJK_CHAR_WEIGHT, document_script
 from ..text import Span, find_protected_spans
@@ -139,8 +139,10 @@ def _windows_of(
     whole_paragraphs: bool = True,
 ) -> list[Window]:
     head = f"{title}\n" if title else ""
+    # subtitles are scored on their words, without the cues' ids and timing lines
+    read: Callable[[str], str] = cue_free if line_layout(text).kind == "cues" else str
     if len(text) <= _SLACK * size or len(units) == 1:
-        return _scored(doc, 0, len(units), head, text, size)
+        return _scored(doc, 0, len(units), head, read(text), size)
     # a paragraph starts a topic (see paragraph_heads): a window that is already a fair part of
     # its size ends there, and the next starts there without overlap (a paragraph is a topic;
     # a window across two scores as neither)
@@ -157,7 +159,8 @@ def _windows_of(
             if para[last] and units[last - 1].end - units[first].start >= _MIN_FILL * size:
                 break
             last += 1
-        out += _scored(doc, first, last, head, text[units[first].start : units[last - 1].end], size)
+        body = read(text[units[first].start : units[last - 1].end])
+        out += _scored(doc, first, last, head, body, size)
         if last >= len(units):
             break
         first = last if para[last] else max(first + 1, last - overlap)
