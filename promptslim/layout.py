@@ -98,14 +98,18 @@ _TRAILING_SPACE = re.compile(r"\n(?<=[^\S\n]\n)")
 _RUNNING = 2
 _TIME = r"(?:\d{1,2}:)?\d{1,2}:\d{2}(?:[.,]\d{1,3})?"
 #: a subtitle cue's timing line (SRT's ``00:00:03,500 --> 00:00:06,700``, WebVTT's, its cue
-#: settings after it), or the start of a transcript's line that times its own text (Whisper's
-#: ``[00:04.000 --> 00:08.000]  text``)
+#: settings after it; a line that goes on in words, as a schedule's may, is no cue's), or the
+#: start of a transcript's line that times its own text (Whisper's ``[00:04.000 --> 00:08.000]
+#: text``)
 _RANGE = rf"{_TIME} *--> *{_TIME}"
-_TIMING = re.compile(rf"[^\S\n]*(?:\[{_RANGE}\] *|{_RANGE}(?: .*)?$)")
+_SETTINGS = r"(?: +[\w-]+:\S+)*"  # WebVTT's cue settings (``align:start position:10%``)
+_TIMING = re.compile(rf"[^\S\n]*(?:\[{_RANGE}\] *|{_RANGE}{_SETTINGS}$)")
 #: a cue's id and timing line, or the timing before a Whisper segment's text: nothing a
 #: scorer needs to read (a timing line is about twenty of the word pieces a model reads of a
 #: window)
-_CUE_MARKS = re.compile(rf"(?m)^(?:\d+\n)?[^\S\n]*{_RANGE}(?: .*)?(?:\n|$)|^[^\S\n]*\[{_RANGE}\] *")
+_CUE_MARKS = re.compile(
+    rf"(?m)^(?:\d+\n)?[^\S\n]*{_RANGE}{_SETTINGS}[^\S\n]*(?:\n|$)|^[^\S\n]*\[{_RANGE}\] *"
+)
 #: a text is subtitles when at least this share of its non-blank lines are timing lines (a
 #: cue has one, its id and a line or two of text beside it; a page about the format, a few)
 _CUE_SHARE = 0.15

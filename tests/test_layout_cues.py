@@ -113,6 +113,10 @@ def test_a_page_that_shows_a_cue_keeps_its_layout() -> None:
     assert line_layout(page).kind == "wrapped"
     log = "\n".join(f"job {i}: queued --> running --> done in {i} s" for i in range(12))
     assert line_layout(log).kind != "cues" and unwrap(log) == log
+    # a schedule whose times run to words on the same line: no cue (its words are read)
+    talks = ["Keynote", "Storage at scale", "Lunch", "Caching prefixes", "Closing remarks"]
+    schedule = "\n".join(f"{9 + i}:00 --> {9 + i}:45 {t}" for i, t in enumerate(talks))
+    assert line_layout(schedule).kind != "cues" and cue_free(schedule) == schedule
 
 
 def test_windows_of_subtitles_are_scored_on_their_words() -> None:
