@@ -273,7 +273,8 @@ def _cue_layout(text: str) -> LineLayout | None:
     soft: list[int] = []
     ends: list[int] = []
     before: _Line | None = None  # the last line of text, with only a cue's lines since
-    cued = in_cue = False  # whether ``before`` is a cue's text; whether the next lines are
+    cued = False  # whether ``before`` is a cue's text
+    in_cue = False  # whether the lines from here to the next blank line are a cue's text
     for i, line in enumerate(lines):
         if not line.text or alone[i] or (i + 1 < len(lines) and alone[i + 1] and not timing[i]):
             in_cue = bool(line.text) and (in_cue or alone[i])

@@ -139,8 +139,10 @@ def _windows_of(
     whole_paragraphs: bool = True,
 ) -> list[Window]:
     head = f"{title}\n" if title else ""
-    # subtitles are scored on their words, without the cues' ids and timing lines
-    read: Callable[[str], str] = cue_free if line_layout(text).kind == "cues" else str
+    # subtitles are scored on their words, without the cues' ids and timing lines (a text
+    # without an arrow is none: no layout to compute for it)
+    cues = "-->" in text and line_layout(text).kind == "cues"
+    read: Callable[[str], str] = cue_free if cues else str
     if len(text) <= _SLACK * size or len(units) == 1:
         return _scored(doc, 0, len(units), head, read(text), size)
     # a paragraph starts a topic (see paragraph_heads): a window that is already a fair part of
