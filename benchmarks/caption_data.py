@@ -21,7 +21,16 @@ from shapes_data import splits_answer
 from promptslim.bench.datasets import BenchItem
 from promptslim.types import Document
 
-__all__ = ["CAPTION_COLUMNS", "CUE_LINES", "CUE_SECONDS", "MEETING_WORDS", "meetings", "subtitles"]
+__all__ = [
+    "CAPTION_COLUMNS",
+    "CUE_LINES",
+    "CUE_SECONDS",
+    "MEETING_WORDS",
+    "caption_file",
+    "meeting_file",
+    "meetings",
+    "subtitles",
+]
 
 #: a caption line's most characters, and a caption cue's lines (broadcasters' rules)
 CAPTION_COLUMNS = 42

@@ -105,8 +105,8 @@ _RANGE = rf"{_TIME} *--> *{_TIME}"
 _SETTINGS = r"(?: +[\w-]+:\S+)*"  # WebVTT's cue settings (``align:start position:10%``)
 _TIMING = re.compile(rf"[^\S\n]*(?:\[{_RANGE}\] *|{_RANGE}{_SETTINGS}$)")
 #: a cue's id and timing line, or the timing before a Whisper segment's text: nothing a
-#: scorer needs to read (a timing line is about twenty of the word pieces a model reads of a
-#: window)
+#: scorer needs to read (a timing line is about seventeen of the word pieces a model reads
+#: of a window)
 _CUE_MARKS = re.compile(
     rf"(?m)^(?:\d+\n)?[^\S\n]*{_RANGE}{_SETTINGS}[^\S\n]*(?:\n|$)|^[^\S\n]*\[{_RANGE}\] *"
 )
