@@ -237,3 +237,59 @@ def test_at_max_k_the_next_piece_takes_the_last_place(scorer: str) -> None:
 def test_a_next_piece_never_displaces_the_piece_it_follows() -> None:
     kept, _, details = run(RetrievalStage(max_k=1), pieces())
     assert kept == ["first"] and "next_pieces" not in details
+
+
+# the same article as a Markdown section too long for one piece: the splitter cuts its heading
+# off on its own, and the piece after it holds the answer without naming the subject
+SECTION = (
+    f"## Cool Hand Luke\n\n{SECOND} The score was written by Lalo Schifrin, and the film "
+    "earned four Academy Award nominations in all, for its screenplay and its score among them."
+)
+
+
+def split_section(*, placed: bool = False) -> list[Document]:
+    """The section cut by LangChain's splitter, in the source's order, and the other sources'
+    pieces after them (as a request sends pieces it did not rank); ``placed``: each piece with
+    metadata that makes it a source of its own."""
+    splitter = RecursiveCharacterTextSplitter(chunk_size=200, chunk_overlap=0)
+    cut = splitter.split_text(SECTION)
+    assert cut[0] == "## Cool Hand Luke" and ANSWER in cut[1]  # the shape the rule is for
+    docs = [
+        Document(id=f"luke-{i}", text=t, metadata={"source": i, "start_index": 0} if placed else {})
+        for i, t in enumerate(cut)
+    ]
+    return docs + [Document(id=name, text=text) for name, text in OTHERS]
+
+
+@pytest.mark.parametrize("scorer", ["hybrid", "bm25"])
+def test_a_heading_cut_off_alone_goes_on_in_the_document_after_it(scorer: str) -> None:
+    kept, dropped, _ = run(RetrievalStage(scorer=scorer, next_pieces=0), split_section())
+    assert kept[0] == "luke-0" and "document:luke-1" in dropped  # the heading alone is kept
+    kept, dropped, details = run(RetrievalStage(scorer=scorer), split_section())
+    assert kept[0] == "luke-0" and "luke-1" in kept and "document:luke-1" not in dropped
+    assert details["next_pieces"] == [{"id": "luke-1", "after": "document:luke-0"}]
+
+
+def test_placed_pieces_follow_their_metadata_not_a_heading() -> None:
+    # the metadata says the piece after the heading is another source's: it is not kept
+    kept, _, details = run(RetrievalStage(), split_section(placed=True))
+    assert "luke-1" not in kept and "next_pieces" not in details
+
+
+def test_next_piece_of_reads_a_heading_only_where_nothing_places_it() -> None:
+    docs = [
+        Document(id="head", text="## Cool Hand Luke"),
+        Document(id="body", text=SECOND),
+        doc("placed-head", "Daylight saving time", "s", 0),
+        doc("placed-body", "It began in 1918.", "t", 0),  # another source: not its piece
+        Document(id="head-2", text="Joe's Garage"),
+        doc("placed-after", "A single by Frank Zappa.", "u", 0),
+        doc("placed-head-2", "Slasher (TV series)", "v", 0),
+        Document(id="loose", text="It was filmed in Sudbury."),  # the metadata says no piece
+        Document(id="last", text="Slasher (TV series)"),
+    ]
+    keys = ("source", "start_index")
+    heads = [0, 2, 4, 6, 8]
+    assert next_piece_of(docs, range(len(docs)), keys) == {}
+    assert next_piece_of(docs, range(len(docs)), keys, heads) == {0: 1}
+    assert next_piece_of(docs, [0, *range(2, 9)], keys, heads) == {}  # "body" is not valid

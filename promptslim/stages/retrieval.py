@@ -90,7 +90,7 @@ from .base import BaseStage, StageLog
 from .retrieval_cutoff import headings, relevance_cutoff, relevance_k, unranked
 from .retrieval_fit import sent_parts
 from .retrieval_inline import inline_for
-from .retrieval_lists import expand_lists, lists_of, sent
+from .retrieval_lists import expand_lists, lists_of, report_lists, sent
 from .retrieval_options import (  # noqa: F401  (re-exported: the old import path)
     DEFAULT_COSINE_THRESHOLD,
     DEFAULT_MAX_WINDOWS,
@@ -200,11 +200,11 @@ class RetrievalStage(BaseStage):
     of each document kept), so it is off by default.
     ``next_pieces`` (1) and ``piece_keys`` (``("source", "start_index")``): where the
     documents' metadata places them in the source a splitter cut them from (LangChain's keys
-    under ``add_start_index=True``; the LlamaIndex integration fills them from each node), the
-    piece that goes on from each of the ``next_pieces`` best kept documents is kept too, its
-    opening up to ``window_chars``, though the cut-off or ``max_k`` dropped it
-    (``retrieval_pieces``; at ``max_k`` it takes the place of the last other document kept):
-    the piece after the one that names a subject often states the answer without naming it.
+    under ``add_start_index=True``; the LlamaIndex integration fills them from each node; else
+    the document after a heading cut off alone), the piece that goes on from each of the
+    ``next_pieces`` best kept documents is kept too, its opening up to ``window_chars``, though
+    the cut-off or ``max_k`` dropped it (``retrieval_pieces``; at ``max_k``, the last other
+    kept document's place): the piece after the one naming a subject often holds the answer.
     ``document_lists`` (on): a document that is a JSON list of passages competes by its
     passages, and the JSON sent holds those kept (``retrieval_lists``). ``whole_asks`` (on): a
     request that asks for its documents as a whole (``query.asks_for_whole``: a summary, a
@@ -371,7 +371,17 @@ class RetrievalStage(BaseStage):
 
         tokens_given = sum(tokens)
         kept, trimmed = sent_parts(
-            options, request, budget, selected, documents, valid, parts, tokens, score_of, log
+            options,
+            request,
+            budget,
+            selected,
+            documents,
+            valid,
+            parts,
+            tokens,
+            score_of,
+            log,
+            heads,
         )
         log.details.update(
             scorer="bm25" if "fallback" in log.details else self.get_scorer().name,
@@ -385,10 +395,5 @@ class RetrievalStage(BaseStage):
         if ordered != sorted(ordered):
             log.change("reordered", "documents", reason=f"order={options.order}")
         new_docs = sent(documents, ordered, trimmed, score_of, listed)
-        if listed is not None:
-            log.details.update(
-                document_lists=len(listed.lists),
-                tokens_kept=sum(count_document(d, log.counter) for d in new_docs),
-                tokens_given=sum(count_document(d, log.counter) for d in request.documents),
-            )
+        report_lists(log, listed, new_docs, request.documents)
         return request.replace(documents=new_docs)

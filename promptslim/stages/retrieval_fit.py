@@ -285,15 +285,17 @@ def sent_parts(
     tokens: list[int],
     score_of: dict[int, float],
     log: StageLog,
+    headings: frozenset[int] = frozenset(),
 ) -> tuple[list[int], dict[int, str]]:
     """The chosen documents that go out, best first, and the text of those cut: the parts
-    of each that match the query, the piece after the best ones, all fitted to the documents
-    budget (the module's docstring; ``fit_parts``). ``tokens`` is updated."""
+    of each that match the query, the piece after the best ones (``headings``: the documents
+    that are a heading cut off on its own), all fitted to the documents budget (the module's
+    docstring; ``fit_parts``). ``tokens`` is updated."""
     kept_parts, fitting = PartsKept(), None
     if parts is not None and options.select_within:
         kept_parts = select_parts_of(options, selected, documents, valid, parts, tokens, log)
     chosen = keep_next_pieces(
-        options, selected, documents, valid, parts, tokens, kept_parts.texts, log
+        options, selected, documents, valid, parts, tokens, kept_parts.texts, log, headings
     )
     if parts is not None and options.select_within and options.fit_parts:
         fitting = Fitting(parts, valid, kept_parts, frozenset(chosen) - frozenset(selected))

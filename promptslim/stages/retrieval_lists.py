@@ -31,9 +31,10 @@ from ..backends.tools.documents import DocumentList, find_documents, parse_json
 from ..budget import allocate
 from ..messages import Document
 from ..request import Budget, Request
-from ..tokens import TokenCounter
+from ..tokens import TokenCounter, count_document
+from .base import StageLog
 
-__all__ = ["MAX_CANDIDATES", "ListedDocuments", "expand_lists", "lists_of", "sent"]
+__all__ = ["MAX_CANDIDATES", "ListedDocuments", "expand_lists", "lists_of", "report_lists", "sent"]
 
 #: the most candidates the passages of a request's lists may make, with its other documents
 #: (``RequestLimits.max_documents``' default): a list past it stays one candidate, so the
@@ -95,6 +96,22 @@ def sent(
     if listed is not None:
         return listed.collapse(ordered, texts, scores)
     return [_scored(documents[i], scores[i], texts.get(i)) for i in ordered]
+
+
+def report_lists(
+    log: StageLog,
+    listed: ListedDocuments | None,
+    sent: Sequence[Document],
+    given: Sequence[Document],
+) -> None:
+    """Where the candidates came from document lists: how many lists, and the tokens of the
+    documents ``sent`` and ``given`` as they are (the JSON around the passages counted)."""
+    if listed is not None:
+        log.details.update(
+            document_lists=len(listed.lists),
+            tokens_kept=sum(count_document(d, log.counter) for d in sent),
+            tokens_given=sum(count_document(d, log.counter) for d in given),
+        )
 
 
 def _scored(doc: Document, score: float, text: str | None) -> Document:

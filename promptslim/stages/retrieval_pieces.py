@@ -6,11 +6,15 @@ its splitters write under ``add_start_index=True``; the LlamaIndex integration f
 a node's source document and start), the piece that goes on from each of the ``next_pieces``
 best kept documents is kept too, up to ``window_chars`` of its opening (the whole piece when
 it is no longer). Text alone cannot say that two pieces are neighbours (a splitter's cut
-between paragraphs repeats nothing), so without that metadata nothing changes."""
+between paragraphs repeats nothing), but for one piece: a heading a splitter cut off on its
+own (a section longer than its pieces: ``retrieval_cutoff.headings``), which says nothing
+itself. Without that metadata, the document after such a heading in the request goes on from
+it: pieces sent in their source's order are, and in a retriever's ranking the opening kept is
+another piece's, a few tokens spent for nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
@@ -31,19 +35,28 @@ _GAP = 16
 
 
 def next_piece_of(
-    documents: Sequence[Document], valid: Sequence[int], keys: tuple[str, str]
+    documents: Sequence[Document],
+    valid: Sequence[int],
+    keys: tuple[str, str],
+    headings: Collection[int] = (),
 ) -> dict[int, int]:
     """For each document of ``valid`` that ``keys`` (source, start) place in a source, the
     document that goes on from it: the same source, starting after its start and at most
-    ``_GAP`` characters past its end (an overlap or the whitespace a splitter strips)."""
+    ``_GAP`` characters past its end (an overlap or the whitespace a splitter strips). A
+    document of ``headings`` that nothing places goes on in the document after it, when that
+    one is not placed either."""
     placed: dict[str, list[tuple[int, int]]] = {}
+    unplaced: set[int] = set()
     for i in valid:
         meta = documents[i].metadata
         source, start = meta.get(keys[0]), meta.get(keys[1])
         if source is None or type(start) is not int:  # a bool is no position
+            unplaced.add(i)
             continue
         placed.setdefault(str(source), []).append((start, i))
-    following: dict[int, int] = {}
+    # a heading a splitter cut off on its own heads the piece cut after it, and pieces come in
+    # their source's order unless a retriever ranked them: then the next is another's opening
+    following = {i: i + 1 for i in headings if i in unplaced and i + 1 in unplaced}
     for pieces in placed.values():
         pieces.sort()
         for (start, i), (after, j) in pairwise(pieces):
@@ -61,15 +74,17 @@ def keep_next_pieces(
     tokens: list[int],
     trimmed: dict[int, str],
     log: StageLog,
+    headings: Collection[int] = (),
 ) -> list[int]:
     """``selected`` and, after it, the next piece of each of its ``next_pieces`` best that the
-    relevance cut-off or ``max_k`` dropped (never one dropped as a near-duplicate or by MMR);
+    relevance cut-off or ``max_k`` dropped (never one dropped as a near-duplicate or by MMR;
+    ``headings``: the documents that are a heading alone, for ``next_piece_of``);
     ``tokens`` and ``trimmed`` updated, the piece's drop record replaced by what was kept of
     it and why. ``max_k`` stays a hard cap: at it, the piece takes the place of the last
     selected document that is neither one of those best nor a piece kept after one."""
     if not options.next_pieces or not selected:
         return selected
-    following = next_piece_of(documents, valid, options.piece_keys)
+    following = next_piece_of(documents, valid, options.piece_keys, headings)
     out = list(selected)
     anchors = set(selected[: options.next_pieces])
     for i in selected[: options.next_pieces]:
