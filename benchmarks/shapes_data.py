@@ -127,6 +127,24 @@ def placed_pieces(item: BenchItem) -> BenchItem:
     return BenchItem(item.id, item.request.replace(documents=docs), item.answers, {})
 
 
+def markdown_sections(item: BenchItem) -> BenchItem:
+    """The item's passages as one Markdown file, each under its title as a ``#`` heading, cut
+    as LangChain's guide cuts Markdown: by ``MarkdownHeaderTextSplitter``, which takes each
+    heading out of the text into its section's metadata (``Header 1``), then each section by
+    the recursive splitter at ``PIECE_CHARS`` (overlap ``PIECE_OVERLAP``)."""
+    from langchain_text_splitters import MarkdownHeaderTextSplitter, RecursiveCharacterTextSplitter
+
+    markdown = "\n\n".join(f"# {d.title}\n\n{d.text}" for d in item.request.documents)
+    sections = MarkdownHeaderTextSplitter([("#", "Header 1")]).split_text(markdown)
+    splitter = RecursiveCharacterTextSplitter(chunk_size=PIECE_CHARS, chunk_overlap=PIECE_OVERLAP)
+    docs = [
+        Document(id=f"section-{i}", text=d.page_content, metadata=d.metadata)
+        for i, d in enumerate(splitter.split_documents(sections))
+        if d.page_content.strip()
+    ]
+    return BenchItem(item.id, item.request.replace(documents=docs), item.answers, {})
+
+
 _WHITESPACE = re.compile(r"\s+")
 
 

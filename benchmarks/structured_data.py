@@ -30,7 +30,10 @@ Its kinds, each seeded so a run is reproducible:
   title, and a line of reply: ``mail_data``), ``subtitles4`` (four titled passages to a
   chunk as caption files, SRT and WebVTT in turn: lines of 42 characters, two to a timed cue,
   a sentence going on from cue to cue) and ``meeting4`` (the same as meeting transcripts in
-  WebVTT: a line a cue, its speaker's name before it: ``caption_data``);
+  WebVTT: a line a cue, its speaker's name before it: ``caption_data``), and
+  ``markdown_sections`` (the passages as one Markdown file under their titles, cut by
+  LangChain's Markdown header splitter, which moves each title into its section's metadata,
+  then into 500-character pieces: ``shapes_data.markdown_sections``);
 - **the NQ items as other retrievers and users send them** (``variant_data``: ``VARIANTS``):
   a top-100 of passages, every chunk twice, a loader's source line atop each chunk, the
   question as search-box keywords, the question with typos;
@@ -58,7 +61,14 @@ from config_data import INDENTED
 from inline_data import INLINE
 from mail_data import threads
 from search_data import LISTED, SEARCH
-from shapes_data import WRAP_COLUMNS, placed_pieces, resplit, small_splitters, splits_answer
+from shapes_data import (
+    WRAP_COLUMNS,
+    markdown_sections,
+    placed_pieces,
+    resplit,
+    small_splitters,
+    splits_answer,
+)
 from variant_data import VARIANTS
 
 from promptslim.bench.datasets import BenchItem
@@ -334,6 +344,10 @@ def mail(item: BenchItem, rng: random.Random) -> BenchItem:
     return _with(item, threads(item))
 
 
+def sections(item: BenchItem, rng: random.Random) -> BenchItem:
+    return markdown_sections(item)
+
+
 def captions(item: BenchItem, rng: random.Random) -> BenchItem:
     return _with(item, subtitles(item))
 
@@ -356,6 +370,7 @@ PROSE: dict[str, Callable[[BenchItem, random.Random], BenchItem]] = {
     "mail4": mail,
     "subtitles4": captions,
     "meeting4": meeting,
+    "markdown_sections": sections,
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
 __all__ = [
+    "HEADING_KEYS",
     "PREFIX_ROLES",
     "ContentPart",
     "Document",
@@ -21,6 +22,11 @@ __all__ = [
     "Role",
     "ToolCall",
 ]
+
+#: the metadata keys LangChain's header splitters (Markdown and HTML) write the headings of a
+#: section under, in their documentation and by default: they take the headings out of the
+#: text, so these are all that says what the section is about, and they serve as its title
+HEADING_KEYS = tuple(f"Header {n}" for n in range(1, 7))
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 #: Roles whose messages form the instruction prefix (the part prefix caching is about).
@@ -147,5 +153,10 @@ class Document(BaseModel):
 
     @property
     def title(self) -> str | None:
+        """``metadata["title"]``, else the headings a header splitter cut the text under
+        (``HEADING_KEYS``, outermost first, joined by `` / ``), else None."""
         title = self.metadata.get("title")
-        return str(title) if title is not None else None
+        if title is not None:
+            return str(title)
+        headings = [str(self.metadata[k]) for k in HEADING_KEYS if self.metadata.get(k)]
+        return " / ".join(headings) or None

@@ -8,6 +8,7 @@ objects it did not touch keep their identity.
 from __future__ import annotations
 
 from .messages import (
+    HEADING_KEYS,
     PREFIX_ROLES,
     ContentPart,
     Document,
@@ -21,6 +22,7 @@ from .request import Budget, Request
 from .validation import invalid_from_validation
 
 __all__ = [
+    "HEADING_KEYS",
     "PREFIX_ROLES",
     "Budget",
     "Change",

@@ -64,7 +64,7 @@ def test_the_prose_shapes_keep_every_passage_and_the_question(nq: list[BenchItem
     for name in (
         set(structured_data.PROSE)
         - set(RESPLIT)
-        - {"transcript4", "pages4", "mail4", "subtitles4", "meeting4"}
+        - {"transcript4", "pages4", "mail4", "subtitles4", "meeting4", "markdown_sections"}
     ):
         laid = (lambda t: escape(t, quote=False)) if name == "html4" else (lambda t: t)
         for item, relaid in zip(nq, shapes[name]):
@@ -213,6 +213,20 @@ def test_the_placed_pieces_are_the_same_pieces_with_their_source_and_start(
     for d in placed:
         start = d.metadata["start_index"]
         assert d.metadata["source"] == str(item.id) and joined[start:].startswith(d.text)
+
+
+def test_markdown_sections_hold_each_title_in_metadata_only(nq: list[BenchItem]) -> None:
+    item = nq[0]
+    docs = structured_data.PROSE["markdown_sections"](item, random.Random(0)).request.documents
+    titles = [d.title for d in item.request.documents]
+    assert [d.metadata["Header 1"] for d in docs][:1] == titles[:1]
+    assert {d.metadata["Header 1"] for d in docs} == set(titles)
+    for d in docs:
+        assert "# " not in d.text and len(d.text) <= shapes_data.PIECE_CHARS
+        assert d.title == d.metadata["Header 1"]  # what the retrieval stage reads as its title
+    body = " ".join(" ".join(d.text.split()) for d in docs)
+    for passage in item.request.documents:  # every passage's words, in pieces
+        assert " ".join(passage.text.split()[:8]) in body
 
 
 def test_html_pages_carry_the_markup_and_the_answer_as_the_page_writes_it() -> None:

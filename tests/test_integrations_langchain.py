@@ -114,6 +114,46 @@ def test_compressor_duplicate_ids_map_back_by_position() -> None:
     assert {d.id for d in out} == {"same"}
 
 
+HANDBOOK = """# Cool Hand Luke
+
+Cool Hand Luke is an American prison drama film directed by Stuart Rosenberg and starring
+Paul Newman, with George Kennedy in a supporting role.
+
+## Production
+
+Filming took place in the San Joaquin River delta near Stockton, California, which stood in
+for the American South.
+
+# Slasher (TV series)
+
+Slasher is an anthology horror series; each season follows a town hunted by a killer.
+
+## Production
+
+Filming took place in Sudbury and Parry Sound, Ontario, over the summer.
+
+# The Hand (film)
+
+The Hand is a horror film written and directed by Oliver Stone, starring Michael Caine.
+"""
+
+
+def test_a_section_s_headings_in_its_metadata_are_read_as_its_title() -> None:
+    # LangChain's Markdown splitter takes the headings out of the text: the section that
+    # answers says where filming took place, but not of what; its metadata says so
+    from langchain_text_splitters import MarkdownHeaderTextSplitter
+
+    splitter = MarkdownHeaderTextSplitter([("#", "Header 1"), ("##", "Header 2")])
+    docs = splitter.split_text(HANDBOOK)
+    assert all("#" not in d.page_content for d in docs)
+    out = PromptSlimCompressor().compress_documents(docs, "Where was Cool Hand Luke filmed?")
+    kept = [d.page_content for d in out]
+    assert any("Stockton" in text for text in kept)
+    assert not any("Sudbury" in text for text in kept)  # the other film's filming places
+    # the metadata goes back as it came, the score added: no title written into it
+    assert all(set(d.metadata) <= {"Header 1", "Header 2", "promptslim_score"} for d in out)
+
+
 def test_compressor_empty_and_async() -> None:
     compressor = PromptSlimCompressor(stage=DropAndRank())
     assert compressor.compress_documents([], "q") == []
@@ -203,7 +243,9 @@ class ScoreByNumber(BaseStage):
     def apply(self, request: Request, budget: Budget, log: StageLog) -> Request:
         from promptslim.stages.retrieval import _edges
 
-        scored = [d.model_copy(update={"score": float(d.text.split()[-1])}) for d in request.documents]
+        scored = [
+            d.model_copy(update={"score": float(d.text.split()[-1])}) for d in request.documents
+        ]
         best = sorted(range(len(scored)), key=lambda i: -(scored[i].score or 0.0))
         return request.replace(documents=[scored[i] for i in _edges(best)])
 
@@ -514,15 +556,15 @@ def test_pieces_split_with_their_start_keep_the_one_after_the_best() -> None:
             ]
         )
     ]
-    splitter = RecursiveCharacterTextSplitter(
-        chunk_size=160, chunk_overlap=0, add_start_index=True
-    )
+    splitter = RecursiveCharacterTextSplitter(chunk_size=160, chunk_overlap=0, add_start_index=True)
     pieces = splitter.split_documents([article, *others])
     assert "1967" in pieces[1].page_content and pieces[1].metadata["start_index"] > 0
     query = "When was Cool Hand Luke with Paul Newman first shown?"
     alone = PromptSlimCompressor(stage=RetrievalStage(scorer="bm25", next_pieces=0))
     kept = [d.page_content for d in alone.compress_documents(pieces, query)]
     assert pieces[1].page_content not in kept
-    out = PromptSlimCompressor(stage=RetrievalStage(scorer="bm25")).compress_documents(pieces, query)
+    out = PromptSlimCompressor(stage=RetrievalStage(scorer="bm25")).compress_documents(
+        pieces, query
+    )
     texts = [d.page_content for d in out]
     assert texts[0] == pieces[0].page_content and pieces[1].page_content in texts

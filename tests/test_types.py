@@ -25,7 +25,10 @@ FULL_BODY = {
             "role": "user",
             "content": [
                 {"type": "text", "text": "What is in this image?"},
-                {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "https://example.com/a.png", "detail": "low"},
+                },
             ],
         },
         {
@@ -33,16 +36,25 @@ FULL_BODY = {
             "content": None,
             "refusal": None,
             "tool_calls": [
-                {"id": "call_1", "type": "function",
-                 "function": {"name": "lookup", "arguments": "{\"q\": \"cat\"}"}},
-                {"id": "call_2", "type": "function", "function": {"name": "time", "arguments": "{}"}},
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "lookup", "arguments": '{"q": "cat"}'},
+                },
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "time", "arguments": "{}"},
+                },
             ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "a cat"},
         {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "noon"}]},
         {"role": "user", "content": "thanks", "x_vendor_field": {"keep": [1, 2, 3]}},
     ],
-    "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}],
+    "tools": [
+        {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    ],
     "tool_choice": "auto",
     "some_future_field": [None, 1.5, "x"],
 }
@@ -94,10 +106,14 @@ def test_query_defaults_to_last_user_message() -> None:
         ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
         ({"messages": [{"content": "x"}]}, "messages[0].role"),
         ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
-        ({"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "x"}]},
-         "messages[1].tool_call_id"),
-        ({"messages": [{"role": "assistant", "tool_calls": [{"id": "1", "type": "function"}]}]},
-         "messages[0].tool_calls[0].function"),
+        (
+            {"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "x"}]},
+            "messages[1].tool_call_id",
+        ),
+        (
+            {"messages": [{"role": "assistant", "tool_calls": [{"id": "1", "type": "function"}]}]},
+            "messages[0].tool_calls[0].function",
+        ),
         ({"messages": [{"role": "user", "content": [{"text": "no type"}]}]}, "messages[0].content"),
         ({"messages": [], "model": 3}, "model"),
         ({"messages": [], "tools": "x"}, "tools"),
@@ -113,7 +129,12 @@ def test_malformed_input_names_the_field(body: object, field: str) -> None:
 
 def test_bad_documents_are_skipped_and_reported_not_fatal() -> None:
     body = chat_body(1)
-    body["documents"] = [{"id": "ok", "text": "fine"}, {"id": "bad", "text": 42}, 17, {"text": "also ok"}]
+    body["documents"] = [
+        {"id": "ok", "text": "fine"},
+        {"id": "bad", "text": 42},
+        17,
+        {"text": "also ok"},
+    ]
     request = Request.from_openai(body)
     assert [d.id for d in request.documents] == ["ok", "doc-3"]
     assert any("documents[1].text" in w for w in request.warnings)
@@ -138,19 +159,26 @@ def test_models_are_frozen() -> None:
 json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 text_part = st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=40)})
 message = st.one_of(
     st.fixed_dictionaries(
-        {"role": st.sampled_from(["system", "developer", "user", "assistant"]),
-         "content": st.text(max_size=80) | st.lists(text_part, max_size=3)},
+        {
+            "role": st.sampled_from(["system", "developer", "user", "assistant"]),
+            "content": st.text(max_size=80) | st.lists(text_part, max_size=3),
+        },
         optional={"name": st.text(min_size=1, max_size=10), "x_extra": json_values},
     ),
     st.fixed_dictionaries(
-        {"role": st.just("tool"), "tool_call_id": st.text(min_size=1, max_size=8),
-         "content": st.text(max_size=40)}
+        {
+            "role": st.just("tool"),
+            "tool_call_id": st.text(min_size=1, max_size=8),
+            "content": st.text(max_size=40),
+        }
     ),
 )
 
@@ -158,7 +186,9 @@ message = st.one_of(
 @given(
     messages=st.lists(message, min_size=1, max_size=6),
     extra=st.dictionaries(
-        st.text(min_size=1, max_size=10).filter(lambda k: k not in {"messages", "model", "tools", "documents"}),
+        st.text(min_size=1, max_size=10).filter(
+            lambda k: k not in {"messages", "model", "tools", "documents"}
+        ),
         json_values,
         max_size=4,
     ),
@@ -171,13 +201,23 @@ def test_round_trip_property(messages: list[dict], extra: dict) -> None:
 def test_trusted_builds_what_model_construct_builds() -> None:
     change = Change(kind="dropped", target="messages[1]", tokens=12, reason="oldest")
     stage_fields = {
-        "stage": "history", "tokens_in": 120, "tokens_out": 108, "ms": 0.25,
-        "changes": [change], "warnings": ["w"], "details": {"units": 3},
+        "stage": "history",
+        "tokens_in": 120,
+        "tokens_out": 108,
+        "ms": 0.25,
+        "changes": [change],
+        "warnings": ["w"],
+        "details": {"units": 3},
     }
     report_fields = {
-        "stages": [StageReport.model_construct(**stage_fields)], "tokens_in": 120,
-        "tokens_out": 108, "ms": 0.3, "warnings": ["w"], "prefix_fingerprint": "ab12",
-        "cacheable_tokens": 40, "degraded": None,
+        "stages": [StageReport.model_construct(**stage_fields)],
+        "tokens_in": 120,
+        "tokens_out": 108,
+        "ms": 0.3,
+        "warnings": ["w"],
+        "prefix_fingerprint": "ab12",
+        "cacheable_tokens": 40,
+        "degraded": None,
     }
     request = Request.from_openai(chat_body(1))
     for cls, fields in (
@@ -193,15 +233,29 @@ def test_trusted_builds_what_model_construct_builds() -> None:
         assert fast.__pydantic_extra__ == slow.__pydantic_extra__
         assert fast.__pydantic_private__ == slow.__pydantic_private__
     # the objects are ordinary models: validation accepts their dump
-    assert StageReport.model_validate(trusted(StageReport, **stage_fields).model_dump()).stage == "history"
+    assert (
+        StageReport.model_validate(trusted(StageReport, **stage_fields).model_dump()).stage
+        == "history"
+    )
 
 
 def test_trusted_refuses_partial_fields_and_models_it_cannot_build() -> None:
     with pytest.raises(TypeError, match="ms"):
-        trusted(StageReport, stage="x", tokens_in=1, tokens_out=1, changes=[], warnings=[], details={})
+        trusted(
+            StageReport, stage="x", tokens_in=1, tokens_out=1, changes=[], warnings=[], details={}
+        )
     with pytest.raises(TypeError, match="tokenz"):
-        trusted(Report, stages=[], tokens_in=1, tokens_out=1, ms=0.0, warnings=[],
-                prefix_fingerprint=None, cacheable_tokens=None, tokenz=3)
+        trusted(
+            Report,
+            stages=[],
+            tokens_in=1,
+            tokens_out=1,
+            ms=0.0,
+            warnings=[],
+            prefix_fingerprint=None,
+            cacheable_tokens=None,
+            tokenz=3,
+        )
     request = Request.from_openai(chat_body(1))
     with pytest.raises(TypeError, match="model_construct"):  # private attributes (caches)
         trusted(Request, **dict(request))
@@ -232,3 +286,24 @@ def test_replace_keeps_which_body_keys_were_sent_and_recounts() -> None:
     assert shorter.to_openai()["messages"] == [request.messages[0].to_openai()]
     assert count_request(shorter) < total == count_request(request)
     assert request.replace(model="other").to_openai()["model"] == "other"
+
+
+def test_a_document_s_title_is_its_title_else_the_headings_a_header_splitter_left() -> None:
+    assert Document(id="a", text="x").title is None
+    assert Document(id="a", text="x", metadata={"title": 7}).title == "7"
+    nested = {"Header 2": "Production", "Header 1": "A Walk Among the Tombstones", "n": 1}
+    assert Document(id="a", text="x", metadata=nested).title == (
+        "A Walk Among the Tombstones / Production"  # outermost first, whatever the dict's order
+    )
+    assert Document(id="a", text="x", metadata={"Header 3": "Cast", "Header 1": ""}).title == (
+        "Cast"
+    )
+    assert Document(id="a", text="x", metadata={"title": "T", "Header 1": "H"}).title == "T"
+    request = Request(
+        messages=[{"role": "user", "content": "Where was it filmed?"}],
+        documents=[Document(id="a", text="In New York.", metadata=nested)],
+    )
+    block = Result(request=request, report=Report()).to_openai()["messages"][-2]
+    assert block["content"] == (
+        "Document [1](Title: A Walk Among the Tombstones / Production) In New York."
+    )
