@@ -139,6 +139,22 @@ def test_windows_of_subtitles_are_scored_on_their_words() -> None:
     assert "-->" in windowed.windows[-1].text  # not subtitles: read as written
 
 
+def test_a_window_of_subtitles_holds_a_prose_window_s_words() -> None:
+    """A caption file is cut into the windows its words would be as prose: its cues' ids and
+    timing lines, which the scorer does not read, do not count toward a window's size (they
+    would halve its words, and part the sentence after the one naming a subject from it)."""
+    prose = textwrap.fill(" ".join(PARAGRAPHS), 70)
+    as_prose = split_windows([prose], [None], window_chars=300, overlap=1, max_windows=64)
+    words = [w.text.split() for w in as_prose.windows]
+    assert len(words) > 3
+    for fmt in ("srt", "vtt", "vtt-ids", "whisper"):
+        windowed = split_windows(
+            [captions(fmt)], [None], window_chars=300, overlap=1, max_windows=64
+        )
+        read = [[t for t in w.text.split() if t != "WEBVTT"] for w in windowed.windows]
+        assert read == words, fmt
+
+
 CUE_TEXT = st.lists(LINE.filter(str.strip), min_size=1, max_size=3)
 
 

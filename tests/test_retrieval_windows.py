@@ -600,3 +600,41 @@ def test_a_sentence_across_caption_cues_keeps_its_cues_together() -> None:
     kept = kept_of_chunk(text)
     assert ANSWER in " ".join(re.sub(r"\n\n.* --> .*\n", " ", kept).split())
     assert "Grammar School" not in kept and "Railway" not in kept
+
+
+#: the bridge's passage with its name two sentences before the date it opened
+BRIDGE_NAMED_EARLY = (
+    "The arch was painted grey in its first years and green after the war. Engineers proposed "
+    "the Marlow Harbour Bridge several times before work began in 1924. The steel arch was "
+    "built out from both shores, and its deck carries eight lanes. The mayor and the engineers "
+    f"who had designed it attended the ceremony. It was opened to traffic on {ANSWER}. A toll "
+    "was charged until the construction loans were paid off in 1988. The pylons at either end "
+    "hold no load and were added for the look of it."
+)
+SPEAKERS = ("Dana Whitfield", "Marco Ruiz", "Priya Natarajan")
+
+
+def meeting_chunk() -> str:
+    """``CHUNK``'s passages as a meeting tool's WebVTT transcripts, eight words to a cue after
+    its speaker's name, the bridge's passage ``BRIDGE_NAMED_EARLY``."""
+    files = []
+    for k, passage in enumerate(CHUNK.split("\n\n")):
+        title, body = passage.split("\n", 1)
+        words = (BRIDGE_NAMED_EARLY if title == "Marlow Harbour Bridge" else body).split()
+        cues = [
+            f"{n + 1}\n00:00:{3 * n:02d}.000 --> 00:00:{3 * n + 2:02d}.500\n"
+            f"{SPEAKERS[k % 3]}: " + " ".join(words[i : i + 8])
+            for n, i in enumerate(range(0, len(words), 8))
+        ]
+        files.append(f"{title}.vtt\n\nWEBVTT\n\n" + "\n\n".join(cues))
+    return "\n\n".join(files)
+
+
+@pytest.mark.slow
+def test_a_meeting_transcript_keeps_the_sentences_after_the_subject() -> None:
+    """In a meeting's transcript the cues' ids and timing lines take near half the
+    characters: a window still holds a prose window's words, so the date two sentences after
+    the bridge's name stays with it."""
+    kept = kept_of_chunk(meeting_chunk())
+    assert ANSWER in " ".join(re.sub(r"\n\n\d+\n.* --> .*\n[\w ]+: ", " ", kept).split())
+    assert "Grammar School" not in kept and "Railway" not in kept

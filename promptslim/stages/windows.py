@@ -198,9 +198,23 @@ def _dense_script(text: str) -> bool:
     return document_script(text) == "cjk"
 
 
-def _sized(size: int, dense: bool) -> int:
-    """The window size in characters for a document (``dense``: see ``_dense_script``)."""
-    return max(1, size // CJK_CHAR_WEIGHT) if dense else size
+def _weight(text: str) -> tuple[int, int]:
+    """The characters of ``text`` that say what a window's worth of Latin prose says, per
+    that many of prose's, as a fraction: Chinese, Japanese or Korean text says it in fewer
+    (``_dense_script``); subtitles in more, for their cues' ids and timing lines, which the
+    scorer does not read (``cue_free``): a window as long in characters would hold about half
+    a prose window's words, and cut the sentence after the one that names the question's
+    subject away from it."""
+    if _dense_script(text):
+        return 1, CJK_CHAR_WEIGHT
+    if "-->" in text and line_layout(text).kind == "cues":
+        return len(text), max(1, len(cue_free(text)))
+    return 1, 1
+
+
+def _sized(size: int, weight: tuple[int, int]) -> int:
+    """The window size in characters for a document of ``weight`` (``_weight``)."""
+    return max(1, size * weight[0] // weight[1])
 
 
 def split_windows(
@@ -220,15 +234,15 @@ def split_windows(
     window (None: every document's does)."""
     whole = list(whole_paragraphs) if whole_paragraphs is not None else [True] * len(texts)
     size = max(window_chars, math.ceil(sum(len(t) for t in texts) / max(1, max_windows)))
-    dense = [_dense_script(t) for t in texts]
+    weights = [_weight(t) for t in texts]
     # a document of about one window needs no sentence split (nor protected spans) at all
     units = [
         document_units(
             t,
             find_protected_spans(t, extra=protect, kinds=UNIT_KINDS),
-            min(UNIT_CHARS, _sized(size, dense[d])),
+            min(UNIT_CHARS, _sized(size, weights[d])),
         )
-        if len(t) > _SLACK * _sized(size, dense[d])
+        if len(t) > _SLACK * _sized(size, weights[d])
         else [Span(0, len(t), "sentence")]
         for d, t in enumerate(texts)
     ]
@@ -236,7 +250,7 @@ def split_windows(
         windows = [
             w
             for d, (t, title, u) in enumerate(zip(texts, titles, units))
-            for w in _windows_of(d, t, title, u, _sized(size, dense[d]), overlap, whole[d])
+            for w in _windows_of(d, t, title, u, _sized(size, weights[d]), overlap, whole[d])
         ]
         if len(windows) <= max(max_windows, len(texts)):
             break
