@@ -27,6 +27,10 @@ __all__ = [
 #: section under, in their documentation and by default: they take the headings out of the
 #: text, so these are all that says what the section is about, and they serve as its title
 HEADING_KEYS = tuple(f"Header {n}" for n in range(1, 7))
+#: the metadata key LlamaIndex's Markdown parser writes a section's enclosing headings under
+#: (``/Handbook/Films/``, by default): the section keeps its own heading in its text, and
+#: only there says which part of the document it is in
+_HEADER_PATH = "header_path"
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 #: Roles whose messages form the instruction prefix (the part prefix caching is about).
@@ -154,9 +158,13 @@ class Document(BaseModel):
     @property
     def title(self) -> str | None:
         """``metadata["title"]``, else the headings a header splitter cut the text under
-        (``HEADING_KEYS``, outermost first, joined by `` / ``), else None."""
+        (``HEADING_KEYS``, outermost first, joined by `` / ``), else the headings a section
+        is under (``header_path``, its outer separators stripped), else None."""
         title = self.metadata.get("title")
         if title is not None:
             return str(title)
         headings = [str(self.metadata[k]) for k in HEADING_KEYS if self.metadata.get(k)]
+        path = self.metadata.get(_HEADER_PATH)
+        if not headings and isinstance(path, str):
+            return path.strip("/").strip() or None
         return " / ".join(headings) or None

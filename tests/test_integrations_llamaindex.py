@@ -325,6 +325,56 @@ def test_a_splitters_nodes_are_placed_so_the_next_piece_stays() -> None:
     assert "source" not in nodes[0].metadata
 
 
+HANDBOOK = """# Cool Hand Luke
+
+Cool Hand Luke is an American prison drama film directed by Stuart Rosenberg.
+
+## Cast
+
+Paul Newman plays Luke, with George Kennedy in a supporting role as Dragline.
+
+## Production
+
+Filming took place in the San Joaquin River delta near Stockton, California, which stood in
+for the American South.
+
+# Slasher (TV series)
+
+Slasher is an anthology horror series; each season follows a town hunted by a killer.
+
+## Cast
+
+Katie McGrath and Brandon Jay McLaren lead the first season's cast.
+
+## Production
+
+Filming took place in Sudbury and Parry Sound, Ontario, over the summer.
+"""
+
+
+def test_the_headings_a_section_is_under_are_read_as_its_title() -> None:
+    # LlamaIndex's Markdown parser keeps a section's own heading in its text and the ones
+    # above it in metadata: each production section says where filming took place, and only
+    # its metadata says of which film; the section after each film's opening is its cast
+    from llama_index.core import Document as LlamaDocument
+    from llama_index.core.node_parser import MarkdownNodeParser
+
+    nodes = MarkdownNodeParser().get_nodes_from_documents([LlamaDocument(text=HANDBOOK)])
+    assert [n.metadata["header_path"] for n in nodes if "Filming" in n.get_content()] == [
+        "/Cool Hand Luke/",
+        "/Slasher (TV series)/",
+    ]
+    given = [NodeWithScore(node=n, score=None) for n in nodes]
+    cases = {"Cool Hand Luke": ("Stockton", "Sudbury"), "Slasher": ("Sudbury", "Stockton")}
+    post = PromptSlimPostprocessor()
+    for film, (place, other) in cases.items():
+        out = post.postprocess_nodes(given, query_str=f"Where was {film} filmed?")
+        kept = [n.node.get_content() for n in out]
+        assert any(place in text for text in kept), film
+        assert not any(other in text for text in kept), film
+    assert [n.metadata for n in nodes][1] == {"header_path": "/Cool Hand Luke/"}
+
+
 def test_history_helper_with_the_real_history_stage() -> None:
     history = [ChatMessage(role=MessageRole.SYSTEM, content="You are a guide.")]
     for i in range(12):

@@ -299,6 +299,14 @@ def test_a_document_s_title_is_its_title_else_the_headings_a_header_splitter_lef
         "Cast"
     )
     assert Document(id="a", text="x", metadata={"title": "T", "Header 1": "H"}).title == "T"
+    # LlamaIndex's Markdown parser: the headings a section is under, its own in its text
+    path = {"header_path": "/A Walk Among the Tombstones/Production/"}
+    assert Document(id="a", text="x", metadata=path).title == (
+        "A Walk Among the Tombstones/Production"
+    )
+    assert Document(id="a", text="x", metadata={"header_path": "/"}).title is None
+    assert Document(id="a", text="x", metadata={**path, "Header 1": "H"}).title == "H"
+    assert Document(id="a", text="x", metadata={"header_path": 3}).title is None
     request = Request(
         messages=[{"role": "user", "content": "Where was it filmed?"}],
         documents=[Document(id="a", text="In New York.", metadata=nested)],
