@@ -3,7 +3,8 @@
 Documents reach promptslim in a few layouts, and what a line break means differs between them:
 
 - ``blank_lines``: paragraphs separated by blank lines (Markdown, most text splitters' output).
-  A blank line starts a paragraph; a single line break does not.
+  A blank line starts a paragraph, but after a heading alone between blank lines (``## Setup``),
+  which belongs to the paragraph below it; a single line break does not.
 - ``lines``: one paragraph per line (web scrapes, many loaders and databases). Every line
   break starts a paragraph, except after a heading (one phrase without a sentence end: a
   title, a label), which belongs to the paragraph below it.
@@ -48,6 +49,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal, NamedTuple
 
+from .cues import TIMING, cue_free
 from .memo import BoundedCache
 
 __all__ = [
@@ -96,20 +98,6 @@ _QUOTED = re.compile(r"[^\S\n]*(?:>[^\S\n]?){1,2}(?!>)")
 _TRAILING_SPACE = re.compile(r"\n(?<=[^\S\n]\n)")
 #: a page's running head or foot recurs at least this often in a text (once a page)
 _RUNNING = 2
-_TIME = r"(?:\d{1,2}:)?\d{1,2}:\d{2}(?:[.,]\d{1,3})?"
-#: a subtitle cue's timing line (SRT's ``00:00:03,500 --> 00:00:06,700``, WebVTT's, its cue
-#: settings after it; a line that goes on in words, as a schedule's may, is no cue's), or the
-#: start of a transcript's line that times its own text (Whisper's ``[00:04.000 --> 00:08.000]
-#: text``)
-_RANGE = rf"{_TIME} *--> *{_TIME}"
-_SETTINGS = r"(?: +[\w-]+:\S+)*"  # WebVTT's cue settings (``align:start position:10%``)
-_TIMING = re.compile(rf"[^\S\n]*(?:\[{_RANGE}\] *|{_RANGE}{_SETTINGS}$)")
-#: a cue's id and timing line, or the timing before a Whisper segment's text: nothing a
-#: scorer needs to read (a timing line is about seventeen of the word pieces a model reads
-#: of a window)
-_CUE_MARKS = re.compile(
-    rf"(?m)^(?:\d+\n)?[^\S\n]*{_RANGE}{_SETTINGS}[^\S\n]*(?:\n|$)|^[^\S\n]*\[{_RANGE}\] *"
-)
 #: a text is subtitles when at least this share of its non-blank lines are timing lines (a
 #: cue has one, its id and a line or two of text beside it; a page about the format, a few)
 _CUE_SHARE = 0.15
@@ -214,13 +202,31 @@ def _layout(text: str) -> LineLayout:
         if wrapped is not None:
             return wrapped
     if blank:
-        return LineLayout("blank_lines", (), blank)
+        return LineLayout("blank_lines", (), _under_headings(text))
     lines = sum(1 for line in text.split("\n") if line.strip())
     inside = text.count(". ") + text.count("! ") + text.count("? ")  # sentence ends in a line
     if lines + inside < LINES_SENTENCES * lines:
         return _NONE
     ends = tuple(a.end for a, _ in _pairs(_lines(text)) if not a.is_heading())
     return LineLayout("lines", (), ends)
+
+
+def _under_headings(text: str) -> tuple[int, ...]:
+    """The blank-line runs of ``text`` that start a paragraph: all but those right after a
+    heading alone between blank lines (Markdown's ``## Setup``, a page's title), which
+    belongs to the paragraph below it, as in the ``lines`` layout. Read as a paragraph of its
+    own, it leaves a section of about one window to be cut, and the window over the section's
+    tail runs on into the next heading, which names what the next section is about."""
+    breaks: list[int] = []
+    start = 0  # where the paragraph before the blank run starts
+    end = len(text.rstrip())
+    for match in _BLANK_RUN.finditer(text):
+        paragraph = text[start : match.start()].strip()
+        start = match.end()
+        alone = paragraph and "\n" not in paragraph and start < end
+        if not (alone and _lines(paragraph)[0].is_heading()):
+            breaks.append(match.start())
+    return tuple(breaks)
 
 
 def _wrapped(text: str, blank: tuple[int, ...]) -> LineLayout | None:
@@ -265,7 +271,7 @@ def _cue_layout(text: str) -> LineLayout | None:
     it where the time ran out, not where the sentence ended). Other lines (a title, a file's
     header) are one paragraph a line, a heading belonging to the cues below it."""
     lines = _lines(text)
-    timing = [_TIMING.match(line.text) for line in lines]
+    timing = [TIMING.match(line.text) for line in lines]
     if sum(1 for m in timing if m) < max(2, _CUE_SHARE * sum(1 for ln in lines if ln.text)):
         return None
     # a line of its own: a timing line, or a cue's id (the line right above a timing line)
@@ -371,12 +377,6 @@ def _wraps(a: _Line, b: _Line, width: int, headings: set[int]) -> bool:
     if len(a.text) < WRAP_FILL * width or a.ends_sentence or b.start in headings:
         return False
     return b.indent == a.indent and not _LIST_ITEM.match(b.text[b.indent :])
-
-
-def cue_free(text: str) -> str:
-    """``text`` (subtitles: ``cues``) without its cues' ids and timing lines, the words a
-    scorer reads of it."""
-    return _CUE_MARKS.sub("", text)
 
 
 def unwrap(text: str, layout: LineLayout | None = None) -> str:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from promptslim.backends.compress.extractive import split_units
 from promptslim.layout import line_layout, unwrap
-from promptslim.stages.windows import paragraph_heads
+from promptslim.stages.windows import paragraph_heads, split_windows
 
 PARAGRAPHS = [
     (
@@ -126,6 +126,36 @@ def test_blank_line_layout_is_unchanged() -> None:
     units = split_units(text)
     heads = paragraph_heads(text, units)
     assert [units[u].of(text) for u, h in enumerate(heads) if u == h] == ["Title", "Other title"]
+
+
+def test_a_heading_between_blank_lines_belongs_to_the_paragraph_below_it() -> None:
+    """Markdown's ``## Title``, blank line, text: the heading starts its section's paragraph;
+    a line that ends a sentence, or a paragraph of several lines, is no heading, and a
+    heading at the text's end has nothing below it."""
+    titles = ["## How You Remind Me", "## Nickelback (band)", "## Silver Side Up"]
+    text = "\n\n".join(f"{t}\n\n{p}" for t, p in zip(titles, PARAGRAPHS))
+    layout = line_layout(text)
+    assert layout.kind == "blank_lines"
+    assert [text[b + 2 : b + 4] for b in layout.breaks] == ["##", "##"]
+    units = split_units(text)
+    heads = paragraph_heads(text, units)
+    assert [units[u].of(text) for u, h in enumerate(heads) if u == h] == titles
+    for before in ("A line that ends a sentence.", "Two lines\nof a paragraph", "Setup:"):
+        assert len(line_layout(f"{before}\n\n{PARAGRAPHS[0]}").breaks) == 1, before
+    assert len(line_layout(f"{PARAGRAPHS[0]}\n\n## Notes\n\n").breaks) == 2
+
+
+def test_a_markdown_section_about_one_window_long_is_one_window() -> None:
+    """Each section, heading and paragraph, a little longer than a window, is one window: a
+    heading read apart from its paragraph left the paragraph to be cut, and the window over
+    its tail ended on the next section's heading, the best match of that section's subject."""
+    titles = ["## How You Remind Me", "## Nickelback (band)", "## Silver Side Up"]
+    sections = [f"{t}\n\n{p}" for t, p in zip(titles, PARAGRAPHS)]
+    size = min(len(s) for s in sections) - 30
+    assert all(size < len(s) <= 1.25 * size for s in sections)
+    page = "\n\n".join(sections)
+    windowed = split_windows([page], [None], window_chars=size, overlap=1, max_windows=64)
+    assert [w.text for w in windowed.windows] == sections
 
 
 def test_no_line_break_no_structure() -> None:
