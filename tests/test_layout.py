@@ -146,9 +146,9 @@ def test_a_heading_between_blank_lines_belongs_to_the_paragraph_below_it() -> No
 
 
 def test_a_markdown_section_about_one_window_long_is_one_window() -> None:
-    """Each section, heading and paragraph, a little longer than a window, is one window: a
-    heading read apart from its paragraph left the paragraph to be cut, and the window over
-    its tail ended on the next section's heading, the best match of that section's subject."""
+    """Each section, heading and paragraph, a little longer than a window, is one window: read
+    apart from its paragraph, a heading leaves the paragraph to be cut, and the window over its
+    tail ends on the next section's heading, the best match of that section's subject."""
     titles = ["## How You Remind Me", "## Nickelback (band)", "## Silver Side Up"]
     sections = [f"{t}\n\n{p}" for t, p in zip(titles, PARAGRAPHS)]
     size = min(len(s) for s in sections) - 30
