@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from ..backends.scorer_base import Scored, Scorer
+from ..escapes import unescaped
 from ..languages import languages_differ, main_script
 from ..scripts import dominant_script
 from ..types import Document
@@ -89,7 +90,7 @@ def across_languages(
         options.scorer in ("dense", "hybrid") and _english_model(options)
     ):
         return False
-    pair = languages_differ(query, [d.text for d in documents])
+    pair = languages_differ(query, [unescaped(d.text) for d in documents])
     if pair is None:
         return False
     log.warning(
@@ -333,7 +334,7 @@ def _english_model(options: RetrievalOptions) -> bool:
 def _documents_script(texts: Sequence[str]) -> str:
     """The main script of the documents (``languages.main_script``: each document's own,
     cached, weighed by its length, a CJK character as ``CJK_CHAR_WEIGHT`` letters)."""
-    return main_script(texts)[0]
+    return main_script([unescaped(t) for t in texts])[0]
 
 
 @lru_cache(maxsize=64)
@@ -350,6 +351,6 @@ def _accepts(scorer_type: type[Scorer], keyword: str) -> bool:
 
 def scoring_text(document: Document) -> str:
     """What the scorers read: the title (when there is one) and the text, as the model sees
-    them in the rendered prompt."""
-    title = document.title
-    return f"{title}\n{document.text}" if title else document.text
+    them in the rendered prompt (JSON's ``\\u`` escapes read as their characters)."""
+    title, text = document.title, unescaped(document.text)
+    return f"{title}\n{text}" if title else text

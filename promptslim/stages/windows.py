@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backends.compress.extractive import UNIT_CHARS, cut_long, split_units
+from ..escapes import unescaped
 from ..layout import cue_free, line_layout
 from ..protected import BOUNDARY_FREE_KINDS, PROTECTED_KINDS
 from ..scripts import CJK_CHAR_WEIGHT, document_script
@@ -142,7 +143,8 @@ def _windows_of(
     # subtitles are scored on their words, without the cues' ids and timing lines (a text
     # without an arrow is none: no layout to compute for it)
     cues = "-->" in text and line_layout(text).kind == "cues"
-    read: Callable[[str], str] = cue_free if cues else str
+    # and JSON's \u escapes as the characters they stand for (``promptslim.escapes``)
+    read: Callable[[str], str] = (lambda part: unescaped(cue_free(part))) if cues else unescaped
     if len(text) <= _SLACK * size or len(units) == 1:
         return _scored(doc, 0, len(units), head, read(text), size)
     # a paragraph starts a topic (see paragraph_heads): a window that is already a fair part of
@@ -204,7 +206,12 @@ def _weight(text: str) -> tuple[int, int]:
     (``_dense_script``); subtitles in more, for their cues' ids and timing lines, which the
     scorer does not read (``cue_free``): a window as long in characters would hold about half
     a prose window's words, and cut the sentence after the one that names the question's
-    subject away from it."""
+    subject away from it. Text written with JSON's ``\\u`` escapes is weighed as the text they
+    stand for, each character in the six of its escape."""
+    readable = unescaped(text)
+    if len(readable) < len(text):
+        inner = _weight(readable)
+        return inner[0] * len(text), inner[1] * len(readable)
     if _dense_script(text):
         return 1, CJK_CHAR_WEIGHT
     if "-->" in text and line_layout(text).kind == "cues":
