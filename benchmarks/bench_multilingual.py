@@ -7,8 +7,10 @@ on width-folded text, no model needed), the token fraction of the documents kept
 per request (p50/p99, ms, wall clock of ``Pipeline.run``, after one warm-up request that loads
 jieba), for each set under ``sets``: each language's documents as generated, and joined four
 to a chunk (``-chunks4``: the gold document at each position in turn, selection inside the
-kept chunk). The top-level keys are the worst set's (the lowest retention, the highest token
-fraction and times). Chinese has no spaces between words (jieba or bigrams find them); Hindi
+kept chunk), and those chunks written as JSON Lines by ``json.dumps``' default
+(``zh-jsonl4``: every Chinese character a ``\\u`` escape, as a Python tool's export writes it;
+the answer counts as the reader reads it, the escapes decoded). The top-level keys are the
+worst set's (the lowest retention, the highest token fraction and times). Chinese has no spaces between words (jieba or bigrams find them); Hindi
 words carry vowel signs that Python's ``re`` does not count as word characters, and its
 sentences end at a danda. The data are generated in code (``promptslim.bench.datasets``),
 nothing downloaded. The goals are ``GOALS["bench_multilingual"]`` in ``benchmarks/summary.py``.
@@ -38,6 +40,7 @@ and the English model whatever its language.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import random
@@ -47,7 +50,7 @@ from typing import Any
 from common import SAMPLE_DATA, data_file, emit, machine, parser
 from shapes_data import chunked
 
-from promptslim.bench.datasets import load_dataset
+from promptslim.bench.datasets import BenchItem, load_dataset
 from promptslim.bench.file_datasets import NQ_INSTRUCTION, qa_request
 from promptslim.bench.gen_rag import rag_zh_item
 from promptslim.bench.metrics import evidence_retention
@@ -61,19 +64,37 @@ from promptslim.text import chinese_segmenter, normalise_width
 from promptslim.tokens import count_documents, get_counter
 from promptslim.types import Budget, Request
 
-#: set -> (builtin dataset, passages per chunk: None for the documents as generated)
-SETS: dict[str, tuple[str, int | None]] = {
-    "zh": ("builtin:rag-zh", None),
-    "hi": ("builtin:rag-hi", None),
-    "zh-chunks4": ("builtin:rag-zh", 4),
-    "hi-chunks4": ("builtin:rag-hi", 4),
+#: set -> (builtin dataset, passages per chunk: None for the documents as generated, and
+#: whether each chunk is written as JSON Lines by ``json.dumps``' default, as a Python tool's
+#: export writes them: every Chinese character a ``\uXXXX`` escape)
+SETS: dict[str, tuple[str, int | None, bool]] = {
+    "zh": ("builtin:rag-zh", None, False),
+    "hi": ("builtin:rag-hi", None, False),
+    "zh-chunks4": ("builtin:rag-zh", 4, False),
+    "hi-chunks4": ("builtin:rag-hi", 4, False),
+    "zh-jsonl4": ("builtin:rag-zh", 4, True),
 }
 
 
-def run_set(dataset: str, chunk: int | None, n: int, fraction: float) -> dict[str, Any]:
+def _json_lines(item: BenchItem) -> BenchItem:
+    """``item`` with each document's paragraphs written as JSON Lines, ASCII only."""
+    docs = [
+        d.model_copy(
+            update={"text": "\n".join(json.dumps({"text": p}) for p in d.text.split("\n\n"))}
+        )
+        for d in item.request.documents
+    ]
+    return BenchItem(item.id, item.request.replace(documents=docs), item.answers, item.metadata)
+
+
+def run_set(
+    dataset: str, chunk: int | None, n: int, fraction: float, escaped: bool = False
+) -> dict[str, Any]:
     items = load_dataset(dataset, limit=n).items
     if chunk:  # the gold document at each position of its chunk in turn, as bench_shapes does
         items = [chunked(item, chunk, i % chunk) for i, item in enumerate(items)]
+    if escaped:
+        items = [_json_lines(item) for item in items]
     counter = get_counter()
     pipeline = Pipeline([RetrievalStage(scorer="bm25"), CompressStage(compressor="extractive")])
     pipeline.run(items[0].request, Budget(documents=200))  # warm-up (imports, numpy)
@@ -88,9 +109,12 @@ def run_set(dataset: str, chunk: int | None, n: int, fraction: float) -> dict[st
         times.append((time.perf_counter() - start) * 1e3)
         fractions.append(count_documents(result.request.documents, counter) / before)
         context = normalise_width("".join(f"{d.title}\n{d.text}" for d in result.request.documents))
+        if escaped:  # the answer as the reader reads it, not as it is written
+            context = codecs.decode(context, "unicode_escape")
         kept += any(normalise_width(a) in context for a in item.answers)
     described = f"{dataset} (generated in code, seed 0, 8 documents per item"
-    return _row(kept, fractions, times, described + (f", {chunk} to a chunk)" if chunk else ")"))
+    described += f", {chunk} to a chunk" if chunk else ""
+    return _row(kept, fractions, times, described + (", JSON Lines, ASCII)" if escaped else ")"))
 
 
 def _row(kept: float, fractions: list[float], times: list[float], dataset: str) -> dict[str, Any]:
@@ -191,7 +215,9 @@ def run_cross_set(language: str, n: int, *, keep: bool = True) -> dict[str, Any]
 
 def run(n: int, fraction: float) -> dict[str, Any]:
     segmenter = chinese_segmenter("auto")  # loads jieba now, not inside the first timed request
-    sets = {name: run_set(dataset, chunk, n, fraction) for name, (dataset, chunk) in SETS.items()}
+    sets = {
+        name: run_set(data, chunk, n, fraction, esc) for name, (data, chunk, esc) in SETS.items()
+    }
     rows = sets.values()
     tools = {name: run_tool_set(shape, n) for name, shape in TOOL_SETS.items()}
     baseline = {

@@ -10,9 +10,11 @@ from hypothesis import strategies as st
 
 from promptslim.escapes import unescaped
 from promptslim.pipeline import Pipeline
+from promptslim.stages.compress import CompressStage
 from promptslim.stages.retrieval import RetrievalStage
 from promptslim.stages.windows import split_windows
-from promptslim.types import Document, Message, Request
+from promptslim.tokens import count_document, get_counter
+from promptslim.types import Budget, Document, Message, Request
 
 # what json.dumps writes as itself or as a \u escape, not as \" \\ \n and the like
 _TEXT = st.text(st.characters(blacklist_categories=("Cc", "Cs"), blacklist_characters='"\\'))
@@ -101,3 +103,20 @@ def test_an_accented_word_written_as_escapes_is_matched() -> None:
     kept = Pipeline([stage]).run(request).request.documents
     assert [d.id for d in kept] == ["d0"]
     assert kept[0].text == docs[0]  # the bytes as sent
+
+
+def test_the_extractive_compressor_keeps_the_escaped_line_that_answers() -> None:
+    """Under a budget the compressor ranks a document's lines by the question's terms; read
+    as hex, no line of escaped Chinese held one, and the answer's line went with the rest."""
+    facts = list(WAREHOUSES)
+    facts[17] = "青云图书馆的徽标是靛蓝色的，这是它建馆时就定下的颜色。"
+    request = Request(
+        messages=[Message(role="user", content="青云图书馆的徽标是什么颜色？")],
+        documents=[Document(id="d0", text=_jsonl(facts, True))],
+    )
+    counter = get_counter()
+    budget = count_document(request.documents[0], counter) // 4
+    result = CompressStage(compressor="extractive").run(request, Budget(documents=budget))
+    out = result.documents[0].text
+    assert count_document(result.documents[0], counter) <= budget
+    assert json.dumps(facts[17])[1:-1] in out

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...errors import ConfigError
+from ...escapes import unescaped
 from ...layout import unwrap
 from ...text import Span, analyse, find_protected_spans, split_sentences
 from ...tokens import TokenCounter
@@ -193,7 +194,10 @@ class ExtractiveCompressor(Compressor):
         embedding_model: str | None = None,
         max_unit_chars: int | None = UNIT_CHARS,
     ) -> None:
-        for field, value in (("neighbour_weight", neighbour_weight), ("document_weight", document_weight)):
+        for field, value in (
+            ("neighbour_weight", neighbour_weight),
+            ("document_weight", document_weight),
+        ):
             if not 0.0 <= value <= 10.0:
                 raise ConfigError(f"must be between 0 and 10, got {value}", field=field)
         bad = isinstance(max_unit_chars, bool) or not isinstance(max_unit_chars, int)
@@ -256,7 +260,7 @@ class ExtractiveCompressor(Compressor):
     def document_relevance(self, items: Sequence[Item], query: str) -> list[float]:
         """Each item's relevance to the query in [0, 1] (lexical, retrieval, embeddings)."""
         q = analyse(query)
-        doc_terms = [analyse(it.title or "") * 2 + analyse(it.text) for it in items]
+        doc_terms = [analyse(it.title or "") * 2 + analyse(unescaped(it.text)) for it in items]
         return self._document_relevance(items, q, doc_terms, query)
 
     def _document_relevance(
@@ -281,9 +285,13 @@ class ExtractiveCompressor(Compressor):
         counter: TokenCounter,
     ) -> list[_Unit]:
         q = analyse(query)
-        terms = [[analyse(s.of(it.text)) for s in us] for it, us in zip(items, units)]
+        # JSON's \u escapes read as their characters (``promptslim.escapes``)
+        terms = [[analyse(unescaped(s.of(it.text))) for s in us] for it, us in zip(items, units)]
         # a document's terms are its sentences' terms: analyse each text once
-        doc_terms = [analyse(it.title or "") * 2 + [t for ts in tss for t in ts] for it, tss in zip(items, terms)]
+        doc_terms = [
+            analyse(it.title or "") * 2 + [t for ts in tss for t in ts]
+            for it, tss in zip(items, terms)
+        ]
         doc_rel = self._document_relevance(items, q, doc_terms, query)
         sent = _normalise(bm25(q, [ts for tss in terms for ts in tss]))
         out: list[_Unit] = []
