@@ -18,8 +18,9 @@ nothing downloaded. The goals are ``GOALS["bench_multilingual"]`` in ``benchmark
 Beside them, ``tool_sets``: Chinese search results in a tool message, as an agent's search
 tool returns them (the tools stage alone, no budget: it keeps the passages that answer the
 turn's question). Each item is ``TOOL_DOCUMENTS`` generated passages (one holds the answer),
-written as a JSON list of ``{"title", "content"}`` (``zh-tool-json``) or as plain text, the
-passages joined by blank lines (``zh-tool-text``). ``tool_retention`` and
+written as a JSON list of ``{"title", "content"}`` (``zh-tool-json``), as plain text, the
+passages joined by blank lines (``zh-tool-text``), or as JSON Lines, one object a line
+(``zh-tool-jsonl``; ``zh-tool-jsonl-ascii`` by ``json.dumps``' default, with escapes). ``tool_retention`` and
 ``tool_token_fraction_kept`` are the worse set's: retention is the answer still in the tool
 message, the fraction that message's tokens kept. Side by side, ``...-compressors``: the same
 results with ``tools:documents=false`` (the JSON crusher and the text compressor), where
@@ -40,10 +41,10 @@ and the English model whatever its language.
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
 import random
+import re
 import time
 from typing import Any
 
@@ -110,7 +111,7 @@ def run_set(
         fractions.append(count_documents(result.request.documents, counter) / before)
         context = normalise_width("".join(f"{d.title}\n{d.text}" for d in result.request.documents))
         if escaped:  # the answer as the reader reads it, not as it is written
-            context = codecs.decode(context, "unicode_escape")
+            context = _as_read(context)
         kept += any(normalise_width(a) in context for a in item.answers)
     described = f"{dataset} (generated in code, seed 0, 8 documents per item"
     described += f", {chunk} to a chunk" if chunk else ""
@@ -132,10 +133,17 @@ def _row(kept: float, fractions: list[float], times: list[float], dataset: str) 
     }
 
 
+_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+
 #: passages in one search result of ``tool_sets`` (about 3,500 characters: past the tools
 #: stage's ``min_chars``)
 TOOL_DOCUMENTS = 40
-TOOL_SETS = {"zh-tool-json": "json", "zh-tool-text": "text"}
+TOOL_SETS = {
+    "zh-tool-json": "json",
+    "zh-tool-text": "text",
+    "zh-tool-jsonl": "jsonl",
+    "zh-tool-jsonl-ascii": "jsonl-ascii",
+}
 #: beside each, the tools stage with its passages sent to the JSON and text compressors
 #: (``documents=False``), where Chinese results went before they read as prose
 BASELINE = "-compressors"
@@ -151,6 +159,21 @@ def _tool_request(question: str, result: str) -> Request:
     ]})  # fmt: skip
 
 
+def _tool_result(shape: str, docs: list[str]) -> str:
+    """The passages as the tool writes them (``TOOL_SETS``' shapes)."""
+    if shape == "text":
+        return "\n\n".join(docs)
+    listed = [{"title": f"结果{i + 1}", "content": d} for i, d in enumerate(docs)]
+    if shape == "json":
+        return json.dumps(listed, ensure_ascii=False)
+    return "\n".join(json.dumps(r, ensure_ascii=shape == "jsonl-ascii") for r in listed)
+
+
+def _as_read(text: str) -> str:
+    """``text`` with JSON's ``\\uXXXX`` escapes decoded: the answer as the reader reads it."""
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+
+
 def run_tool_set(shape: str, n: int, *, documents: bool = True) -> dict[str, Any]:
     """Chinese search results in a tool message (``TOOL_SETS``), through the tools stage."""
     rng = random.Random(0)
@@ -162,8 +185,7 @@ def run_tool_set(shape: str, n: int, *, documents: bool = True) -> dict[str, Any
     times: list[float] = []
     for k, item in enumerate(items):
         docs = [d.text for d in item.request.documents]
-        listed = [{"title": f"结果{i + 1}", "content": d} for i, d in enumerate(docs)]
-        result = json.dumps(listed, ensure_ascii=False) if shape == "json" else "\n\n".join(docs)
+        result = _tool_result(shape, docs)
         request = _tool_request(item.request.query or "", result)
         if k == 0:
             pipeline.run(request)  # warm-up
@@ -171,7 +193,7 @@ def run_tool_set(shape: str, n: int, *, documents: bool = True) -> dict[str, Any
         sent = pipeline.run(request).request.messages[-1].text
         times.append((time.perf_counter() - start) * 1e3)
         fractions.append(counter.count(sent) / counter.count(result))
-        kept += any(normalise_width(a) in normalise_width(sent) for a in item.answers)
+        kept += any(normalise_width(a) in normalise_width(_as_read(sent)) for a in item.answers)
     described = f"rag-zh (generated in code, seed 0, {TOOL_DOCUMENTS} passages a result)"
     return _row(kept, fractions, times, described)
 

@@ -11,6 +11,7 @@ from .spans import Span
 
 __all__ = [
     "CJK_CHAR_WEIGHT",
+    "cjk_characters",
     "document_script",
     "dominant_script",
     "fold_alnum_width",
@@ -31,6 +32,7 @@ _FULL_WIDTH = re.compile("[\uff01-\uff5e\u3000]")
 CJK_CHAR_WEIGHT = 3
 _CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK_RANGES}]+")
 _SCRIPT_RUN = re.compile(rf"[{_CJK_RANGES}]+|[A-Za-z\u00c0-\u024f]+|[^\W\d_]+")
 # a letter no Latin run holds: a run can only start with one (a run starting with a Latin
 # letter is a Latin run), and full-width letters are among them, so where there is none the
@@ -58,8 +60,11 @@ def fold_alnum_width(text: str) -> str:
 
 def _script_of(run: str) -> str:
     ch = run[0]
-    if "\u3040" <= ch <= "\u30ff" or "\u3400" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" or (
-        "\uf900" <= ch <= "\ufaff"
+    if (
+        "\u3040" <= ch <= "\u30ff"
+        or "\u3400" <= ch <= "\u9fff"
+        or "\uac00" <= ch <= "\ud7af"
+        or ("\uf900" <= ch <= "\ufaff")
     ):
         return "cjk"
     return "latin" if ch.isascii() or ch <= "\u024f" else "other"
@@ -83,6 +88,11 @@ def script_spans(text: str) -> list[Span]:
     if spans:
         spans[-1] = Span(spans[-1].start, len(text), spans[-1].kind)
     return spans
+
+
+def cjk_characters(text: str) -> int:
+    """How many of ``text``'s characters are Chinese, Japanese or Korean."""
+    return sum(map(len, _CJK_RUN.findall(text)))
 
 
 def dominant_script(text: str) -> str:

@@ -16,7 +16,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from ...scripts import CJK_CHAR_WEIGHT, dominant_script
+from ...escapes import unescaped
+from ...scripts import CJK_CHAR_WEIGHT, cjk_characters, dominant_script
 from . import Compressed, Elision, elision_id, marker
 
 __all__ = ["MAX_ITEMS", "Found", "reads_as_prose", "trimmed_body"]
@@ -58,7 +59,8 @@ def reads_as_prose(bodies: Sequence[str]) -> bool:
         return False
     # the character tests read each body's head, ``SAMPLE_CHARS`` in all: a 60,000-character
     # log costs what a page does
-    heads = [b[: max(SAMPLE_CHARS // len(bodies), 200)] for b in bodies]
+    # JSON's \u escapes read as the characters they stand for (``promptslim.escapes``)
+    heads = [unescaped(b[: max(SAMPLE_CHARS // len(bodies), 200)]) for b in bodies]
     chars = sum(map(len, bodies))
     median = _weighted_median(sorted(map(len, bodies)), chars)
     # blank lines aside (counted as "\n\n", an estimate): a heading that goes with the
@@ -74,6 +76,12 @@ def reads_as_prose(bodies: Sequence[str]) -> bool:
     sampled = sum(map(len, heads))
     # letter and space runs removed, what is left is the rest: one pass in C per body
     letters = sampled - sum(len(_LETTERS_OR_SPACE.sub("", b)) for b in heads)
+    if dominant_script("".join(heads)) == "cjk":
+        # a CJK character counts as the letters it says: a Chinese passage's line of JSON
+        # (a search's JSON Lines) has as many marks around it as an English one's, in a
+        # third of the characters
+        weighed = (CJK_CHAR_WEIGHT - 1) * sum(map(cjk_characters, heads))
+        letters, sampled = letters + weighed, sampled + weighed
     if letters < LETTER_SHARE * sampled:
         return False
     tokens = sum(
