@@ -120,3 +120,9 @@ def test_the_extractive_compressor_keeps_the_escaped_line_that_answers() -> None
     out = result.documents[0].text
     assert count_document(result.documents[0], counter) <= budget
     assert json.dumps(facts[17])[1:-1] in out
+
+
+def test_only_json_escapes_are_read() -> None:
+    """JSON writes ``\\u`` in lower case; Python's ``\\U0001F600`` and ``\\N{...}`` are none."""
+    assert unescaped("\\U0001F600 \\u00e9 \\u00E9") == "\\U0001F600 \u00e9 \u00e9"
+    assert unescaped("\\uD83D\\uDE00") == "\U0001f600"
