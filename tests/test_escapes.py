@@ -62,7 +62,7 @@ def test_escaped_chinese_windows_are_the_windows_of_its_characters() -> None:
 
 def test_escaped_chinese_lines_are_ranked_in_their_language() -> None:
     """A Chinese question of documents written by ``json.dumps``: read as hex, the documents
-    looked English, the question was "in another language" and every document was kept."""
+    look English, the question is "in another language" and every document is kept."""
     facts = list(WAREHOUSES)
     facts[17] = "青云图书馆的徽标是靛蓝色的，这是它建馆时就定下的颜色。"
     chunks = [facts[c : c + 6] for c in range(0, len(facts), 6)]
@@ -88,8 +88,8 @@ def test_escaped_chinese_lines_are_ranked_in_their_language() -> None:
 
 
 def test_an_accented_word_written_as_escapes_is_matched() -> None:
-    """BM25 read "M\\u00fcllabfuhr" as the words "m", "u00fcllabfuhr": the question's
-    "Müllabfuhr" matched nothing, and the document sharing "kommt" won."""
+    """Read as written, "M\\u00fcllabfuhr" is the words "m" and "u00fcllabfuhr" to BM25: the
+    question's "Müllabfuhr" matches nothing, and the document sharing "kommt" wins."""
     docs = [
         "Die M\\u00fcllabfuhr f\\u00e4hrt in der Altstadt jeden Dienstag.",
         "Der Bus kommt am Bahnhof jede halbe Stunde.",
@@ -107,7 +107,7 @@ def test_an_accented_word_written_as_escapes_is_matched() -> None:
 
 def test_the_extractive_compressor_keeps_the_escaped_line_that_answers() -> None:
     """Under a budget the compressor ranks a document's lines by the question's terms; read
-    as hex, no line of escaped Chinese held one, and the answer's line went with the rest."""
+    as hex, no line of escaped Chinese holds one, and the answer's line goes with the rest."""
     facts = list(WAREHOUSES)
     facts[17] = "青云图书馆的徽标是靛蓝色的，这是它建馆时就定下的颜色。"
     request = Request(

@@ -273,10 +273,10 @@ def _read(text: str) -> str:
 
 @pytest.mark.parametrize("shape", ["text", "json", "jsonl", "jsonl_ascii"])
 def test_chinese_search_results_are_passages_and_keep_the_answer(shape: str) -> None:
-    # a CJK character says what a word does: by characters a Chinese passage's lines looked
-    # short, so its search results went to the text compressor or the JSON crusher, which
-    # kept the answer in 0.43 (text) and 0.10 (JSON) of such requests; as JSON Lines, its
-    # marks took the lines' share of letters under prose's, and the log compressor kept it
+    # a CJK character says what a word does: counted by characters a Chinese passage's lines
+    # look short, and its search results go to the text compressor or the JSON crusher, which
+    # keep the answer in 0.43 (text) and 0.10 (JSON) of such requests; as JSON Lines, its
+    # marks take the lines' share of letters under prose's, and the log compressor keeps it
     # in a third
     from promptslim.tokens import get_counter
 
