@@ -66,9 +66,11 @@ def reads_as_prose(bodies: Sequence[str]) -> bool:
     # blank lines aside (counted as "\n\n", an estimate): a heading that goes with the
     # paragraph below it brings a blank line as well as its own short one
     lines = sum(b.count("\n") + 1 - b.count("\n\n") for b in bodies)
+    # a CJK character says about what a word does (one regex search when the heads are Latin)
+    cjk = dominant_script("".join(heads)) == "cjk"
     if median < MIN_BODY_CHARS or chars < MIN_LINE_CHARS * lines:
-        # a CJK character says about what a word does: its prose is short by characters
-        if dominant_script("".join(heads)) != "cjk":
+        # its prose is short by characters
+        if not cjk:
             return False
         weighted = CJK_CHAR_WEIGHT
         if weighted * median < MIN_BODY_CHARS or weighted * chars < MIN_LINE_CHARS * lines:
@@ -76,7 +78,7 @@ def reads_as_prose(bodies: Sequence[str]) -> bool:
     sampled = sum(map(len, heads))
     # letter and space runs removed, what is left is the rest: one pass in C per body
     letters = sampled - sum(len(_LETTERS_OR_SPACE.sub("", b)) for b in heads)
-    if dominant_script("".join(heads)) == "cjk":
+    if cjk:
         # a CJK character counts as the letters it says: a Chinese passage's line of JSON
         # (a search's JSON Lines) has as many marks around it as an English one's, in a
         # third of the characters
