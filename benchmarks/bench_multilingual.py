@@ -8,8 +8,10 @@ per request (p50/p99, ms, wall clock of ``Pipeline.run``, after one warm-up requ
 jieba), for each set under ``sets``: each language's documents as generated, and joined four
 to a chunk (``-chunks4``: the gold document at each position in turn, selection inside the
 kept chunk), and those chunks written as JSON Lines by ``json.dumps``' default
-(``zh-jsonl4``: every Chinese character a ``\\u`` escape, as a Python tool's export writes it;
-the answer counts as the reader reads it, the escapes decoded). The top-level keys are the
+(``zh-jsonl4``: every Chinese character a ``\\u`` escape, as a Python tool's export writes it)
+or as HTML paragraphs saved as ASCII (``zh-html4``: every Chinese character a decimal
+character reference ``&#20013;``, as ``xmlcharrefreplace`` and many CMS exports write it);
+the answer counts as the reader reads it, the escapes decoded. The top-level keys are the
 worst set's (the lowest retention, the highest token fraction and times). Chinese has no spaces between words (jieba or bigrams find them); Hindi
 words carry vowel signs that Python's ``re`` does not count as word characters, and its
 sentences end at a danda. The data are generated in code (``promptslim.bench.datasets``),
@@ -20,7 +22,8 @@ tool returns them (the tools stage alone, no budget: it keeps the passages that 
 turn's question). Each item is ``TOOL_DOCUMENTS`` generated passages (one holds the answer),
 written as a JSON list of ``{"title", "content"}`` (``zh-tool-json``), as plain text, the
 passages joined by blank lines (``zh-tool-text``), or as JSON Lines, one object a line
-(``zh-tool-jsonl``; ``zh-tool-jsonl-ascii`` by ``json.dumps``' default, with escapes). ``tool_retention`` and
+(``zh-tool-jsonl``; ``zh-tool-jsonl-ascii`` by ``json.dumps``' default, with escapes), or as
+an HTML page saved as ASCII (``zh-tool-html-ascii``). ``tool_retention`` and
 ``tool_token_fraction_kept`` are the worse set's: retention is the answer still in the tool
 message, the fraction that message's tokens kept. Side by side, ``...-compressors``: the same
 results with ``tools:documents=false`` (the JSON crusher and the text compressor), where
@@ -41,6 +44,7 @@ and the English model whatever its language.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import random
@@ -66,36 +70,45 @@ from promptslim.tokens import count_documents, get_counter
 from promptslim.types import Budget, Request
 
 #: set -> (builtin dataset, passages per chunk: None for the documents as generated, and
-#: whether each chunk is written as JSON Lines by ``json.dumps``' default, as a Python tool's
-#: export writes them: every Chinese character a ``\uXXXX`` escape)
-SETS: dict[str, tuple[str, int | None, bool]] = {
-    "zh": ("builtin:rag-zh", None, False),
-    "hi": ("builtin:rag-hi", None, False),
-    "zh-chunks4": ("builtin:rag-zh", 4, False),
-    "hi-chunks4": ("builtin:rag-hi", 4, False),
-    "zh-jsonl4": ("builtin:rag-zh", 4, True),
+#: how each chunk is written in ASCII: None as generated, "json" as JSON Lines by
+#: ``json.dumps``' default (every Chinese character a ``\uXXXX`` escape), "html" as HTML
+#: paragraphs by ``xmlcharrefreplace`` (every Chinese character a ``&#NNNNN;`` reference)
+SETS: dict[str, tuple[str, int | None, str | None]] = {
+    "zh": ("builtin:rag-zh", None, None),
+    "hi": ("builtin:rag-hi", None, None),
+    "zh-chunks4": ("builtin:rag-zh", 4, None),
+    "hi-chunks4": ("builtin:rag-hi", 4, None),
+    "zh-jsonl4": ("builtin:rag-zh", 4, "json"),
+    "zh-html4": ("builtin:rag-zh", 4, "html"),
 }
+_WRITTEN = {"json": "JSON Lines, ASCII", "html": "HTML, ASCII"}
 
 
-def _json_lines(item: BenchItem) -> BenchItem:
-    """``item`` with each document's paragraphs written as JSON Lines, ASCII only."""
+def _ascii(paragraphs: list[str], how: str) -> str:
+    """The paragraphs written as ``how`` (``SETS``) says, in ASCII."""
+    if how == "json":
+        return "\n".join(json.dumps({"text": p}) for p in paragraphs)
+    page = "\n".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
+    return page.encode("ascii", "xmlcharrefreplace").decode()
+
+
+def _written(item: BenchItem, how: str) -> BenchItem:
+    """``item`` with each document's paragraphs written as ``how`` says (``SETS``)."""
     docs = [
-        d.model_copy(
-            update={"text": "\n".join(json.dumps({"text": p}) for p in d.text.split("\n\n"))}
-        )
+        d.model_copy(update={"text": _ascii(d.text.split("\n\n"), how)})
         for d in item.request.documents
     ]
     return BenchItem(item.id, item.request.replace(documents=docs), item.answers, item.metadata)
 
 
 def run_set(
-    dataset: str, chunk: int | None, n: int, fraction: float, escaped: bool = False
+    dataset: str, chunk: int | None, n: int, fraction: float, written: str | None = None
 ) -> dict[str, Any]:
     items = load_dataset(dataset, limit=n).items
     if chunk:  # the gold document at each position of its chunk in turn, as bench_shapes does
         items = [chunked(item, chunk, i % chunk) for i, item in enumerate(items)]
-    if escaped:
-        items = [_json_lines(item) for item in items]
+    if written:
+        items = [_written(item, written) for item in items]
     counter = get_counter()
     pipeline = Pipeline([RetrievalStage(scorer="bm25"), CompressStage(compressor="extractive")])
     pipeline.run(items[0].request, Budget(documents=200))  # warm-up (imports, numpy)
@@ -110,12 +123,12 @@ def run_set(
         times.append((time.perf_counter() - start) * 1e3)
         fractions.append(count_documents(result.request.documents, counter) / before)
         context = normalise_width("".join(f"{d.title}\n{d.text}" for d in result.request.documents))
-        if escaped:  # the answer as the reader reads it, not as it is written
+        if written:  # the answer as the reader reads it, not as it is written
             context = _as_read(context)
         kept += any(normalise_width(a) in context for a in item.answers)
     described = f"{dataset} (generated in code, seed 0, 8 documents per item"
     described += f", {chunk} to a chunk" if chunk else ""
-    return _row(kept, fractions, times, described + (", JSON Lines, ASCII)" if escaped else ")"))
+    return _row(kept, fractions, times, described + (f", {_WRITTEN[written]})" if written else ")"))
 
 
 def _row(kept: float, fractions: list[float], times: list[float], dataset: str) -> dict[str, Any]:
@@ -143,6 +156,7 @@ TOOL_SETS = {
     "zh-tool-text": "text",
     "zh-tool-jsonl": "jsonl",
     "zh-tool-jsonl-ascii": "jsonl-ascii",
+    "zh-tool-html-ascii": "html-ascii",
 }
 #: beside each, the tools stage with its passages sent to the JSON and text compressors
 #: (``documents=False``), where Chinese results went before they read as prose
@@ -164,14 +178,20 @@ def _tool_result(shape: str, docs: list[str]) -> str:
     if shape == "text":
         return "\n\n".join(docs)
     listed = [{"title": f"结果{i + 1}", "content": d} for i, d in enumerate(docs)]
+    if shape == "html-ascii":
+        page = "\n".join(
+            f"<h3>{r['title']}</h3>\n<p>{html.escape(r['content'])}</p>" for r in listed
+        )
+        return page.encode("ascii", "xmlcharrefreplace").decode()
     if shape == "json":
         return json.dumps(listed, ensure_ascii=False)
     return "\n".join(json.dumps(r, ensure_ascii=shape == "jsonl-ascii") for r in listed)
 
 
 def _as_read(text: str) -> str:
-    """``text`` with JSON's ``\\uXXXX`` escapes decoded: the answer as the reader reads it."""
-    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+    """``text`` with JSON's ``\\uXXXX`` escapes and HTML's references decoded (by Python's
+    ``html``, not the library's reader): the answer as the reader reads it."""
+    return html.unescape(_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text))
 
 
 def run_tool_set(shape: str, n: int, *, documents: bool = True) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Text written with JSON's ``\\uXXXX`` escapes, as its readers see it.
+"""Text written with JSON's ``\\uXXXX`` escapes or HTML's character references, as its readers
+see it.
 
 Python's ``json.dumps`` writes every character past ASCII as an escape unless told otherwise
 (``ensure_ascii=True`` is its default), and so do the JSON Lines exports, logs that print a
@@ -12,11 +13,20 @@ document's bytes are kept as they were sent.
 
 Only ``\\u`` escapes are read: ``\\n`` or ``\\t`` are as common in LaTeX (``\\nabla``,
 ``\\theta``) and in Windows paths as in JSON, and what they stand for is a space to a scorer.
+
+HTML and XML write the same way: a page saved as ASCII (Python's ``xmlcharrefreplace``, many
+CMS exports) holds ``&#20013;`` for each Chinese character, and scraped text keeps ``&amp;``,
+``&eacute;`` and ``&#39;``. A character reference is read only when it ends with ``;``: HTML5
+also reads legacy names without one, so ``html.unescape`` turns the "&not" of a URL's
+"&notify=1" into "¬", and plain text holds such runs.
 """
 
 from __future__ import annotations
 
+import html
 import re
+from functools import lru_cache
+from html.entities import html5
 
 __all__ = ["unescaped"]
 
@@ -28,15 +38,20 @@ _ESCAPE = re.compile(
     rf"(?<!\\)\\u([dD][89abAB]{_HEX}{{2}})\\u([dD][c-fC-F]{_HEX}{{2}})|(?<!\\)\\u({_HEX}{{4}})"
 )
 _SURROGATES = range(0xD800, 0xE000)
+# a named reference, or a decimal or hex one, with its ";" (HTML5's longest name has 31 letters)
+_REFERENCE = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
 
 
 def unescaped(text: str) -> str:
-    """``text`` with each JSON ``\\uXXXX`` escape (and surrogate pair) read as its character:
-    ``text`` itself when it holds none. A lone surrogate stays written as it was (no encoder
-    takes it), and a control character reads as a space."""
-    if "\\u" not in text:
-        return text
-    return _ESCAPE.sub(_character, text)
+    """``text`` with each JSON ``\\uXXXX`` escape (and surrogate pair) and each HTML character
+    reference read as its character: ``text`` itself when it holds none. A lone surrogate and
+    a name HTML does not define stay written as they were, and a control character other than
+    a tab or a line break reads as a space."""
+    if "\\u" in text:
+        text = _ESCAPE.sub(_character, text)
+    if "&" in text:
+        text = _REFERENCE.sub(_referenced, text)
+    return text
 
 
 def _character(match: re.Match[str]) -> str:
@@ -46,4 +61,26 @@ def _character(match: re.Match[str]) -> str:
     code = int(single, 16)
     if code in _SURROGATES:
         return match.group(0)
-    return chr(code) if code >= 0x20 or chr(code) in "\t\n\r" else " "
+    return _readable(chr(code))
+
+
+def _referenced(match: re.Match[str]) -> str:
+    return _reference(match.group(0))
+
+
+# a page saved as ASCII writes each of its few thousand characters hundreds of times
+@lru_cache(maxsize=8192)
+def _reference(reference: str) -> str:
+    if reference[1] == "#":  # html.unescape reads a number no character has as U+FFFD
+        character = html.unescape(reference)
+    else:  # the whole name alone: html.unescape reads an unknown "&notary;" as "¬ary;"
+        character = html5.get(reference[1:], reference)
+    return _readable(character)
+
+
+def _readable(character: str) -> str:
+    """A control character (what ``\\u0000`` or ``&#7;`` stand for) reads as a space, as does
+    the nothing ``html.unescape`` reads a control code's reference as."""
+    if not character or (len(character) == 1 and character < " " and character not in "\t\n\r"):
+        return " "
+    return character

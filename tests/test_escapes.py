@@ -1,10 +1,14 @@
-"""JSON's ``\\u`` escapes read as their characters: ``promptslim.escapes`` and the retrieval
-stage on documents written with them (Python's ``json.dumps`` default)."""
+"""JSON's ``\\u`` escapes and HTML's character references read as their characters:
+``promptslim.escapes``, and the retrieval stage and extractive compressor on documents written
+with them (Python's ``json.dumps`` default, a page saved as ASCII by ``xmlcharrefreplace``)."""
 
 from __future__ import annotations
 
+import html
 import json
+from collections.abc import Callable
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,6 +30,13 @@ def test_an_escaped_string_reads_as_the_string(text: str) -> None:
 
 
 @given(_TEXT)
+def test_a_page_saved_as_ascii_reads_as_its_text(text: str) -> None:
+    """``html.escape`` writes ``&amp;`` ``&lt;`` ``&quot;`` ``&#x27;``; ``xmlcharrefreplace``
+    writes every character past ASCII as a decimal reference."""
+    assert unescaped(html.escape(text).encode("ascii", "xmlcharrefreplace").decode()) == text
+
+
+@given(_TEXT)
 def test_text_without_escapes_is_read_as_it_is(text: str) -> None:
     written = json.dumps(text, ensure_ascii=False)
     assert unescaped(written) is written
@@ -39,6 +50,16 @@ def test_what_no_character_stands_for_stays_written() -> None:
     assert unescaped("\\usepackage{amsmath} \\u00E9") == "\\usepackage{amsmath} \u00e9"
 
 
+def test_a_reference_is_read_whole_and_with_its_semicolon() -> None:
+    """HTML5 reads legacy names with no ";" (and the "&not" of "&notary;"): plain text and
+    URLs hold such runs, so only a whole name with its ";" is read."""
+    assert unescaped("?a=1&notify=2 R&D AT&amp;T") == "?a=1&notify=2 R&D AT&T"
+    assert unescaped("&notary; &bogus; &#xZZ; &") == "&notary; &bogus; &#xZZ; &"
+    assert unescaped("&amp;eacute; caf&eacute;") == "&eacute; caf\u00e9"  # read once
+    assert unescaped("a&#10;b&#7;c&#0;d") == "a\nb c\ufffdd"  # a control code reads as a space
+    assert unescaped("&#150; &#8230; &#x1F600;") == "\u2013 \u2026 \U0001f600"
+
+
 def _jsonl(passages: list[str], ensure_ascii: bool) -> str:
     return "\n".join(
         json.dumps({"id": f"p{i}", "text": p}, ensure_ascii=ensure_ascii)
@@ -46,22 +67,35 @@ def _jsonl(passages: list[str], ensure_ascii: bool) -> str:
     )
 
 
+def _html(passages: list[str], ascii_only: bool) -> str:
+    """The passages as paragraphs of a page, saved as ASCII by ``xmlcharrefreplace``: every
+    character past ASCII a decimal reference."""
+    page = "\n".join(f'<p id="p{i}">{html.escape(p)}</p>' for i, p in enumerate(passages))
+    return page.encode("ascii", "xmlcharrefreplace").decode() if ascii_only else page
+
+
+Writer = Callable[[list[str], bool], str]
+WRITERS = pytest.mark.parametrize("write", [_jsonl, _html], ids=["json", "html"])
+
+
 WAREHOUSES = [f"第{i}号仓库位于城市的东边，里面存放着许多旧的书籍和地图。" for i in range(30)]
 
 
-def test_escaped_chinese_windows_are_the_windows_of_its_characters() -> None:
-    """Six characters of an escape say what one character says: windows of ``window_chars``
-    escaped characters would hold a sixth of the text's."""
+@WRITERS
+def test_escaped_chinese_windows_are_the_windows_of_its_characters(write: Writer) -> None:
+    """Six to eight characters of an escape say what one character says: windows of
+    ``window_chars`` escaped characters would hold a sixth of the text's."""
     cut = {}
     for ascii_only in (False, True):
-        text = _jsonl(WAREHOUSES, ascii_only)
+        text = write(WAREHOUSES, ascii_only)
         windowed = split_windows([text], [None], window_chars=600, overlap=0, max_windows=64)
         cut[ascii_only] = [w.text for w in windowed.windows]
     assert cut[True] == cut[False]
 
 
-def test_escaped_chinese_lines_are_ranked_in_their_language() -> None:
-    """A Chinese question of documents written by ``json.dumps``: read as hex, the documents
+@WRITERS
+def test_escaped_chinese_lines_are_ranked_in_their_language(write: Writer) -> None:
+    """A Chinese question of documents written as ASCII: read as hex or digits, the documents
     look English, the question is "in another language" and every document is kept."""
     facts = list(WAREHOUSES)
     facts[17] = "青云图书馆的徽标是靛蓝色的，这是它建馆时就定下的颜色。"
@@ -71,7 +105,7 @@ def test_escaped_chinese_lines_are_ranked_in_their_language() -> None:
         request = Request(
             messages=[Message(role="user", content="青云图书馆的徽标是什么颜色？")],
             documents=[
-                Document(id=f"c{c}", text=_jsonl(chunk, ascii_only))
+                Document(id=f"c{c}", text=write(chunk, ascii_only))
                 for c, chunk in enumerate(chunks)
             ],
         )
@@ -80,23 +114,32 @@ def test_escaped_chinese_lines_are_ranked_in_their_language() -> None:
         kept[ascii_only] = result.request.documents
     assert [d.id for d in kept[True]] == [d.id for d in kept[False]] == ["c2"]
     text = kept[True][0].text
-    assert json.dumps("靛蓝色")[1:-1] in text  # the answer, kept as it was written
-    assert len(text) < len(_jsonl(chunks[2], True))  # cut inside the chunk too
-    # the same lines as when written in UTF-8, whole: each still reads as JSON
-    read = {a: [json.loads(line) for line in kept[a][0].text.splitlines()] for a in kept}
-    assert read[True] == read[False]
+    assert text.isascii() and "靛蓝色" in unescaped(text)  # the answer, kept as it was written
+    assert len(text) < len(write(chunks[2], True))  # cut inside the chunk too
+    # whole lines (JSON objects, paragraphs), each read as the line written in UTF-8
+    assert set(unescaped(text).splitlines()) <= set(write(chunks[2], False).splitlines())
 
 
-def test_an_accented_word_written_as_escapes_is_matched() -> None:
-    """Read as written, "M\\u00fcllabfuhr" is the words "m" and "u00fcllabfuhr" to BM25: the
-    question's "Müllabfuhr" matches nothing, and the document sharing "kommt" wins."""
+@pytest.mark.parametrize(
+    "fee",
+    [
+        "Die Geb\\u00fchr f\\u00fcr den Ausweis betr\\u00e4gt zehn Euro.",
+        "Die Geb&uuml;hr f&uuml;r den Ausweis betr&auml;gt zehn Euro.",
+        "Die Geb&#252;hr f&#252;r den Ausweis betr&#228;gt zehn Euro.",
+    ],
+    ids=["json", "html-named", "html-decimal"],
+)
+def test_an_accented_word_written_as_escapes_is_matched(fee: str) -> None:
+    """Read as written, "Geb\\u00fchr" is the words "geb" and "u00fchr" to BM25 (and
+    "Geb&uuml;hr" is "geb", "uuml" and "hr"): the question's "Gebühr" and "für" match
+    nothing, and the document that shares "wie hoch ist" wins."""
     docs = [
-        "Die M\\u00fcllabfuhr f\\u00e4hrt in der Altstadt jeden Dienstag.",
-        "Der Bus kommt am Bahnhof jede halbe Stunde.",
+        fee,
+        "Wie hoch ist der Turm? Er misst fünfzig Meter.",
         "Die Stadtbibliothek \\u00f6ffnet samstags um neun Uhr.",
     ]
     request = Request(
-        messages=[Message(role="user", content="Wann kommt die Müllabfuhr?")],
+        messages=[Message(role="user", content="Wie hoch ist die Gebühr für den Ausweis?")],
         documents=[Document(id=f"d{i}", text=t) for i, t in enumerate(docs)],
     )
     stage = RetrievalStage(scorer="bm25", max_k=1, order="original")
@@ -105,21 +148,23 @@ def test_an_accented_word_written_as_escapes_is_matched() -> None:
     assert kept[0].text == docs[0]  # the bytes as sent
 
 
-def test_the_extractive_compressor_keeps_the_escaped_line_that_answers() -> None:
+@WRITERS
+def test_the_extractive_compressor_keeps_the_escaped_line_that_answers(write: Writer) -> None:
     """Under a budget the compressor ranks a document's lines by the question's terms; read
-    as hex, no line of escaped Chinese holds one, and the answer's line goes with the rest."""
+    as hex or digits, no line of escaped Chinese holds one, and the answer's line goes with
+    the rest."""
     facts = list(WAREHOUSES)
     facts[17] = "青云图书馆的徽标是靛蓝色的，这是它建馆时就定下的颜色。"
     request = Request(
         messages=[Message(role="user", content="青云图书馆的徽标是什么颜色？")],
-        documents=[Document(id="d0", text=_jsonl(facts, True))],
+        documents=[Document(id="d0", text=write(facts, True))],
     )
     counter = get_counter()
     budget = count_document(request.documents[0], counter) // 4
     result = CompressStage(compressor="extractive").run(request, Budget(documents=budget))
     out = result.documents[0].text
     assert count_document(result.documents[0], counter) <= budget
-    assert json.dumps(facts[17])[1:-1] in out
+    assert out.isascii() and facts[17] in unescaped(out)
 
 
 def test_only_json_escapes_are_read() -> None:

@@ -351,6 +351,7 @@ def _accepts(scorer_type: type[Scorer], keyword: str) -> bool:
 
 def scoring_text(document: Document) -> str:
     """What the scorers read: the title (when there is one) and the text, as the model sees
-    them in the rendered prompt (JSON's ``\\u`` escapes read as their characters)."""
+    them in the rendered prompt (JSON's ``\\u`` escapes and HTML's
+    character references read as their characters)."""
     title, text = document.title, unescaped(document.text)
     return f"{title}\n{text}" if title else text

@@ -143,7 +143,7 @@ def _windows_of(
     # subtitles are scored on their words, without the cues' ids and timing lines (a text
     # without an arrow is none: no layout to compute for it)
     cues = "-->" in text and line_layout(text).kind == "cues"
-    # and JSON's \u escapes as the characters they stand for (``promptslim.escapes``)
+    # and escapes (JSON's \u, HTML's &#...;) as the characters they stand for
     read: Callable[[str], str] = (lambda part: unescaped(cue_free(part))) if cues else unescaped
     if len(text) <= _SLACK * size or len(units) == 1:
         return _scored(doc, 0, len(units), head, read(text), size)
@@ -206,8 +206,9 @@ def _weight(text: str) -> tuple[int, int]:
     (``_dense_script``); subtitles in more, for their cues' ids and timing lines, which the
     scorer does not read (``cue_free``): a window as long in characters would hold about half
     a prose window's words, and cut the sentence after the one that names the question's
-    subject away from it. Text written with JSON's ``\\u`` escapes is weighed as the text they
-    stand for, each character in the six of its escape."""
+    subject away from it. Text written with escapes (JSON's ``\\u``, HTML's character
+    references) is weighed as the text they stand for, each character in the six or eight of
+    its escape."""
     readable = unescaped(text)
     if len(readable) < len(text):
         inner = _weight(readable)

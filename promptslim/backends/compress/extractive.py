@@ -285,7 +285,7 @@ class ExtractiveCompressor(Compressor):
         counter: TokenCounter,
     ) -> list[_Unit]:
         q = analyse(query)
-        # JSON's \u escapes read as their characters (``promptslim.escapes``)
+        # escapes (JSON's \u, HTML's &#...;) read as their characters (``promptslim.escapes``)
         terms = [[analyse(unescaped(s.of(it.text))) for s in us] for it, us in zip(items, units)]
         # a document's terms are its sentences' terms: analyse each text once
         doc_terms = [

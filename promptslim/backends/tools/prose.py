@@ -59,7 +59,7 @@ def reads_as_prose(bodies: Sequence[str]) -> bool:
         return False
     # the character tests read each body's head, ``SAMPLE_CHARS`` in all: a 60,000-character
     # log costs what a page does
-    # JSON's \u escapes read as the characters they stand for (``promptslim.escapes``)
+    # escapes (JSON's \u, HTML's &#...;) read as the characters they stand for
     heads = [unescaped(b[: max(SAMPLE_CHARS // len(bodies), 200)]) for b in bodies]
     chars = sum(map(len, bodies))
     median = _weighted_median(sorted(map(len, bodies)), chars)
