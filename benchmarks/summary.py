@@ -76,6 +76,13 @@ GOALS: dict[str, tuple[Goal, ...]] = {
         Goal("langchain_agent_overhead_ms", "<=", 0.5),
         Goal("llamaindex_memory_overhead_ms", "<=", 0.5),
     ),
+    # a chat channel as a RAG document (issue 32's goals for chunk shapes)
+    "bench_chat": (
+        Goal("evidence_export", ">=", 0.97),
+        Goal("evidence_log", ">=", 0.97),
+        Goal("token_ratio_export", "<=", 0.2),
+        Goal("token_ratio_log", "<=", 0.2),
+    ),
     "bench_multilingual": (
         Goal("retention", ">=", 0.9),
         Goal("token_fraction_kept", "<=", 0.35),
@@ -170,6 +177,7 @@ RUN_ALL = (
     "bench_compress",
     "bench_integrations",
     "bench_multilingual",
+    "bench_chat",
     "bench_structured",
     "bench_proxy",
     "bench_simulate",

@@ -158,24 +158,23 @@ class RetrievalStage(BaseStage):
     near-duplicate by embedding must also share half its 5-word shingles with the one kept.
     ``mmr_lambda``: None turns MMR off; 1.0 is pure relevance, 0.0 pure diversity.
     ``window_chars`` (None: whole documents) and ``window_overlap`` (sentences): how long
-    documents are cut for scoring (see the module docstring).
-    ``max_windows`` bounds the windows the model reads in one request: past it, the hybrid
-    scorer keeps the windows at ``window_chars`` (up to ``WINDOWS_PER_MODEL_INPUT`` times as
-    many) and embeds each document's best window by BM25 and BM25's best others, up to
-    ``max_windows`` (with more documents than that, BM25's best ``max_windows`` windows);
-    other scorers get windows grown to fit ``max_windows``.
-    ``select_within``: keep only the matching parts of kept long documents;
-    ``select_fraction`` (None: ``cutoff_fraction``) is their cut-off, ``neighbour_fraction``
-    (None: off) a lower one for the neighbours of a kept window, ``context_sentences`` and
-    ``context_after`` (1 each) the sentences kept before and after each kept window, inside
-    its paragraph; a sentence after only where it goes on the same line (in prose the
-    sentence after the one naming a question's subject often states the answer; the next row
-    of a table or a log is another record). ``fit_parts`` (on): when the chosen documents'
-    parts do not fit the documents budget, each gets its best window first, best document
-    first, then more of its windows as the room allows, rather than the last ones being
-    dropped whole (``retrieval_fit``). ``record_rest`` (on): a kept window that ends inside
-    an indented record (a service in a compose file, a Kubernetes manifest, a function) keeps
-    the record's rest, up to ``window_chars`` more (``window_select``).
+    documents are cut for scoring (see the module docstring). ``max_windows`` bounds the windows
+    the model reads in one request: past it, the hybrid scorer keeps the windows at
+    ``window_chars`` (up to ``WINDOWS_PER_MODEL_INPUT`` times as many) and embeds each
+    document's best window by BM25 and BM25's best others, up to ``max_windows`` (with more
+    documents than that, BM25's best ``max_windows`` windows); other scorers get windows grown
+    to fit ``max_windows``. ``select_within``: keep only the matching parts of kept long
+    documents; ``select_fraction`` (None: ``cutoff_fraction``) is their cut-off,
+    ``neighbour_fraction`` (None: off) a lower one for the neighbours of a kept window,
+    ``context_sentences`` and ``context_after`` (1 each) the sentences kept before and after
+    each kept window, inside its paragraph; a sentence after only where it goes on the same line
+    (in prose the sentence after the one naming a question's subject often states the answer;
+    the next row of a table or a log is another record). ``fit_parts`` (on): when the chosen
+    documents' parts do not fit the documents budget, each gets its best window first, best
+    document first, then more of its windows as the room allows, rather than the last ones being
+    dropped whole (``retrieval_fit``). ``record_rest`` (on): a kept window that ends inside an
+    indented record (a service in a compose file, a Kubernetes manifest, a function) keeps the
+    record's rest, up to ``window_chars`` more (``window_select``).
     ``store_windows``: how the later windows of a document that brings a vector store's
     ``embedding`` are scored (its first window takes the store's vector): ``embed`` (the
     default) embeds them; ``lexical`` scores them by BM25 alone under ``hybrid``, so such a
@@ -206,22 +205,23 @@ class RetrievalStage(BaseStage):
     the cut-off or ``max_k`` dropped it (``retrieval_pieces``; at ``max_k``, the last other
     kept document's place): the piece after the one naming a subject often holds the answer.
     ``document_lists`` (on): a document that is a JSON list of passages competes by its
-    passages, and the JSON sent holds those kept (``retrieval_lists``). ``whole_asks`` (on): a
-    request that asks for its documents as a whole (``query.asks_for_whole``: a summary, a
-    translation, every one of something in them) keeps them all, in their order, as many as
-    fit the documents budget (``details["whole_ask"]``). ``each_question`` (on): an ask that
-    holds several questions (``query.Ask.questions``) is scored against each as well as the
-    whole, and a window keeps its best place (``retrieval_questions``; ``details["questions"]``:
-    the questions scored on their own). ``keep_across_languages`` (on): a question in another
-    language or script than its documents (``languages_differ``), under a scorer that reads one
-    (BM25; the default English model), keeps them all the same way, with a warning and
-    ``details["languages"]``. ``inline_context`` (off: invariant 1
-    keeps the last user message as written unless the caller opts in): context a template
-    marks in it, with no documents, is ranked as documents (``retrieval_inline``). A scorer
-    other than BM25 that is missing (extra not installed), fails or runs past
-    ``time_limit_ms`` is replaced by BM25 for that request, with a warning (the runs of an ask's
-    questions share what the whole ask's run left of the limit); ``strict=True``
-    raises instead.
+    passages, and the JSON sent holds those kept (``retrieval_lists``); untitled items (a
+    chat's messages) are one text: those after a best one, to ``window_chars``, go with it.
+    ``whole_asks`` (on): a request that asks for its documents as a whole (a summary, a
+    translation, every one of something in them: ``query.asks_for_whole``) keeps them all, in
+    their order, as many as fit the documents budget (``details["whole_ask"]``).
+    ``each_question`` (on): an ask that holds several questions (``query.Ask.questions``) is
+    scored against each as well as the whole, and a window keeps its best place
+    (``retrieval_questions``; ``details["questions"]``: the questions scored on their own).
+    ``keep_across_languages`` (on): a question in another language or script than its
+    documents (``languages_differ``), under a scorer that reads one (BM25; the default English
+    model), keeps them all the same way, with a warning and ``details["languages"]``.
+    ``inline_context`` (off: invariant 1 keeps the last user message as written unless the
+    caller opts in): context a template marks in it, with no documents, is ranked as
+    documents (``retrieval_inline``). A scorer other than BM25 that is missing (extra not
+    installed), fails or runs past ``time_limit_ms`` is replaced by BM25 for that request, with
+    a warning (the runs of an ask's questions share what the whole ask's run left of the
+    limit); ``strict=True`` raises instead.
     """
 
     name = "retrieval"
@@ -382,6 +382,7 @@ class RetrievalStage(BaseStage):
             score_of,
             log,
             heads,
+            listed.sequences() if listed is not None else None,
         )
         log.details.update(
             scorer="bm25" if "fallback" in log.details else self.get_scorer().name,

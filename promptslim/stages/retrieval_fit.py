@@ -15,7 +15,7 @@ budget"). A request whose chosen parts fit is not touched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -286,6 +286,7 @@ def sent_parts(
     score_of: dict[int, float],
     log: StageLog,
     headings: frozenset[int] = frozenset(),
+    follows: Mapping[int, int] | None = None,
 ) -> tuple[list[int], dict[int, str]]:
     """The chosen documents that go out, best first, and the text of those cut: the parts
     of each that match the query, the piece after the best ones (``headings``: the documents
@@ -295,7 +296,7 @@ def sent_parts(
     if parts is not None and options.select_within:
         kept_parts = select_parts_of(options, selected, documents, valid, parts, tokens, log)
     chosen = keep_next_pieces(
-        options, selected, documents, valid, parts, tokens, kept_parts.texts, log, headings
+        options, selected, documents, valid, parts, tokens, kept_parts.texts, log, headings, follows
     )
     if parts is not None and options.select_within and options.fit_parts:
         fitting = Fitting(parts, valid, kept_parts, frozenset(chosen) - frozenset(selected))

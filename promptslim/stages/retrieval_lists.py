@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ..backends.tools.documents import DocumentList, find_documents, parse_json
 from ..budget import allocate
@@ -53,6 +54,18 @@ class ListedDocuments:
     lists: dict[int, DocumentList]
     documents: list[Document]
     origin: list[tuple[int, int | None]]
+
+    def sequences(self) -> dict[int, int]:
+        """Each passage that another of its list goes on from, and that one: the next item,
+        where the list's items have no titles (a chat's messages, a store's untitled chunks,
+        a text's paragraphs: one text, cut in order). A search's results each have a title,
+        and the next result goes on from nothing."""
+        untitled = {d for d, found in self.lists.items() if not any(found.titles)}
+        return {
+            i: i + 1
+            for i, ((doc, item), (after, _)) in enumerate(pairwise(self.origin))
+            if item is not None and after == doc and doc in untitled
+        }
 
     def collapse(
         self, ordered: Sequence[int], texts: dict[int, str], scores: dict[int, float]

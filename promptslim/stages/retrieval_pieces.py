@@ -14,7 +14,7 @@ another piece's, a few tokens spent for nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
@@ -39,12 +39,14 @@ def next_piece_of(
     valid: Sequence[int],
     keys: tuple[str, str],
     headings: Collection[int] = (),
+    follows: Mapping[int, int] | None = None,
 ) -> dict[int, int]:
     """For each document of ``valid`` that ``keys`` (source, start) place in a source, the
     document that goes on from it: the same source, starting after its start and at most
     ``_GAP`` characters past its end (an overlap or the whitespace a splitter strips). A
     document of ``headings`` that nothing places goes on in the document after it, when that
-    one is not placed either."""
+    one is not placed either, as an item of ``follows`` (an untitled list's) goes on in the
+    one it names."""
     placed: dict[str, list[tuple[int, int]]] = {}
     unplaced: set[int] = set()
     for i in valid:
@@ -57,6 +59,7 @@ def next_piece_of(
     # a heading a splitter cut off on its own heads the piece cut after it, and pieces come in
     # their source's order unless a retriever ranked them: then the next is another's opening
     following = {i: i + 1 for i in headings if i in unplaced and i + 1 in unplaced}
+    following |= {i: j for i, j in (follows or {}).items() if i in unplaced and j in unplaced}
     for pieces in placed.values():
         pieces.sort()
         for (start, i), (after, j) in pairwise(pieces):
@@ -75,21 +78,28 @@ def keep_next_pieces(
     trimmed: dict[int, str],
     log: StageLog,
     headings: Collection[int] = (),
+    follows: Mapping[int, int] | None = None,
 ) -> list[int]:
     """``selected`` and, after it, the next piece of each of its ``next_pieces`` best that the
     relevance cut-off or ``max_k`` dropped (never one dropped as a near-duplicate or by MMR;
-    ``headings``: the documents that are a heading alone, for ``next_piece_of``);
+    ``headings``: the documents that are a heading alone, for ``next_piece_of``; ``follows``:
+    the items of an untitled list, each going on from the one before, ``_going_on``);
     ``tokens`` and ``trimmed`` updated, the piece's drop record replaced by what was kept of
     it and why. ``max_k`` stays a hard cap: at it, the piece takes the place of the last
     selected document that is neither one of those best nor a piece kept after one."""
     if not options.next_pieces or not selected:
         return selected
-    following = next_piece_of(documents, valid, options.piece_keys, headings)
+    following = next_piece_of(documents, valid, options.piece_keys, headings, follows)
     out = list(selected)
     anchors = set(selected[: options.next_pieces])
-    for i in selected[: options.next_pieces]:
-        j = following.get(i)
-        if j is None or j in out:
+    limit = options.window_chars or 0
+    pairs = [
+        pair
+        for i in selected[: options.next_pieces]
+        for pair in _going_on(i, following, follows or {}, documents, limit)
+    ]
+    for i, j in pairs:
+        if j in out:
             continue
         target, after = document_target(documents, j), document_target(documents, i)
         record = _drop_record(log, target)
@@ -107,6 +117,26 @@ def keep_next_pieces(
         log.change("compressed", target, tokens=tokens[j] - n, reason=reason)
         tokens[j], trimmed[j] = n, text
     return out
+
+
+def _going_on(
+    i: int,
+    following: Mapping[int, int],
+    follows: Mapping[int, int],
+    documents: Sequence[Document],
+    limit: int,
+) -> Iterator[tuple[int, int]]:
+    """The pieces that go on from ``i``, each after the one before it: the next one, and
+    where they are a list's items read as one text (``follows``: a chat's messages, a
+    sentence or two each), the ones after it while the text they hold stays under ``limit``
+    characters, as the sentence after a window is kept with it."""
+    before, j, held = i, following.get(i), 0
+    while j is not None:
+        yield before, j
+        held += len(documents[j].text)
+        if held >= limit or j not in follows:
+            return
+        before, j = j, follows[j]
 
 
 def _room(

@@ -1,0 +1,139 @@
+"""Chat exports as RAG documents: the answer a message or two after the one naming the subject.
+
+Per item (nq20-dev rows from ``--offset``, default 400: rows no other benchmark or design note
+reads), the 20 passages joined four to a chunk, each chunk written as a chat channel: the
+passage's title, then each of its sentences, one message each, in order. Two forms:
+
+- ``export``: the channel as a messaging API returns its history, a JSON list of
+  ``{"type", "user", "text", "ts"}`` objects (a document list of untitled passages, which the
+  retrieval stage ranks message by message);
+- ``log``: the same messages as a chat log's lines, ``[time] <user> text``.
+
+Configs side by side on the same items: ``default`` (the default pipeline) and ``without``
+(``retrieval:next_pieces=0``: no piece is kept for going on from a kept one, so an untitled
+list's messages are ranked alone, as before the list rule). Figures per form and config:
+``evidence`` (the answer in what is sent, mean and 95 % interval), ``token_ratio`` (document
+tokens kept / given), ``p50_ms`` / ``p99_ms`` (wall clock of the pipeline, cold: after
+``bench.runner.cold_start``, which forgets every text seen, and one warm-up request that loads
+the model). ``evidence_export`` / ``token_ratio_export`` and their ``_without`` are the
+``export`` form's; ``evidence_log`` / ``token_ratio_log`` the ``log`` form's.
+
+    python benchmarks/bench_chat.py --quick --json
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+from typing import Any
+
+from bench_shapes import row
+from common import data_file, emit, machine, parser, rows_from
+
+from promptslim.bench.datasets import BenchItem
+from promptslim.bench.runner import build_config, cold_start
+from promptslim.stats import mean_ci, percentile
+from promptslim.types import Document
+
+CONFIGS = {
+    "default": "full",
+    "without": "prefix+tools+history+retrieval:next_pieces=0+compress",
+}
+FORMS = ("export", "log")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _messages(docs: list[Document], rng: random.Random) -> list[dict[str, str]]:
+    """The passages as a channel's messages: each title, then each sentence, in order."""
+    out: list[dict[str, str]] = []
+    ts = 1_700_000_000
+    for d in docs:
+        for sentence in _SENTENCE_END.split(f"{d.title}. {d.text}" if d.title else d.text):
+            if sentence.strip():
+                ts += rng.randint(5, 300)
+                user = f"U0{rng.randint(1000, 9999)}"
+                out.append(
+                    {"type": "message", "user": user, "text": sentence, "ts": f"{ts}.000100"}
+                )
+    return out
+
+
+def _written(messages: list[dict[str, str]], form: str) -> str:
+    if form == "export":
+        return json.dumps(messages, indent=2)
+    return "\n".join(f"[{m['ts']}] <{m['user']}> {m['text']}" for m in messages)
+
+
+def chat_item(item: BenchItem, form: str, seed: int) -> BenchItem:
+    """``item`` with its passages as five chat channels of four passages each, in ``form``."""
+    rng = random.Random(seed)
+    docs = list(item.request.documents)
+    chunks = [
+        Document(id=f"channel-{c // 4}", text=_written(_messages(docs[c : c + 4], rng), form))
+        for c in range(0, len(docs), 4)
+    ]
+    return BenchItem(item.id, item.request.replace(documents=chunks), item.answers, item.metadata)
+
+
+def run(items: list[BenchItem]) -> dict[str, Any]:
+    runs = {name: build_config(spec).pipeline.run for name, spec in CONFIGS.items()}
+    for run_config in runs.values():
+        run_config(items[0].request)  # warm-up: the model loads here, not in a timed request
+    out: dict[str, Any] = {}
+    for form in FORMS:
+        shaped = [chat_item(item, form, k) for k, item in enumerate(items)]
+        for name, run_config in runs.items():
+            rows = []
+            for item in shaped:
+                cold_start()  # each request meets its documents unseen, whatever ran before
+                start = time.perf_counter()
+                result = run_config(item.request)
+                ms = (time.perf_counter() - start) * 1e3
+                messages = result.to_openai()["messages"]
+                rows.append(row(item, result.request.documents, messages, ms))
+            out.setdefault(form, {})[name] = {
+                "n": len(rows),
+                "evidence": mean_ci([r["evidence"] for r in rows]).as_dict(),
+                "token_ratio": round(sum(r["ratio"] for r in rows) / len(rows), 4),
+                "p50_ms": round(percentile([r["ms"] for r in rows], 50), 1),
+                "p99_ms": round(percentile([r["ms"] for r in rows], 99), 1),
+            }
+    return out
+
+
+def main() -> None:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=None, help="items (default 200, 40 with --quick)")
+    p.add_argument("--offset", type=int, default=400, help="the first row read")
+    args = p.parse_args()
+    n = args.n or (40 if args.quick else 200)
+    nq, offset = rows_from(f"nq:{data_file('nq20-dev.jsonl.gz')}", args.offset, n)
+    forms = run(nq)
+    result: dict[str, Any] = {
+        "forms": forms,
+        "evidence_export": forms["export"]["default"]["evidence"]["mean"],
+        "evidence_export_without": forms["export"]["without"]["evidence"]["mean"],
+        "token_ratio_export": forms["export"]["default"]["token_ratio"],
+        "token_ratio_export_without": forms["export"]["without"]["token_ratio"],
+        "evidence_log": forms["log"]["default"]["evidence"]["mean"],
+        "token_ratio_log": forms["log"]["default"]["token_ratio"],
+        "n": len(nq),
+        "rows": [offset, offset + len(nq)],
+        "configs": CONFIGS,
+        "clock": "wall clock of the pipeline, each request after cold_start (models loaded)",
+        "machine": machine(),
+    }
+    table = "\n".join(
+        f"{form:7} {name:8} evidence {r['evidence']['mean']:.3f} "
+        f"[{r['evidence']['low']:.3f}, {r['evidence']['high']:.3f}] "
+        f"token_ratio {r['token_ratio']:.4f} p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms"
+        for form, by in forms.items()
+        for name, r in by.items()
+    )
+    emit(result, args, table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""The chat benchmark (benchmarks/bench_chat.py) measures what it claims: its ``export`` form
+is a document list of untitled messages, which the retrieval stage ranks item by item and
+reads as one text, its ``log`` form plain lines; both hold every passage's words in order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import bench_chat
+import pytest
+
+from promptslim.bench.datasets import BenchItem, load_dataset
+from promptslim.stages.retrieval_lists import expand_lists
+
+SAMPLE = Path(__file__).parent / "data" / "nq20-dev.jsonl.gz"
+
+
+@pytest.fixture(scope="module")
+def nq() -> list[BenchItem]:
+    return load_dataset(f"nq:{SAMPLE}", limit=2).items
+
+
+def test_the_export_is_an_untitled_document_list_in_order(nq: list[BenchItem]) -> None:
+    item = bench_chat.chat_item(nq[0], "export", seed=0)
+    assert len(item.request.documents) == 5
+    listed = expand_lists(item.request.documents)
+    assert listed is not None and len(listed.lists) == 5  # every channel is ranked by message
+    assert all(not any(found.titles) for found in listed.lists.values())
+    follows = listed.sequences()
+    assert len(follows) == len(listed.documents) - 5  # each message but a channel's last
+    first = json.loads(item.request.documents[0].text)
+    passage = nq[0].request.documents[0]
+    assert first[0]["text"].startswith(passage.title or "")
+    assert " ".join(m["text"] for m in first).count(passage.text.split(".")[0]) == 1
+
+
+def test_the_log_holds_the_same_messages_as_lines(nq: list[BenchItem]) -> None:
+    export = bench_chat.chat_item(nq[1], "export", seed=3)
+    log = bench_chat.chat_item(nq[1], "log", seed=3)
+    for as_json, as_lines in zip(export.request.documents, log.request.documents):
+        messages = json.loads(as_json.text)
+        lines = as_lines.text.splitlines()
+        assert len(lines) == len(messages)
+        assert all(
+            line.endswith(m["text"]) and m["user"] in line for line, m in zip(lines, messages)
+        )
+    assert expand_lists(log.request.documents) is None

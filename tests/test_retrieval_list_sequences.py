@@ -1,0 +1,159 @@
+"""A document list whose items have no titles is one text cut in order (a chat export's
+messages, a store's untitled chunks): the answer is often a message or two after the one that
+names the question's subject, and shares no word with the question. So what goes on from the
+best kept item is kept too, up to ``window_chars`` of text (``retrieval_pieces._going_on``),
+as the sentence after a window is; a search's titled results are not read that way."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from promptslim.stages.retrieval import RetrievalStage
+from promptslim.stages.retrieval_lists import expand_lists
+from promptslim.types import Document, Message, Request
+
+QUESTION = "When is the Harbour Festival planning meeting?"
+ANSWER = (
+    "It starts at 4 pm on Thursday in the Lighthouse room on the second floor, and it should "
+    "take about an hour."
+)
+SUBJECT = 6  # the message that names the subject; the answer is two after it
+# a work channel's messages, long enough to read as passages (``reads_as_prose``)
+CHAT = [
+    (
+        "Morning all, the coffee machine on floor three is broken again, so use the one by the "
+        "kitchen until the technician comes."
+    ),
+    (
+        "Has anyone seen the keys to the bike shed? They were on the hook by the door yesterday "
+        "and now the hook is empty."
+    ),
+    (
+        "The quarterly report draft is in the shared folder for review, comments by Friday please "
+        "so that finance can sign it off."
+    ),
+    (
+        "Reminder that the parking lot will be repainted over the weekend, so park on the street "
+        "on Saturday and Sunday."
+    ),
+    (
+        "Can someone water the plants while Priya is away on leave? She left the watering can "
+        "under the sink in the kitchen."
+    ),
+    (
+        "The new printer driver fixes the double-sided printing problem, install it from the IT "
+        "portal when you get a moment."
+    ),
+    (
+        "The Harbour Festival planning meeting is on the calendar for next week, everyone on the "
+        "events team should come along."
+    ),
+    (
+        "Marta is booking the room and will send the agenda round, with the budget figures from "
+        "last year attached for reference."
+    ),
+    ANSWER,
+    (
+        "Lunch today is from the Thai place on the corner, put your orders in the sheet by noon "
+        "and Sam will collect them."
+    ),
+    (
+        "The fire drill on Tuesday went well, everyone was out in four minutes, which is a minute "
+        "faster than the last one."
+    ),
+    (
+        "Please close the windows in the east wing before you leave tonight, the forecast says "
+        "heavy rain after midnight."
+    ),
+    (
+        "The team photo is scheduled for the first Monday of next month, wear something you are "
+        "happy to see on the website."
+    ),
+    (
+        "Our office plants are thriving thanks to the new grow lights, even the fern by the stairs "
+        "has new leaves now."
+    ),
+    (
+        "Does anyone have a spare charger for the conference room laptop? The one in the drawer "
+        "has stopped working."
+    ),
+    (
+        "The elevator inspection will close one lift for most of the morning, so allow a few "
+        "extra minutes to get upstairs."
+    ),
+    (
+        "Congratulations to Tomas on passing his certification exam, drinks are on him at the "
+        "pub on Friday evening!"
+    ),
+    (
+        "The recycling bins are now collected on Wednesdays instead of Fridays, so put them out "
+        "on Tuesday night from now on."
+    ),
+]
+
+
+def _export(titled: bool) -> str:
+    """The chat as a messaging app exports it (a channel's history), or its messages titled."""
+    messages: list[dict[str, Any]] = []
+    for i, text in enumerate(CHAT):
+        message: dict[str, Any] = {"type": "message", "user": f"U0{i % 3}", "text": text}
+        message["ts"] = f"{1700000000 + 60 * i}.000100"
+        if titled:
+            message["title"] = f"Note {i}: {text.split()[1]}"
+        messages.append(message)
+    return json.dumps(messages, indent=2)
+
+
+def _kept(titled: bool, **options: Any) -> tuple[list[str], dict[str, Any]]:
+    request = Request(
+        messages=[Message(role="user", content=QUESTION)],
+        documents=[Document(id="channel", text=_export(titled))],
+    )
+    out, report = RetrievalStage(scorer="bm25", **options).run_report(request)
+    (document,) = out.documents
+    return [m["text"] for m in json.loads(document.text)], report.details
+
+
+def test_the_messages_after_the_one_naming_the_subject_are_kept() -> None:
+    texts, details = _kept(titled=False)
+    assert CHAT[SUBJECT] in texts and ANSWER in texts
+    assert {"id": "channel$[8]", "after": "document:channel$[7]"} in details["next_pieces"]
+    # without the rule (no next pieces) the answer, which shares no word, goes
+    texts, _ = _kept(titled=False, next_pieces=0)
+    assert CHAT[SUBJECT] in texts and ANSWER not in texts
+
+
+def test_what_is_kept_after_the_best_message_is_bounded() -> None:
+    """Up to ``window_chars`` of text goes on from the best message: not the whole channel."""
+    texts, _ = _kept(titled=False, window_chars=250)
+    after = [t for t in texts if CHAT.index(t) > SUBJECT]
+    assert ANSWER in after
+    assert sum(map(len, after[:-1])) < 250  # the walk stops once it holds the limit
+    assert len(texts) < len(CHAT) // 2
+
+
+def test_titled_results_are_not_read_as_one_text() -> None:
+    """A search's results each have a title: the next one goes on from nothing."""
+    texts, details = _kept(titled=True)
+    assert CHAT[SUBJECT] in texts and ANSWER not in texts
+    assert "next_pieces" not in details
+
+
+def test_sequences_link_an_untitled_lists_items_and_nothing_else() -> None:
+    untitled = json.dumps([{"text": t} for t in CHAT[:6]])
+    titled = json.dumps([{"title": f"T{i}", "text": t} for i, t in enumerate(CHAT[6:12])])
+    listed = expand_lists(
+        [
+            Document(id="a", text=untitled),
+            Document(id="b", text="A plain document."),
+            Document(id="c", text=titled),
+            Document(id="d", text=untitled),
+        ]
+    )
+    assert listed is not None
+    follows = listed.sequences()
+    origin = listed.origin
+    assert all(origin[i][0] == origin[j][0] and j == i + 1 for i, j in follows.items())
+    assert {origin[i][0] for i in follows} == {0, 3}  # within each untitled list alone
+    assert len(follows) == 2 * (6 - 1)
