@@ -133,6 +133,20 @@ def test_what_is_kept_after_the_best_message_is_bounded() -> None:
     assert len(texts) < len(CHAT) // 2
 
 
+def test_max_k_stays_a_hard_cap() -> None:
+    """The next message may take another's place at ``max_k``; the ones after it fill places
+    left, and take none: one kept document at most gives its place up."""
+    for k in (2, 3, 4):
+        request = Request(
+            messages=[Message(role="user", content=QUESTION)],
+            documents=[Document(id="channel", text=_export(titled=False))],
+        )
+        out, report = RetrievalStage(scorer="bm25", max_k=k, cutoff="none").run_report(request)
+        assert len(json.loads(out.documents[0].text)) <= k
+        given_up = [c for c in report.changes if "its place went to" in c.reason]
+        assert len(given_up) <= 1
+
+
 def test_titled_results_are_not_read_as_one_text() -> None:
     """A search's results each have a title: the next one goes on from nothing."""
     texts, details = _kept(titled=True)

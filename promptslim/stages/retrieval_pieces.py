@@ -91,19 +91,21 @@ def keep_next_pieces(
         return selected
     following = next_piece_of(documents, valid, options.piece_keys, headings, follows)
     out = list(selected)
-    anchors = set(selected[: options.next_pieces])
+    best = selected[: options.next_pieces]
+    anchors = set(best)
     limit = options.window_chars or 0
     pairs = [
-        pair
-        for i in selected[: options.next_pieces]
-        for pair in _going_on(i, following, follows or {}, documents, limit)
+        pair for i in best for pair in _going_on(i, following, follows or {}, documents, limit)
     ]
     for i, j in pairs:
         if j in out:
             continue
         target, after = document_target(documents, j), document_target(documents, i)
         record = _drop_record(log, target)
-        if record is None or not _room(options, out, anchors, (documents, tokens), log, after):
+        # only the next piece itself may take another's place at max_k; the items after it
+        # (``_going_on``) fill places left
+        room = _room if i in best else _left
+        if record is None or not room(options, out, anchors, (documents, tokens), log, after):
             continue
         del log.changes[record]
         out.append(j)
@@ -160,6 +162,11 @@ def _room(
     documents, tokens = counted
     drop(log, documents, spare, tokens[spare], None, reason)
     return True
+
+
+def _left(options: RetrievalOptions, out: list[int], *_: object) -> bool:
+    """Whether ``out`` has a place left under ``max_k``, taking none."""
+    return options.max_k is None or len(out) < options.max_k
 
 
 def _drop_record(log: StageLog, target: str) -> int | None:
