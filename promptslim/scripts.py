@@ -64,7 +64,7 @@ def _script_of(run: str) -> str:
         "\u3040" <= ch <= "\u30ff"
         or "\u3400" <= ch <= "\u9fff"
         or "\uac00" <= ch <= "\ud7af"
-        or ("\uf900" <= ch <= "\ufaff")
+        or "\uf900" <= ch <= "\ufaff"
     ):
         return "cjk"
     return "latin" if ch.isascii() or ch <= "\u024f" else "other"

@@ -102,11 +102,13 @@ def keep_next_pieces(
             continue
         target, after = document_target(documents, j), document_target(documents, i)
         record = _drop_record(log, target)
-        # only the next piece itself may take another's place at max_k; the items after it
-        # (``_going_on``) fill places left
-        room = _room if i in best else _left
-        if record is None or not room(options, out, anchors, (documents, tokens), log, after):
+        if record is None:
             continue
+        if i in best:  # the next piece itself may take another's place at max_k
+            if not _room(options, out, anchors, (documents, tokens), log, after):
+                continue
+        elif options.max_k is not None and len(out) >= options.max_k:
+            continue  # the items after it (``_going_on``) only fill places left
         del log.changes[record]
         out.append(j)
         anchors.add(j)
@@ -162,11 +164,6 @@ def _room(
     documents, tokens = counted
     drop(log, documents, spare, tokens[spare], None, reason)
     return True
-
-
-def _left(options: RetrievalOptions, out: list[int], *_: object) -> bool:
-    """Whether ``out`` has a place left under ``max_k``, taking none."""
-    return options.max_k is None or len(out) < options.max_k
 
 
 def _drop_record(log: StageLog, target: str) -> int | None:
