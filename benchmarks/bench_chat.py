@@ -2,16 +2,18 @@
 
 Per item (nq20-dev rows from ``--offset``, default 400: rows no other benchmark or design note
 reads), the 20 passages joined four to a chunk, each chunk written as a chat channel: the
-passage's title, then each of its sentences, one message each, in order. Two forms:
+passage's title, then each of its sentences, one message each, in order (cut where a sentence
+ends, never at an initial such as "J.P." or after "St.": no one ends a message there, and the
+answer would be cut in two). Two forms:
 
 - ``export``: the channel as a messaging API returns its history, a JSON list of
-  ``{"type", "user", "text", "ts"}`` objects (a document list of untitled passages, which the
-  retrieval stage ranks message by message);
+  ``{"type", "user", "text", "ts"}`` objects written in UTF-8 (a document list of untitled
+  passages, which the retrieval stage ranks message by message);
 - ``log``: the same messages as a chat log's lines, ``[time] <user> text``.
 
 Configs side by side on the same items: ``default`` (the default pipeline) and ``without``
-(``retrieval:next_pieces=0``: no piece is kept for going on from a kept one, so an untitled
-list's messages are ranked alone, as before the list rule). Figures per form and config:
+(``retrieval:next_pieces=0``: no piece is kept for going on from a kept one, nor the item
+before it, so an untitled list's messages are ranked alone). Figures per form and config:
 ``evidence`` (the answer in what is sent, mean and 95 % interval), ``token_ratio`` (document
 tokens kept / given), ``p50_ms`` / ``p99_ms`` (wall clock of the pipeline, cold: after
 ``bench.runner.cold_start``, which forgets every text seen, and one warm-up request that loads
@@ -42,7 +44,20 @@ CONFIGS = {
     "without": "prefix+tools+history+retrieval:next_pieces=0+compress",
 }
 FORMS = ("export", "log")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^a-z])")
+# no one ends a chat message at an initial ("J.P. Zenger", "Daniel A. Dailey") or after "St."
+_NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:St|Mr|Mrs|Ms|Dr|Jr|Sr|Mt|No|vs|Co|Inc|Ltd))\.$")
+
+
+def _sentences(text: str) -> list[str]:
+    """``text`` cut at each sentence end that is not an initial or an abbreviation's point."""
+    out: list[str] = []
+    for piece in _SENTENCE_END.split(text):
+        if out and _NOT_AN_END.search(out[-1]):
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return [s for s in out if s.strip()]
 
 
 def _messages(docs: list[Document], rng: random.Random) -> list[dict[str, str]]:
@@ -50,19 +65,16 @@ def _messages(docs: list[Document], rng: random.Random) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     ts = 1_700_000_000
     for d in docs:
-        for sentence in _SENTENCE_END.split(f"{d.title}. {d.text}" if d.title else d.text):
-            if sentence.strip():
-                ts += rng.randint(5, 300)
-                user = f"U0{rng.randint(1000, 9999)}"
-                out.append(
-                    {"type": "message", "user": user, "text": sentence, "ts": f"{ts}.000100"}
-                )
+        for sentence in _sentences(f"{d.title}. {d.text}" if d.title else d.text):
+            ts += rng.randint(5, 300)
+            user = f"U0{rng.randint(1000, 9999)}"
+            out.append({"type": "message", "user": user, "text": sentence, "ts": f"{ts}.000100"})
     return out
 
 
 def _written(messages: list[dict[str, str]], form: str) -> str:
     if form == "export":
-        return json.dumps(messages, indent=2)
+        return json.dumps(messages, indent=2, ensure_ascii=False)
     return "\n".join(f"[{m['ts']}] <{m['user']}> {m['text']}" for m in messages)
 
 

@@ -46,3 +46,25 @@ def test_the_log_holds_the_same_messages_as_lines(nq: list[BenchItem]) -> None:
             line.endswith(m["text"]) and m["user"] in line for line, m in zip(lines, messages)
         )
     assert expand_lists(log.request.documents) is None
+
+
+def test_messages_end_at_sentences_not_at_initials() -> None:
+    """No one ends a chat message at "J.P." or "St.": the answer stays in one message."""
+    text = "Scott Hudson enters J.P. Zenger High. It is named after St. Ignatius. Daniel A. Dailey won."
+    assert bench_chat._sentences(text) == [
+        "Scott Hudson enters J.P. Zenger High.",
+        "It is named after St. Ignatius.",
+        "Daniel A. Dailey won.",
+    ]
+    assert bench_chat._sentences("It costs approx. three euros. Pay here.") == [
+        "It costs approx. three euros.",
+        "Pay here.",
+    ]
+
+
+def test_the_export_is_written_as_sent_not_escaped(nq: list[BenchItem]) -> None:
+    """The JSON holds each character as itself, as the other benchmarks' JSON does, so the
+    answer, a no-break space or a dash in it, is found in what is sent."""
+    item = bench_chat.chat_item(nq[0], "export", seed=0)
+    text = "".join(d.text for d in item.request.documents)
+    assert "\\u" not in text

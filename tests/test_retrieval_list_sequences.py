@@ -2,7 +2,9 @@
 messages, a store's untitled chunks): the answer is often a message or two after the one that
 names the question's subject, and shares no word with the question. So what goes on from the
 best kept item is kept too, up to ``window_chars`` of text (``retrieval_pieces._going_on``),
-as the sentence after a window is; a search's titled results are not read that way."""
+as the sentence after a window is, and so is the item before it, where a message names who or
+what the best one's "she" or "it" is, as the sentence before a window is kept with it
+(``_items_before``); a search's titled results are not read that way."""
 
 from __future__ import annotations
 
@@ -171,3 +173,59 @@ def test_sequences_link_an_untitled_lists_items_and_nothing_else() -> None:
     assert all(origin[i][0] == origin[j][0] and j == i + 1 for i, j in follows.items())
     assert {origin[i][0] for i in follows} == {0, 3}  # within each untitled list alone
     assert len(follows) == 2 * (6 - 1)
+
+
+NEWCOMER = (
+    "Dana Whitfield joins us on Monday from the Leeds office, after eight years running "
+    "the vendor contracts there, so say hello when you see her."
+)
+REFERS_BACK = (
+    "She will coordinate the Harbour Festival planning group, so send any festival "
+    "questions to her from next week."
+)
+
+
+def _referring_channel() -> Request:
+    """A channel whose best match for the question says "she": the name is in the message
+    before it, which shares no word with the question."""
+    texts = [*CHAT[:4], NEWCOMER, REFERS_BACK, *CHAT[9:]]
+    messages = [{"type": "message", "user": f"U0{i % 3}", "text": t} for i, t in enumerate(texts)]
+    return Request(
+        messages=[Message(role="user", content="Who will coordinate the Harbour Festival?")],
+        documents=[Document(id="channel", text=json.dumps(messages))],
+    )
+
+
+def test_the_message_before_the_best_one_is_kept() -> None:
+    """The message before the best one is kept with it, as the sentence before a window is,
+    and the report says why; without next pieces it is not."""
+    out, report = RetrievalStage(scorer="bm25").run_report(_referring_channel())
+    texts = [m["text"] for m in json.loads(out.documents[0].text)]
+    assert REFERS_BACK in texts and NEWCOMER in texts
+    assert texts.index(NEWCOMER) + 1 == texts.index(REFERS_BACK)  # in the channel's order
+    assert {"id": "channel$[4]", "before": "document:channel$[5]"} in report.details["items_before"]
+    out, _ = RetrievalStage(scorer="bm25", next_pieces=0).run_report(_referring_channel())
+    texts = [m["text"] for m in json.loads(out.documents[0].text)]
+    assert REFERS_BACK in texts and NEWCOMER not in texts
+
+
+def test_the_message_before_takes_no_place_at_max_k() -> None:
+    """At ``max_k`` the message before fills a place left, and takes none (the next message
+    may take one)."""
+    stage = RetrievalStage(scorer="bm25", max_k=3, cutoff="none")
+    out, report = stage.run_report(_referring_channel())
+    texts = [m["text"] for m in json.loads(out.documents[0].text)]
+    assert len(texts) == 3 and REFERS_BACK in texts
+    assert "items_before" not in report.details
+    assert not [c for c in report.changes if "went to the item before" in c.reason]
+
+
+def test_a_long_item_before_is_not_kept_for_this() -> None:
+    """An item over ``window_chars`` is a passage of its own, not a sentence before."""
+    stage = RetrievalStage(scorer="bm25", window_chars=len(NEWCOMER) - 1)
+    out, report = stage.run_report(_referring_channel())
+    texts = [m["text"] for m in json.loads(out.documents[0].text)]
+    assert REFERS_BACK in texts and not any("Dana" in t for t in texts)
+    assert "items_before" not in report.details
+    stage = RetrievalStage(scorer="bm25", window_chars=len(NEWCOMER))
+    assert NEWCOMER in json.loads(stage.run(_referring_channel()).documents[0].text)[0]["text"]

@@ -205,8 +205,8 @@ class RetrievalStage(BaseStage):
     the cut-off or ``max_k`` dropped it (``retrieval_pieces``; at ``max_k``, the last other
     kept document's place): the piece after the one naming a subject often holds the answer.
     ``document_lists`` (on): a document that is a JSON list of passages competes by its
-    passages, and the JSON sent holds those kept (``retrieval_lists``); untitled items (a
-    chat's messages) are one text: those after a best one, to ``window_chars``, go with it.
+    passages, and the JSON sent holds those kept (``retrieval_lists``); an untitled list (a
+    chat) is one text: the item before a best one, and those after it to ``window_chars``, too.
     ``whole_asks`` (on): a request that asks for its documents as a whole (a summary, a
     translation, every one of something in them: ``query.asks_for_whole``) keeps them all, in
     their order, as many as fit the documents budget (``details["whole_ask"]``).

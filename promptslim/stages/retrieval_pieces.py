@@ -32,6 +32,8 @@ __all__ = ["CUT_OFF", "keep_next_pieces", "next_piece_of"]
 
 #: characters a splitter may strip between one piece's end and the next one's start
 _GAP = 16
+#: what a piece kept beside a best one is, by its side of it, in the report's reasons
+_HOW = {"after": "the next piece of", "before": "the item before"}
 
 
 def next_piece_of(
@@ -83,10 +85,11 @@ def keep_next_pieces(
     """``selected`` and, after it, the next piece of each of its ``next_pieces`` best that the
     relevance cut-off or ``max_k`` dropped (never one dropped as a near-duplicate or by MMR;
     ``headings``: the documents that are a heading alone, for ``next_piece_of``; ``follows``:
-    the items of an untitled list, each going on from the one before, ``_going_on``);
-    ``tokens`` and ``trimmed`` updated, the piece's drop record replaced by what was kept of
-    it and why. ``max_k`` stays a hard cap: at it, the piece takes the place of the last
-    selected document that is neither one of those best nor a piece kept after one."""
+    the items of an untitled list, each going on from the one before, ``_going_on``, and the
+    item before each best, ``_items_before``); ``tokens`` and ``trimmed`` updated, the piece's
+    drop record replaced by what was kept of it and why. ``max_k`` stays a hard cap: at it,
+    the next piece of a best one takes the place of the last selected document that is
+    neither one of those best nor a piece kept beside one; the others only fill places left."""
     if not options.next_pieces or not selected:
         return selected
     following = next_piece_of(documents, valid, options.piece_keys, headings, follows)
@@ -95,29 +98,34 @@ def keep_next_pieces(
     anchors = set(best)
     limit = options.window_chars or 0
     pairs = [
-        pair for i in best for pair in _going_on(i, following, follows or {}, documents, limit)
+        (i, j, "after")
+        for first in best
+        for i, j in _going_on(first, following, follows or {}, documents, limit)
     ]
-    for i, j in pairs:
+    pairs += [(i, j, "before") for i, j in _items_before(best, follows or {}, documents, limit)]
+    for i, j, side in pairs:
         if j in out:
             continue
-        target, after = document_target(documents, j), document_target(documents, i)
+        target, anchor = document_target(documents, j), document_target(documents, i)
         record = _drop_record(log, target)
         if record is None:
             continue
-        if i in best:  # the next piece itself may take another's place at max_k
-            if not _room(options, out, anchors, (documents, tokens), log, after):
+        how = _HOW[side]
+        if i in best and side == "after":  # the next piece may take another's place at max_k
+            if not _room(options, out, anchors, (documents, tokens), log, f"{how} {anchor}"):
                 continue
         elif options.max_k is not None and len(out) >= options.max_k:
-            continue  # the items after it (``_going_on``) only fill places left
+            continue  # the items after the next, and the item before, only fill places left
         del log.changes[record]
         out.append(j)
         anchors.add(j)
+        key = "next_pieces" if side == "after" else "items_before"
+        log.details.setdefault(key, []).append({"id": documents[j].id, side: anchor})
         text = _opening(options, documents[j].text, parts, valid.index(j))
-        log.details.setdefault("next_pieces", []).append({"id": documents[j].id, "after": after})
         if text is None:
             continue
         n = count_document(documents[j].model_copy(update={"text": text}), log.counter)
-        reason = f"the next piece of {after}: its opening kept"
+        reason = f"{how} {anchor}: its opening kept"
         log.change("compressed", target, tokens=tokens[j] - n, reason=reason)
         tokens[j], trimmed[j] = n, text
     return out
@@ -143,24 +151,35 @@ def _going_on(
         before, j = j, follows[j]
 
 
+def _items_before(
+    best: Sequence[int], follows: Mapping[int, int], documents: Sequence[Document], limit: int
+) -> list[tuple[int, int]]:
+    """For each of ``best`` that an untitled list's item goes on from (``follows``), that
+    item: a chat message often names the subject the next one's "she" or "it" stands for,
+    as the sentence before a window is kept with it. An item over ``limit`` characters (a
+    passage of its own, not a sentence or two) is not kept for this."""
+    before = {j: i for i, j in follows.items()}
+    return [(i, before[i]) for i in best if i in before and len(documents[before[i]].text) <= limit]
+
+
 def _room(
     options: RetrievalOptions,
     out: list[int],
     anchors: set[int],
     counted: tuple[Sequence[Document], list[int]],
     log: StageLog,
-    after: str,
+    taker: str,
 ) -> bool:
     """Whether ``out`` has room for one more under ``max_k``, making it when it can: the last
     document of ``out`` outside ``anchors`` is dropped (``counted``: the documents and their
-    tokens), its report saying for what."""
+    tokens), its report saying for what (``taker``, as "the next piece of document:a")."""
     if options.max_k is None or len(out) < options.max_k:
         return True
     spare = next((k for k in reversed(out) if k not in anchors), None)
     if spare is None:
         return False
     out.remove(spare)
-    reason = f"{HARD_CAP} max_k={options.max_k}: its place went to the next piece of {after}"
+    reason = f"{HARD_CAP} max_k={options.max_k}: its place went to {taker}"
     documents, tokens = counted
     drop(log, documents, spare, tokens[spare], None, reason)
     return True
