@@ -9,16 +9,21 @@ answer would be cut in two). Two forms:
 - ``export``: the channel as a messaging API returns its history, a JSON list of
   ``{"type", "user", "text", "ts"}`` objects written in UTF-8 (a document list of untitled
   passages, which the retrieval stage ranks message by message);
-- ``log``: the same messages as a chat log's lines, ``[time] <user> text``.
+- ``log``: the same messages as a chat log's lines, ``[time] <user> text``;
+- ``tool``: no documents: an agent's turn that called a ``read_channel`` tool once a channel,
+  each result ``{"ok": true, "messages": [...]}`` as in ``export``, compressed by the tools
+  stage one result at a time (``token_ratio`` is then tool-message tokens kept / given).
 
 Configs side by side on the same items: ``default`` (the default pipeline) and ``without``
-(``retrieval:next_pieces=0``: no piece is kept for going on from a kept one, nor the item
-before it, so an untitled list's messages are ranked alone). Figures per form and config:
+(``next_pieces=0`` in the retrieval stage and in the tools stage's ``documents``: no piece is
+kept for going on from a kept one, nor the item before it, so an untitled list's messages are
+ranked alone). Figures per form and config:
 ``evidence`` (the answer in what is sent, mean and 95 % interval), ``token_ratio`` (document
 tokens kept / given), ``p50_ms`` / ``p99_ms`` (wall clock of the pipeline, cold: after
 ``bench.runner.cold_start``, which forgets every text seen, and one warm-up request that loads
 the model). ``evidence_export`` / ``token_ratio_export`` and their ``_without`` are the
-``export`` form's; ``evidence_log`` / ``token_ratio_log`` the ``log`` form's.
+``export`` form's; ``evidence_log`` / ``token_ratio_log`` the ``log`` form's;
+``evidence_tool`` / ``token_ratio_tool`` and their ``_without`` the ``tool`` form's.
 
     python benchmarks/bench_chat.py --quick --json
 """
@@ -34,16 +39,20 @@ from typing import Any
 from bench_shapes import row
 from common import data_file, emit, machine, parser, rows_from
 
+from promptslim.bench.configs import stage_options
 from promptslim.bench.datasets import BenchItem
 from promptslim.bench.runner import build_config, cold_start
+from promptslim.pipeline import Pipeline
 from promptslim.stats import mean_ci, percentile
-from promptslim.types import Document
+from promptslim.types import Document, Request
 
 CONFIGS = {
-    "default": "full",
+    "default": "prefix+tools+history+retrieval+compress",
     "without": "prefix+tools+history+retrieval:next_pieces=0+compress",
 }
-FORMS = ("export", "log")
+#: the tools stage's passages ranked without next pieces too, under ``without``
+WITHOUT_TOOLS = {"name": "tools", "documents": {"next_pieces": 0}}
+FORMS = ("export", "log", "tool")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^a-z])")
 # no one ends a chat message at an initial ("J.P. Zenger", "Daniel A. Dailey") or after "St."
 _NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:St|Mr|Mrs|Ms|Dr|Jr|Sr|Mt|No|vs|Co|Inc|Ltd))\.$")
@@ -82,15 +91,45 @@ def chat_item(item: BenchItem, form: str, seed: int) -> BenchItem:
     """``item`` with its passages as five chat channels of four passages each, in ``form``."""
     rng = random.Random(seed)
     docs = list(item.request.documents)
+    channels = [_messages(docs[c : c + 4], rng) for c in range(0, len(docs), 4)]
+    if form == "tool":
+        return _tool_item(item, channels)
     chunks = [
-        Document(id=f"channel-{c // 4}", text=_written(_messages(docs[c : c + 4], rng), form))
-        for c in range(0, len(docs), 4)
+        Document(id=f"channel-{c}", text=_written(messages, form))
+        for c, messages in enumerate(channels)
     ]
     return BenchItem(item.id, item.request.replace(documents=chunks), item.answers, item.metadata)
 
 
+def _tool_item(item: BenchItem, channels: list[list[dict[str, str]]]) -> BenchItem:
+    """The question, then one ``read_channel`` call a channel and its result, no documents."""
+    calls, results = [], []
+    for c, messages in enumerate(channels):
+        arguments = json.dumps({"channel": f"channel-{c}"})
+        function = {"name": "read_channel", "arguments": arguments}
+        calls.append({"id": f"call-{c}", "type": "function", "function": function})
+        content = json.dumps({"ok": True, "messages": messages}, ensure_ascii=False)
+        results.append({"role": "tool", "tool_call_id": f"call-{c}", "content": content})
+    question = item.request.query or ""
+    request = Request.from_openai({"messages": [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        *results,
+    ]})  # fmt: skip
+    return BenchItem(item.id, request, item.answers, {**item.metadata, "question": question})
+
+
+def _pipelines() -> dict[str, Any]:
+    """Each config's ``run``; ``without`` ranks the tools stage's passages without next
+    pieces too (``WITHOUT_TOOLS``), which its shorthand cannot say."""
+    default = build_config(CONFIGS["default"]).pipeline
+    stages = [stage_options(part) for part in CONFIGS["without"].split("+")]
+    tools = [WITHOUT_TOOLS if s["name"] == "tools" else s for s in stages]
+    return {"default": default.run, "without": Pipeline.from_config({"stages": tools}).run}
+
+
 def run(items: list[BenchItem]) -> dict[str, Any]:
-    runs = {name: build_config(spec).pipeline.run for name, spec in CONFIGS.items()}
+    runs = _pipelines()
     for run_config in runs.values():
         run_config(items[0].request)  # warm-up: the model loads here, not in a timed request
     out: dict[str, Any] = {}
@@ -131,9 +170,13 @@ def main() -> None:
         "token_ratio_export_without": forms["export"]["without"]["token_ratio"],
         "evidence_log": forms["log"]["default"]["evidence"]["mean"],
         "token_ratio_log": forms["log"]["default"]["token_ratio"],
+        "evidence_tool": forms["tool"]["default"]["evidence"]["mean"],
+        "evidence_tool_without": forms["tool"]["without"]["evidence"]["mean"],
+        "token_ratio_tool": forms["tool"]["default"]["token_ratio"],
+        "token_ratio_tool_without": forms["tool"]["without"]["token_ratio"],
         "n": len(nq),
         "rows": [offset, offset + len(nq)],
-        "configs": CONFIGS,
+        "configs": {**CONFIGS, "without_tools": WITHOUT_TOOLS},
         "clock": "wall clock of the pipeline, each request after cold_start (models loaded)",
         "machine": machine(),
     }

@@ -82,6 +82,9 @@ GOALS: dict[str, tuple[Goal, ...]] = {
         Goal("evidence_log", ">=", 0.97),
         Goal("token_ratio_export", "<=", 0.2),
         Goal("token_ratio_log", "<=", 0.2),
+        Goal("evidence_tool", ">=", 0.97),
+        # as bench_tools' tool results
+        Goal("token_ratio_tool", "<=", 0.25),
     ),
     "bench_multilingual": (
         Goal("retention", ">=", 0.9),

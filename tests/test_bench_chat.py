@@ -68,3 +68,14 @@ def test_the_export_is_written_as_sent_not_escaped(nq: list[BenchItem]) -> None:
     item = bench_chat.chat_item(nq[0], "export", seed=0)
     text = "".join(d.text for d in item.request.documents)
     assert "\\u" not in text
+
+
+def test_the_tool_form_is_one_read_channel_result_a_channel(nq: list[BenchItem]) -> None:
+    """No documents: each channel's messages, as in the export, in a tool message."""
+    export = bench_chat.chat_item(nq[0], "export", seed=5)
+    tool = bench_chat.chat_item(nq[0], "tool", seed=5)
+    assert not tool.request.documents and tool.metadata["question"] == nq[0].request.query
+    results = [m for m in tool.request.messages if m.role == "tool"]
+    assert len(results) == len(export.request.documents) == 5
+    for result, channel in zip(results, export.request.documents):
+        assert json.loads(result.text)["messages"] == json.loads(channel.text)

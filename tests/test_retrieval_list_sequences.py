@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from promptslim.stages.retrieval import RetrievalStage
-from promptslim.stages.retrieval_lists import expand_lists
+from promptslim.stages.retrieval_lists import PREVIOUS_KEY, expand_lists, follows_of
+from promptslim.stages.tools import ToolsStage
 from promptslim.types import Document, Message, Request
 
 QUESTION = "When is the Harbour Festival planning meeting?"
@@ -229,3 +230,59 @@ def test_a_long_item_before_is_not_kept_for_this() -> None:
     assert "items_before" not in report.details
     stage = RetrievalStage(scorer="bm25", window_chars=len(NEWCOMER))
     assert NEWCOMER in json.loads(stage.run(_referring_channel()).documents[0].text)[0]["text"]
+
+
+def _channel_documents(texts: list[str], *, linked: bool) -> list[Document]:
+    """The messages as documents, each naming the one before (``PREVIOUS_KEY``) if linked."""
+    return [
+        Document(id=f"m{i}", text=t, metadata={PREVIOUS_KEY: f"m{i - 1}"} if linked and i else {})
+        for i, t in enumerate(texts)
+    ]
+
+
+def test_documents_that_name_the_one_before_are_one_text() -> None:
+    """A caller's ordered pieces, each naming the one it goes on from, are read as an
+    untitled list's items: the answer two messages after the subject is kept."""
+    question = [Message(role="user", content=QUESTION)]
+    for linked in (True, False):
+        request = Request(messages=question, documents=_channel_documents(CHAT, linked=linked))
+        kept = [d.text for d in RetrievalStage(scorer="bm25").run(request).documents]
+        assert CHAT[SUBJECT] in kept
+        assert (ANSWER in kept) is linked
+
+
+def test_follows_of_links_only_back_to_an_earlier_document() -> None:
+    """A link to a later document, to an unknown id or from two documents to one is no walk
+    that could go round or fork: each document goes on in at most one, always after it."""
+    docs = [
+        Document(id="a", text="one"),
+        Document(id="b", text="two", metadata={PREVIOUS_KEY: "a"}),
+        Document(id="c", text="three", metadata={PREVIOUS_KEY: "d"}),  # a later one
+        Document(id="d", text="four", metadata={PREVIOUS_KEY: "a"}),  # a second claim on a
+        Document(id="e", text="five", metadata={PREVIOUS_KEY: "nowhere"}),
+        Document(id="f", text="six", metadata={PREVIOUS_KEY: 3}),  # not an id here
+    ]
+    assert follows_of(None, docs) == {0: 1}
+
+
+def _read_channel(texts: list[str]) -> Request:
+    """An agent's turn: the question, a ``read_channel`` call, and its result."""
+    messages = [{"type": "message", "user": f"U0{i % 3}", "text": t} for i, t in enumerate(texts)]
+    call = {"id": "c0", "type": "function", "function": {"name": "read_channel", "arguments": "{}"}}
+    return Request.from_openai({"messages": [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c0", "content": json.dumps({"messages": messages})},
+    ]})  # fmt: skip
+
+
+def test_a_channels_history_as_a_tool_result_is_one_text() -> None:
+    """The tools stage reads a tool's untitled messages in order too: the answer two messages
+    after the subject stays, and without next pieces it goes."""
+    for next_pieces, kept in ((1, True), (0, False)):
+        stage = ToolsStage(documents={"next_pieces": next_pieces})
+        out, report = stage.run_report(_read_channel(CHAT))
+        sent = out.messages[-1].text
+        assert report.details["tools"][0]["kind"] == "documents"
+        assert CHAT[SUBJECT] in sent and (ANSWER in sent) is kept
+        assert len(sent) < len(_read_channel(CHAT).messages[-1].text) / 2

@@ -90,7 +90,7 @@ from .base import BaseStage, StageLog
 from .retrieval_cutoff import headings, relevance_cutoff, relevance_k, unranked
 from .retrieval_fit import sent_parts
 from .retrieval_inline import inline_for
-from .retrieval_lists import expand_lists, lists_of, report_lists, sent
+from .retrieval_lists import expand_lists, follows_of, lists_of, report_lists, sent
 from .retrieval_options import (  # noqa: F401  (re-exported: the old import path)
     DEFAULT_COSINE_THRESHOLD,
     DEFAULT_MAX_WINDOWS,
@@ -195,8 +195,7 @@ class RetrievalStage(BaseStage):
     the lowest dense score (their BM25 share alone). A text already read (the same content
     elsewhere in the request) takes no place. It cuts the windows embedded in proportion, but
     BM25 must then find the part the model would, and on the shape suite's chunk and splitter
-    shapes it often does not (evidence below the suite's 0.97 with or without one later window
-    of each document kept), so it is off by default.
+    shapes it often does not (evidence under 0.97 with one later window too), so it is off.
     ``next_pieces`` (1) and ``piece_keys`` (``("source", "start_index")``): where the
     documents' metadata places them in the source a splitter cut them from (LangChain's keys
     under ``add_start_index=True``; the LlamaIndex integration fills them from each node; else
@@ -207,6 +206,7 @@ class RetrievalStage(BaseStage):
     ``document_lists`` (on): a document that is a JSON list of passages competes by its
     passages, and the JSON sent holds those kept (``retrieval_lists``); an untitled list (a
     chat) is one text: the item before a best one, and those after it to ``window_chars``, too.
+    So are documents whose metadata's ``previous_id`` names the earlier one each goes on from.
     ``whole_asks`` (on): a request that asks for its documents as a whole (a summary, a
     translation, every one of something in them: ``query.asks_for_whole``) keeps them all, in
     their order, as many as fit the documents budget (``details["whole_ask"]``).
@@ -382,7 +382,7 @@ class RetrievalStage(BaseStage):
             score_of,
             log,
             heads,
-            listed.sequences() if listed is not None else None,
+            follows_of(listed, documents),
         )
         log.details.update(
             scorer="bm25" if "fallback" in log.details else self.get_scorer().name,

@@ -35,13 +35,25 @@ from ..request import Budget, Request
 from ..tokens import TokenCounter, count_document
 from .base import StageLog
 
-__all__ = ["MAX_CANDIDATES", "ListedDocuments", "expand_lists", "lists_of", "report_lists", "sent"]
+__all__ = [
+    "MAX_CANDIDATES",
+    "PREVIOUS_KEY",
+    "ListedDocuments",
+    "expand_lists",
+    "follows_of",
+    "lists_of",
+    "report_lists",
+    "sent",
+]
 
 #: the most candidates the passages of a request's lists may make, with its other documents
 #: (``RequestLimits.max_documents``' default): a list past it stays one candidate, so the
 #: ranking's work stays what a request's own documents may ask of it
 MAX_CANDIDATES = 5_000
 _JSON_START = re.compile(r"\s*[\[{]")
+#: the metadata key naming the document a document goes on from, as an untitled list's item
+#: goes on from the one before it (the tools stage marks a chat history's messages so)
+PREVIOUS_KEY = "previous_id"
 
 
 @dataclass(frozen=True)
@@ -132,6 +144,22 @@ def _scored(doc: Document, score: float, text: str | None) -> Document:
     if text is not None:
         update["text"] = text
     return doc.model_copy(update=update)
+
+
+def follows_of(listed: ListedDocuments | None, documents: Sequence[Document]) -> dict[int, int]:
+    """Each candidate of ``documents`` that another goes on from, and that one: an untitled
+    list's items (``ListedDocuments.sequences``), and a document whose metadata's
+    ``PREVIOUS_KEY`` names an earlier candidate's id (the first of that id; a link back to a
+    later one is no link, so no walk along the links can go round)."""
+    follows = listed.sequences() if listed is not None else {}
+    first: dict[str, int] = {}
+    for j, doc in enumerate(documents):
+        previous = doc.metadata.get(PREVIOUS_KEY)
+        i = None if previous is None else first.get(str(previous))
+        if i is not None:
+            follows.setdefault(i, j)
+        first.setdefault(doc.id, j)
+    return follows
 
 
 def lists_of(request: Request, budget: Budget, counter: TokenCounter) -> ListedDocuments | None:

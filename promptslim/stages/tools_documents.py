@@ -23,12 +23,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..backends.tools import Compressed, ToolContext
-from ..backends.tools.documents import MIN_ITEMS, find_documents, literal_items, parse_json
+from ..backends.tools.documents import (
+    MIN_ITEMS,
+    DocumentList,
+    find_documents,
+    literal_items,
+    parse_json,
+)
 from ..backends.tools.prose import Found
 from ..errors import ConfigError
 from ..messages import Document, Message
 from ..request import Request
 from .retrieval import RetrievalStage
+from .retrieval_lists import PREVIOUS_KEY
 from .retrieval_options import RetrievalOptions
 
 __all__ = ["ToolDocuments"]
@@ -68,11 +75,7 @@ class ToolDocuments:
         query = _query(context)
         if not query:
             return None
-        docs = [
-            Document(id=str(i), text=body, metadata={"title": title} if title else {})
-            for i, (body, title) in enumerate(zip(found.bodies, found.titles))
-            if body.strip()
-        ]
+        docs = _documents(found)
         request = Request(
             messages=[Message(role="user", content=query)],
             documents=docs,
@@ -91,6 +94,21 @@ class ToolDocuments:
         found = find_documents(parse_json(_WARM_UP), _WARM_UP)
         if found is not None:
             self.compress(found, ToolContext(query="what does the warm-up load"))
+
+
+def _documents(found: Found) -> list[Document]:
+    """The items of ``found`` with a body, as documents. A JSON list whose items have no titles
+    (a chat channel's history) is one text in order: each item goes on from the one before
+    (``PREVIOUS_KEY``), as such a list among a request's documents does."""
+    untitled = isinstance(found, DocumentList) and not any(found.titles)
+    docs: list[Document] = []
+    for i, (body, title) in enumerate(zip(found.bodies, found.titles)):
+        if body.strip():
+            meta = {"title": title} if title else {}
+            if untitled and docs:
+                meta[PREVIOUS_KEY] = docs[-1].id
+            docs.append(Document(id=str(i), text=body, metadata=meta))
+    return docs
 
 
 def _query(context: ToolContext) -> str:
