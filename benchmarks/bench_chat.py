@@ -4,7 +4,7 @@ Per item (nq20-dev rows from ``--offset``, default 400: rows no other benchmark 
 reads), the 20 passages joined four to a chunk, each chunk written as a chat channel: the
 passage's title, then each of its sentences, one message each, in order (cut where a sentence
 ends, never at an initial such as "J.P." or after "St.": no one ends a message there, and the
-answer would be cut in two). Two forms:
+answer would be cut in two). The forms:
 
 - ``export``: the channel as a messaging API returns its history, a JSON list of
   ``{"type", "user", "text", "ts"}`` objects written in UTF-8 (a document list of untitled
@@ -12,7 +12,10 @@ answer would be cut in two). Two forms:
 - ``log``: the same messages as a chat log's lines, ``[time] <user> text``;
 - ``tool``: no documents: an agent's turn that called a ``read_channel`` tool once a channel,
   each result ``{"ok": true, "messages": [...]}`` as in ``export``, compressed by the tools
-  stage one result at a time (``token_ratio`` is then tool-message tokens kept / given).
+  stage one result at a time (``token_ratio`` is then tool-message tokens kept / given);
+- ``export_short`` and ``tool_short``: as ``export`` and ``tool``, each sentence cut after
+  its commas, semicolons and colons into messages of 25 characters or more (about 50 at the
+  median), as people write in chat: too short to read as passages by the prose test.
 
 Configs side by side on the same items: ``default`` (the default pipeline) and ``without``
 (``next_pieces=0`` in the retrieval stage and in the tools stage's ``documents``: no piece is
@@ -23,7 +26,8 @@ tokens kept / given), ``p50_ms`` / ``p99_ms`` (wall clock of the pipeline, cold:
 ``bench.runner.cold_start``, which forgets every text seen, and one warm-up request that loads
 the model). ``evidence_export`` / ``token_ratio_export`` and their ``_without`` are the
 ``export`` form's; ``evidence_log`` / ``token_ratio_log`` the ``log`` form's;
-``evidence_tool`` / ``token_ratio_tool`` and their ``_without`` the ``tool`` form's.
+``evidence_tool`` / ``token_ratio_tool`` and their ``_without`` the ``tool`` form's, and
+so on for ``export_short`` and ``tool_short``.
 
     python benchmarks/bench_chat.py --quick --json
 """
@@ -52,7 +56,10 @@ CONFIGS = {
 }
 #: the tools stage's passages ranked without next pieces too, under ``without``
 WITHOUT_TOOLS = {"name": "tools", "documents": {"next_pieces": 0}}
-FORMS = ("export", "log", "tool")
+FORMS = ("export", "log", "tool", "export_short", "tool_short")
+#: a short message's fewest characters: a shorter piece goes with the next one
+SHORT_CHARS = 25
+_CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^a-z])")
 # no one ends a chat message at an initial ("J.P. Zenger", "Daniel A. Dailey") or after "St."
 _NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:St|Mr|Mrs|Ms|Dr|Jr|Sr|Mt|No|vs|Co|Inc|Ltd))\.$")
@@ -69,12 +76,33 @@ def _sentences(text: str) -> list[str]:
     return [s for s in out if s.strip()]
 
 
-def _messages(docs: list[Document], rng: random.Random) -> list[dict[str, str]]:
-    """The passages as a channel's messages: each title, then each sentence, in order."""
+def _short(sentence: str) -> list[str]:
+    """``sentence`` cut after its commas, semicolons and colons, each piece of at least
+    ``SHORT_CHARS`` (a shorter one goes with the next, a short last one with the one before)."""
+    out: list[str] = []
+    held = ""
+    for piece in _CLAUSE_END.split(sentence):
+        held = f"{held} {piece}" if held else piece
+        if len(held) >= SHORT_CHARS:
+            out.append(held)
+            held = ""
+    if held and out:
+        out[-1] = f"{out[-1]} {held}"
+    elif held:
+        out.append(held)
+    return out
+
+
+def _messages(
+    docs: list[Document], rng: random.Random, short: bool = False
+) -> list[dict[str, str]]:
+    """The passages as a channel's messages: each title, then each sentence (or each
+    ``_short`` piece of it), in order."""
     out: list[dict[str, str]] = []
     ts = 1_700_000_000
     for d in docs:
-        for sentence in _sentences(f"{d.title}. {d.text}" if d.title else d.text):
+        sentences = _sentences(f"{d.title}. {d.text}" if d.title else d.text)
+        for sentence in [p for s in sentences for p in _short(s)] if short else sentences:
             ts += rng.randint(5, 300)
             user = f"U0{rng.randint(1000, 9999)}"
             out.append({"type": "message", "user": user, "text": sentence, "ts": f"{ts}.000100"})
@@ -91,11 +119,12 @@ def chat_item(item: BenchItem, form: str, seed: int) -> BenchItem:
     """``item`` with its passages as five chat channels of four passages each, in ``form``."""
     rng = random.Random(seed)
     docs = list(item.request.documents)
-    channels = [_messages(docs[c : c + 4], rng) for c in range(0, len(docs), 4)]
-    if form == "tool":
+    short = form.endswith("_short")
+    channels = [_messages(docs[c : c + 4], rng, short) for c in range(0, len(docs), 4)]
+    if form.startswith("tool"):
         return _tool_item(item, channels)
     chunks = [
-        Document(id=f"channel-{c}", text=_written(messages, form))
+        Document(id=f"channel-{c}", text=_written(messages, form.removesuffix("_short")))
         for c, messages in enumerate(channels)
     ]
     return BenchItem(item.id, item.request.replace(documents=chunks), item.answers, item.metadata)
@@ -154,6 +183,12 @@ def run(items: list[BenchItem]) -> dict[str, Any]:
     return out
 
 
+def _figure(measured: dict[str, Any], figure: str) -> float:
+    """A form's figure under one config: for evidence, its mean."""
+    value = measured[figure]
+    return float(value["mean"] if figure == "evidence" else value)
+
+
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=None, help="items (default 200, 40 with --quick)")
@@ -164,16 +199,12 @@ def main() -> None:
     forms = run(nq)
     result: dict[str, Any] = {
         "forms": forms,
-        "evidence_export": forms["export"]["default"]["evidence"]["mean"],
-        "evidence_export_without": forms["export"]["without"]["evidence"]["mean"],
-        "token_ratio_export": forms["export"]["default"]["token_ratio"],
-        "token_ratio_export_without": forms["export"]["without"]["token_ratio"],
-        "evidence_log": forms["log"]["default"]["evidence"]["mean"],
-        "token_ratio_log": forms["log"]["default"]["token_ratio"],
-        "evidence_tool": forms["tool"]["default"]["evidence"]["mean"],
-        "evidence_tool_without": forms["tool"]["without"]["evidence"]["mean"],
-        "token_ratio_tool": forms["tool"]["default"]["token_ratio"],
-        "token_ratio_tool_without": forms["tool"]["without"]["token_ratio"],
+        **{
+            f"{figure}_{form}{suffix}": _figure(forms[form][name], figure)
+            for form in FORMS
+            for name, suffix in (("default", ""), ("without", "_without"))
+            for figure in ("evidence", "token_ratio")
+        },
         "n": len(nq),
         "rows": [offset, offset + len(nq)],
         "configs": {**CONFIGS, "without_tools": WITHOUT_TOOLS},

@@ -85,6 +85,10 @@ GOALS: dict[str, tuple[Goal, ...]] = {
         Goal("evidence_tool", ">=", 0.97),
         # as bench_tools' tool results
         Goal("token_ratio_tool", "<=", 0.25),
+        Goal("evidence_export_short", ">=", 0.97),
+        Goal("token_ratio_export_short", "<=", 0.2),
+        Goal("evidence_tool_short", ">=", 0.97),
+        Goal("token_ratio_tool_short", "<=", 0.25),
     ),
     "bench_multilingual": (
         Goal("retention", ">=", 0.9),

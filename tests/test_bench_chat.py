@@ -79,3 +79,34 @@ def test_the_tool_form_is_one_read_channel_result_a_channel(nq: list[BenchItem])
     assert len(results) == len(export.request.documents) == 5
     for result, channel in zip(results, export.request.documents):
         assert json.loads(result.text)["messages"] == json.loads(channel.text)
+
+
+def test_short_messages_cut_a_sentence_after_its_commas_and_keep_every_word() -> None:
+    """Pieces of 25 characters or more: a shorter one goes with the next, a short last one
+    with the one before."""
+    sentence = "Born in 1950 in a small town, she moved to Paris, then Rome; she died there in 2001."
+    pieces = bench_chat._short(sentence)
+    assert pieces == [
+        "Born in 1950 in a small town,",
+        "she moved to Paris, then Rome; she died there in 2001.",
+    ]
+    assert " ".join(pieces) == sentence
+    longer = "Born in 1950 in a small town, she moved to Paris; she died there in the spring."
+    assert bench_chat._short(longer) == [
+        "Born in 1950 in a small town,",
+        "she moved to Paris; she died there in the spring.",
+    ]
+    assert bench_chat._short("Short, and done.") == ["Short, and done."]
+
+
+def test_the_short_forms_hold_the_same_words_in_more_messages(nq: list[BenchItem]) -> None:
+    export = bench_chat.chat_item(nq[0], "export", seed=2)
+    short = bench_chat.chat_item(nq[0], "export_short", seed=2)
+    for whole, cut in zip(export.request.documents, short.request.documents):
+        long_texts = [m["text"] for m in json.loads(whole.text)]
+        short_texts = [m["text"] for m in json.loads(cut.text)]
+        assert len(short_texts) > len(long_texts)
+        assert " ".join(short_texts) == " ".join(long_texts)
+    tool = bench_chat.chat_item(nq[0], "tool_short", seed=2)
+    results = [json.loads(m.text)["messages"] for m in tool.request.messages if m.role == "tool"]
+    assert results == [json.loads(d.text) for d in short.request.documents]

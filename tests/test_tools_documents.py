@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from promptslim.backends.tools.documents import (
     MAX_ITEMS,
+    MIN_MESSAGES,
     find_documents,
     parse_json,
     render_documents,
@@ -201,6 +202,73 @@ def test_what_is_not_a_document_list(value: Any) -> None:
 def test_text_that_is_not_json_has_no_document_list() -> None:
     assert parse_json("Town 0. " + PASSAGE) is None
     assert parse_json('[{"snippet": "unterminated') is None
+
+
+# a team channel in short messages, as people write in chat (each under the prose test's 100
+# characters); the answer is two messages after the one that names the subject
+SHORT_CHAT = [
+    "Morning all, the coffee machine is broken again.",
+    "Use the one by the kitchen until it is fixed.",
+    "Has anyone seen the keys to the bike shed?",
+    "They were on the hook by the door yesterday.",
+    "The quarterly report draft is in the shared folder.",
+    "Comments by Friday please, finance signs it off then.",
+    "The Harbour Festival planning meeting is next week.",
+    "Marta is booking a room and sending the agenda.",
+    "It starts at 4 pm on Thursday in the Lighthouse room.",
+    "Lunch today is from the Thai place on the corner.",
+    "Put your orders in the sheet by noon please.",
+    "The fire drill on Tuesday went well, four minutes.",
+    "Please close the east wing windows before you leave.",
+    "The forecast says heavy rain after midnight.",
+]
+
+
+def _channel(texts: list[str], **extra: str) -> dict[str, Any]:
+    return {
+        "ok": True,
+        "messages": [{"user": f"U0{i % 3}", "text": t, **extra} for i, t in enumerate(texts)],
+    }
+
+
+def test_a_chats_short_messages_are_a_document_list_where_messages_are_asked_for() -> None:
+    """Too short for the prose test, a channel's untitled messages read as passages where the
+    caller asks for ``messages`` (the tools stage); not otherwise, not when titled, not when
+    too few, and a list of names is no chat."""
+    text = json.dumps(_channel(SHORT_CHAT))
+    data = parse_json(text)
+    found = find_documents(data, text, messages=True)
+    assert found is not None and found.bodies == tuple(SHORT_CHAT)
+    assert find_documents(data, text) is None
+    titled = json.dumps(_channel(SHORT_CHAT, title="General"))
+    assert find_documents(parse_json(titled), titled, messages=True) is None
+    few = json.dumps(_channel(SHORT_CHAT[: MIN_MESSAGES - 1]))
+    assert find_documents(parse_json(few), few, messages=True) is None
+    assert (
+        find_documents(
+            parse_json(json.dumps(_channel(SHORT_CHAT[:MIN_MESSAGES]))),
+            json.dumps(_channel(SHORT_CHAT[:MIN_MESSAGES])),
+            messages=True,
+        )
+        is not None
+    )
+    names = json.dumps([{"id": i, "label": f"Blue widget {i}"} for i in range(20)])
+    assert find_documents(parse_json(names), names, messages=True) is None
+
+
+def test_the_tools_stage_keeps_the_answer_after_a_short_message_naming_the_subject() -> None:
+    call = {"id": "c0", "type": "function", "function": {"name": "read_channel", "arguments": "{}"}}
+    question = "When is the Harbour Festival planning meeting?"
+    request = Request.from_openai({"messages": [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c0", "content": json.dumps(_channel(SHORT_CHAT))},
+    ]})  # fmt: skip
+    out, report = ToolsStage(min_chars=0).run_report(request)  # a short channel: it is ranked
+    sent = out.messages[-1].text
+    assert report.details["tools"][0]["kind"] == "documents"
+    assert SHORT_CHAT[6] in sent and SHORT_CHAT[8] in sent  # the subject, the answer
+    assert SHORT_CHAT[0] not in sent and "items elided" in sent  # the morning's news goes
 
 
 # ---------------------------------------------------------------- writing the choice back

@@ -214,7 +214,9 @@ class ToolsStage(BaseStage):
         if self._documents is not None:
             parsed = parse_json(text)
             found: Found | None = (
-                find_documents(parsed, text) if parsed is not None else find_passages(text)
+                find_documents(parsed, text, messages=True)
+                if parsed is not None
+                else find_passages(text)
             )
             if found is not None:
                 return self._documents.compress(found, context, log.warnings)

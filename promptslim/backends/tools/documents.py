@@ -20,7 +20,11 @@ every original in an ``Elision``. What counts as a document list:
 - bodies that read as prose (``prose.reads_as_prose``: no ids, URLs, keys, encoded blobs,
   code, diffs or listings) and make up at least ``PROSE_SHARE`` of the text a reader reads (the result's string values, links aside: a search hit's title and snippet,
   not its URL): an API listing whose objects carry a description among dozens of fields
-  stays the JSON crusher's business.
+  stays the JSON crusher's business. Where the caller asks for ``messages`` (the tools
+  stage), an array of at least ``MIN_MESSAGES`` untitled items whose bodies read as prose
+  but for their length, down to ``MESSAGE_CHARS`` (a chat channel's history: one text in
+  order, a line or two a message), counts too: the crusher's first and last items and
+  matching words lose the answer a message or two after the one that names the subject.
 
 Items that hold one of the turn's literals (``literal_items``: an id the question names) stay
 whatever the ranking says, as the crusher keeps them (cut, if the ranking kept them cut).
@@ -53,6 +57,10 @@ _MAX_TITLE = 300
 PROSE_SHARE = 0.5
 #: items kept for the turn's literals, as the JSON crusher's ``max_matches``
 MAX_LITERAL_ITEMS = 8
+#: an untitled list of short bodies that counts where ``messages`` is asked for: this many
+#: items at least, the body holding the median character and the mean line this long
+MIN_MESSAGES = 8
+MESSAGE_CHARS = 30
 
 #: where an array sits: from the top, the index to follow in each object's pairs or array
 Path = tuple[int, ...]
@@ -125,14 +133,15 @@ def parse_json(text: str) -> Any:
         return None
 
 
-def find_documents(data: Any, text: str) -> DocumentList | None:
+def find_documents(data: Any, text: str, *, messages: bool = False) -> DocumentList | None:
     """The document list in ``data`` (``text`` parsed by ``parse_json``), or None; None too
     for JSON nested deeper than the compressors walk (``MAX_DEPTH``), which the JSON
-    compressor leaves as it is."""
+    compressor leaves as it is. ``messages``: an untitled list of short messages counts too
+    (the module docstring)."""
     best: DocumentList | None = None
     ascii_only = text.isascii() and "\\u" in text
     for candidate in _arrays(data, (), "$", 0):
-        found = _documents(data, candidate, ascii_only)
+        found = _documents(data, candidate, ascii_only, messages)
         # on a tie the deeper candidate wins: `$.page` over `$` with the body `page.content`
         if found is not None and (best is None or _chars(found) >= _chars(best)):
             best = found
@@ -200,7 +209,9 @@ def _arrays(
     return found
 
 
-def _documents(data: Any, found: _Candidate, ascii_only: bool) -> DocumentList | None:
+def _documents(
+    data: Any, found: _Candidate, ascii_only: bool, messages: bool
+) -> DocumentList | None:
     path, where, items, single, aligned = found
     if not MIN_ITEMS <= len(items) <= MAX_ITEMS:
         return None
@@ -216,10 +227,19 @@ def _documents(data: Any, found: _Candidate, ascii_only: bool) -> DocumentList |
         body = found_body
         bodies = [m[body] if type(m.get(body)) is str else "" for m in members]
         titles = [_title(m, body) for m in members]
-    if not reads_as_prose(bodies):
+    if not (reads_as_prose(bodies) or (messages and _messages(bodies, titles))):
         return None
     return DocumentList(
         data, path, where, body, tuple(bodies), tuple(titles), ascii_only, single, aligned
+    )
+
+
+def _messages(bodies: Sequence[str], titles: Sequence[str | None]) -> bool:
+    """Whether untitled ``bodies`` are a chat's messages: prose but for their length."""
+    return (
+        len(bodies) >= MIN_MESSAGES
+        and not any(titles)
+        and reads_as_prose(bodies, MESSAGE_CHARS, MESSAGE_CHARS)
     )
 
 

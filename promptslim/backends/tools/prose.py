@@ -50,11 +50,15 @@ class Found(Protocol):
     def render(self, kept: Mapping[int, Sequence[tuple[int, int]] | None]) -> Compressed | None: ...
 
 
-def reads_as_prose(bodies: Sequence[str]) -> bool:
+def reads_as_prose(
+    bodies: Sequence[str], min_body: int = MIN_BODY_CHARS, min_line: int = MIN_LINE_CHARS
+) -> bool:
     """Whether the bodies read as passages: long enough, in lines of running text (a diff, a
     listing or a log has short lines), mostly letters and spaces, and words rather than
     tokens (a key, an id, base64 or a URL is a long run of Latin letters with no space). The
-    cheap tests first: most tool output fails on its line lengths."""
+    cheap tests first: most tool output fails on its line lengths. ``min_body`` and
+    ``min_line``: the lengths asked of the median body and the mean line (a chat's messages
+    are asked for less: ``documents.MESSAGE_CHARS``)."""
     if not bodies:
         return False
     # the character tests read each body's head, ``SAMPLE_CHARS`` in all: a 60,000-character
@@ -68,12 +72,12 @@ def reads_as_prose(bodies: Sequence[str]) -> bool:
     lines = sum(b.count("\n") + 1 - b.count("\n\n") for b in bodies)
     # a CJK character says about what a word does (one regex search when the heads are Latin)
     cjk = dominant_script("".join(heads)) == "cjk"
-    if median < MIN_BODY_CHARS or chars < MIN_LINE_CHARS * lines:
+    if median < min_body or chars < min_line * lines:
         # its prose is short by characters
         if not cjk:
             return False
         weighted = CJK_CHAR_WEIGHT
-        if weighted * median < MIN_BODY_CHARS or weighted * chars < MIN_LINE_CHARS * lines:
+        if weighted * median < min_body or weighted * chars < min_line * lines:
             return False
     sampled = sum(map(len, heads))
     # letter and space runs removed, what is left is the rest: one pass in C per body
