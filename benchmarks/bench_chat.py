@@ -59,7 +59,8 @@ WITHOUT_TOOLS = {"name": "tools", "documents": {"next_pieces": 0}}
 FORMS = ("export", "log", "tool", "export_short", "tool_short")
 #: a short message's fewest characters: a shorter piece goes with the next one
 SHORT_CHARS = 25
-_CLAUSE_END = re.compile(r"(?<=[,;:])\s+")
+# a clause ends at a comma, semicolon or colon before a word, not inside a date or a number
+_CLAUSE_END = re.compile(r"(?<=[,;:])\s+(?=[^\W\d])")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^a-z])")
 # no one ends a chat message at an initial ("J.P. Zenger", "Daniel A. Dailey") or after "St."
 _NOT_AN_END = re.compile(r"(?:\b[A-Z]|\b(?:St|Mr|Mrs|Ms|Dr|Jr|Sr|Mt|No|vs|Co|Inc|Ltd))\.$")
@@ -77,8 +78,9 @@ def _sentences(text: str) -> list[str]:
 
 
 def _short(sentence: str) -> list[str]:
-    """``sentence`` cut after its commas, semicolons and colons, each piece of at least
-    ``SHORT_CHARS`` (a shorter one goes with the next, a short last one with the one before)."""
+    """``sentence`` cut after its commas, semicolons and colons (not in "December 21, 1984"),
+    each piece of at least ``SHORT_CHARS`` (a shorter one goes with the next, a short last one
+    with the one before)."""
     out: list[str] = []
     held = ""
     for piece in _CLAUSE_END.split(sentence):

@@ -84,7 +84,9 @@ def test_the_tool_form_is_one_read_channel_result_a_channel(nq: list[BenchItem])
 def test_short_messages_cut_a_sentence_after_its_commas_and_keep_every_word() -> None:
     """Pieces of 25 characters or more: a shorter one goes with the next, a short last one
     with the one before."""
-    sentence = "Born in 1950 in a small town, she moved to Paris, then Rome; she died there in 2001."
+    sentence = (
+        "Born in 1950 in a small town, she moved to Paris, then Rome; she died there in 2001."
+    )
     pieces = bench_chat._short(sentence)
     assert pieces == [
         "Born in 1950 in a small town,",
@@ -97,6 +99,11 @@ def test_short_messages_cut_a_sentence_after_its_commas_and_keep_every_word() ->
         "she moved to Paris; she died there in the spring.",
     ]
     assert bench_chat._short("Short, and done.") == ["Short, and done."]
+    dated = "He was born in a small town on December 21, 1984, and races cars for a living."
+    assert bench_chat._short(dated) == [
+        "He was born in a small town on December 21, 1984,",
+        "and races cars for a living.",
+    ]
 
 
 def test_the_short_forms_hold_the_same_words_in_more_messages(nq: list[BenchItem]) -> None:

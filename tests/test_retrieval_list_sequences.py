@@ -13,6 +13,7 @@ from typing import Any
 
 from promptslim.stages.retrieval import RetrievalStage
 from promptslim.stages.retrieval_lists import PREVIOUS_KEY, expand_lists, follows_of
+from promptslim.stages.retrieval_pieces import SENTENCE_CHARS
 from promptslim.stages.tools import ToolsStage
 from promptslim.types import Document, Message, Request
 
@@ -286,3 +287,42 @@ def test_a_channels_history_as_a_tool_result_is_one_text() -> None:
         assert report.details["tools"][0]["kind"] == "documents"
         assert CHAT[SUBJECT] in sent and (ANSWER in sent) is kept
         assert len(sent) < len(_read_channel(CHAT).messages[-1].text) / 2
+
+
+# a chat in short messages: the name is three messages before the one the question finds
+SHORT = [
+    "The coffee machine is broken again today.",
+    "Use the one by the kitchen for now.",
+    "Dana Whitfield starts with us on Monday.",
+    "She comes from the Leeds office,",
+    "where she ran the vendor contracts,",
+    "and will coordinate the Harbour Festival group.",
+    "Lunch is from the Thai place on the corner.",
+    "Orders in the sheet by noon please.",
+    "The fire drill went well on Tuesday.",
+    "Close the east wing windows tonight.",
+]
+
+
+def _short_kept(**options: Any) -> list[str]:
+    request = Request(
+        messages=[Message(role="user", content="Who will coordinate the Harbour Festival?")],
+        documents=_channel_documents(SHORT, linked=True),
+    )
+    kept = RetrievalStage(scorer="bm25", **options).run(request).documents
+    return [d.text for d in sorted(kept, key=lambda d: SHORT.index(d.text))]
+
+
+def test_short_items_before_the_best_are_kept_to_a_sentences_worth() -> None:
+    """Short messages cut a sentence in three: the items before the best one are kept until
+    they hold ``SENTENCE_CHARS``, the one that passes it included, and no more."""
+    kept = _short_kept()
+    assert SHORT[2:6] == [t for t in kept if SHORT.index(t) <= 5]
+    assert sum(map(len, SHORT[3:5])) < SENTENCE_CHARS <= sum(map(len, SHORT[2:5]))
+
+
+def test_at_max_k_the_items_before_come_before_the_later_items() -> None:
+    """The next item takes a place, then the items before fill what is left, then the items
+    after the next."""
+    assert _short_kept(max_k=3) == SHORT[4:7]
+    assert _short_kept(max_k=4) == SHORT[3:7]

@@ -205,7 +205,7 @@ class RetrievalStage(BaseStage):
     kept document's place): the piece after the one naming a subject often holds the answer.
     ``document_lists`` (on): a document that is a JSON list of passages competes by its
     passages, and the JSON sent holds those kept (``retrieval_lists``); an untitled list (a
-    chat) is one text: the item before a best one, and those after it to ``window_chars``, too.
+    chat) is one text: the items before a best one (100 characters) and after (window_chars).
     So are documents whose metadata's ``previous_id`` names the earlier one each goes on from.
     ``whole_asks`` (on): a request that asks for its documents as a whole (a summary, a
     translation, every one of something in them: ``query.asks_for_whole``) keeps them all, in

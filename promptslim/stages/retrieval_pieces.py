@@ -32,6 +32,9 @@ __all__ = ["CUT_OFF", "keep_next_pieces", "next_piece_of"]
 
 #: characters a splitter may strip between one piece's end and the next one's start
 _GAP = 16
+#: the text the items kept before a best one hold at most (``_items_before``), one more item
+#: aside: a sentence's worth (the tools stage's prose test asks a passage for as much)
+SENTENCE_CHARS = 100
 #: what a piece kept beside a best one is, by its side of it, in the report's reasons
 _HOW = {"after": "the next piece of", "before": "the item before"}
 
@@ -86,7 +89,7 @@ def keep_next_pieces(
     relevance cut-off or ``max_k`` dropped (never one dropped as a near-duplicate or by MMR;
     ``headings``: the documents that are a heading alone, for ``next_piece_of``; ``follows``:
     the items of an untitled list, each going on from the one before, ``_going_on``, and the
-    item before each best, ``_items_before``); ``tokens`` and ``trimmed`` updated, the piece's
+    items before each best, ``_items_before``); ``tokens`` and ``trimmed`` updated, the piece's
     drop record replaced by what was kept of it and why. ``max_k`` stays a hard cap: at it,
     the next piece of a best one takes the place of the last selected document that is
     neither one of those best nor a piece kept beside one; the others only fill places left."""
@@ -96,13 +99,7 @@ def keep_next_pieces(
     out = list(selected)
     best = selected[: options.next_pieces]
     anchors = set(best)
-    limit = options.window_chars or 0
-    pairs = [
-        (i, j, "after")
-        for first in best
-        for i, j in _going_on(first, following, follows or {}, documents, limit)
-    ]
-    pairs += [(i, j, "before") for i, j in _items_before(best, follows or {}, documents, limit)]
+    pairs = _pairs(best, following, follows or {}, documents, options.window_chars or 0)
     for i, j, side in pairs:
         if j in out:
             continue
@@ -115,7 +112,7 @@ def keep_next_pieces(
             if not _room(options, out, anchors, (documents, tokens), log, f"{how} {anchor}"):
                 continue
         elif options.max_k is not None and len(out) >= options.max_k:
-            continue  # the items after the next, and the item before, only fill places left
+            continue  # the items after the next, and the items before, only fill places left
         del log.changes[record]
         out.append(j)
         anchors.add(j)
@@ -129,6 +126,25 @@ def keep_next_pieces(
         log.change("compressed", target, tokens=tokens[j] - n, reason=reason)
         tokens[j], trimmed[j] = n, text
     return out
+
+
+def _pairs(
+    best: Sequence[int],
+    following: Mapping[int, int],
+    follows: Mapping[int, int],
+    documents: Sequence[Document],
+    limit: int,
+) -> list[tuple[int, int, str]]:
+    """Each piece to keep beside one of ``best``: (the piece it is next to, it, its side).
+    For each best, the next piece, then the items before, then the later items, the order
+    in which they take the places left at ``max_k``."""
+    before = {j: i for i, j in follows.items()}
+    pairs: list[tuple[int, int, str]] = []
+    for first in best:
+        walk = [(i, j, "after") for i, j in _going_on(first, following, follows, documents, limit)]
+        back = [(i, j, "before") for i, j in _items_before(first, before, documents, limit)]
+        pairs += walk[:1] + back + walk[1:]
+    return pairs
 
 
 def _going_on(
@@ -152,14 +168,18 @@ def _going_on(
 
 
 def _items_before(
-    best: Sequence[int], follows: Mapping[int, int], documents: Sequence[Document], limit: int
-) -> list[tuple[int, int]]:
-    """For each of ``best`` that an untitled list's item goes on from (``follows``), that
-    item: a chat message often names the subject the next one's "she" or "it" stands for,
-    as the sentence before a window is kept with it. An item over ``limit`` characters (a
-    passage of its own, not a sentence or two) is not kept for this."""
-    before = {j: i for i, j in follows.items()}
-    return [(i, before[i]) for i in best if i in before and len(documents[before[i]].text) <= limit]
+    i: int, before: Mapping[int, int], documents: Sequence[Document], limit: int
+) -> Iterator[tuple[int, int]]:
+    """The items of an untitled list before ``i`` (``before``: each item's previous one),
+    each after the one it precedes, until their text reaches ``SENTENCE_CHARS``: a chat
+    message often names the subject that the next one's "she" or "it" stands for, and short
+    messages cut one sentence in two or three, as the sentence before a window is kept with
+    it. An item over ``limit`` characters (a passage of its own) is not kept for this."""
+    held, j = 0, before.get(i)
+    while j is not None and held < SENTENCE_CHARS and len(documents[j].text) <= limit:
+        yield i, j
+        held += len(documents[j].text)
+        i, j = j, before.get(j)
 
 
 def _room(
