@@ -28,7 +28,7 @@ from .window_select import selected_text
 if TYPE_CHECKING:
     from .retrieval_scoring import Parts
 
-__all__ = ["CUT_OFF", "keep_next_pieces", "next_piece_of"]
+__all__ = ["CUT_OFF", "SENTENCE_CHARS", "keep_next_pieces", "next_piece_of"]
 
 #: characters a splitter may strip between one piece's end and the next one's start
 _GAP = 16
