@@ -254,6 +254,12 @@ def test_a_chats_short_messages_are_a_document_list_where_messages_are_asked_for
     )
     names = json.dumps([{"id": i, "label": f"Blue widget {i}"} for i in range(20)])
     assert find_documents(parse_json(names), names, messages=True) is None
+    # a JSON log's records, whose level the JSON crusher reads (it keeps the errors)
+    levelled = [
+        {"level": "ERROR" if i == 5 else "INFO", "message": t} for i, t in enumerate(SHORT_CHAT)
+    ]
+    log = json.dumps(levelled)
+    assert find_documents(parse_json(log), log, messages=True) is None
 
 
 def test_the_tools_stage_keeps_the_answer_after_a_short_message_naming_the_subject() -> None:

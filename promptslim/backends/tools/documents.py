@@ -25,6 +25,7 @@ every original in an ``Elision``. What counts as a document list:
   but for their length, down to ``MESSAGE_CHARS`` (a chat channel's history: one text in
   order, a line or two a message), counts too: the crusher's first and last items and
   matching words lose the answer a message or two after the one that names the subject.
+  Items with a status-like field (a JSON log's ``level``) are records, not messages.
 
 Items that hold one of the turn's literals (``literal_items``: an id the question names) stay
 whatever the ranking says, as the crusher keeps them (cut, if the ranking kept them cut).
@@ -40,6 +41,7 @@ from typing import Any, NamedTuple
 from . import Compressed, Elision, ToolContext, elision_id, marker
 from .json_crusher import matching_items
 from .json_fields import LINK_SCHEMES
+from .json_status import Paths
 from .json_values import Obj, TooDeep, dump_json, items_leaves, leaves, load_json
 from .match import matcher_for
 from .prose import MAX_ITEMS, Found, reads_as_prose, trimmed_body
@@ -227,19 +229,25 @@ def _documents(
         body = found_body
         bodies = [m[body] if type(m.get(body)) is str else "" for m in members]
         titles = [_title(m, body) for m in members]
-    if not (reads_as_prose(bodies) or (messages and _messages(bodies, titles))):
+    depth = len(path) + 1
+    if not (reads_as_prose(bodies) or (messages and _messages(items, depth, bodies, titles))):
         return None
     return DocumentList(
         data, path, where, body, tuple(bodies), tuple(titles), ascii_only, single, aligned
     )
 
 
-def _messages(bodies: Sequence[str], titles: Sequence[str | None]) -> bool:
-    """Whether untitled ``bodies`` are a chat's messages: prose but for their length."""
+def _messages(
+    items: list[Any], depth: int, bodies: Sequence[str], titles: Sequence[str | None]
+) -> bool:
+    """Whether untitled ``bodies`` are a chat's messages: prose but for their length, in
+    items without a status-like field (a log's ``level``, a job's ``status``: records the
+    JSON crusher reads by their status, keeping the errors whatever their words)."""
     return (
         len(bodies) >= MIN_MESSAGES
         and not any(titles)
         and reads_as_prose(bodies, MESSAGE_CHARS, MESSAGE_CHARS)
+        and not Paths(items_leaves(items, depth)).status
     )
 
 
