@@ -262,6 +262,26 @@ def test_a_chats_short_messages_are_a_document_list_where_messages_are_asked_for
     assert find_documents(parse_json(log), log, messages=True) is None
 
 
+def test_messages_shorter_than_their_timestamps_do_not_hide_the_body() -> None:
+    """A chat export's body is its ``text`` even where a few replies ("ok", "thanks!") are
+    shorter than the ``ts`` beside them: the body is the member with the most characters."""
+    texts = [f"Town {i}. {PASSAGE}" for i in range(7)] + ["ok", "thanks!", "+1"]
+    messages = [{"user": f"U0{i}", "text": t, "ts": f"17000011{i:02}.000100"} for i, t in enumerate(texts)]  # fmt: skip
+    found = _found(messages)
+    assert found is not None and found.body_path == ("text",) and found.bodies == tuple(texts)
+
+
+def test_named_records_are_no_chat() -> None:
+    """A listing whose longest member is a title (a site's popular pages, with their counts)
+    names things; it is no chat, however prose-like the titles."""
+    pages = [
+        {"path": f"/acme/w/{i}", "title": f"How the blue widgets of batch {i} are painted", "count": i}
+        for i in range(MIN_MESSAGES + 2)
+    ]  # fmt: skip
+    text = json.dumps(pages)
+    assert find_documents(parse_json(text), text, messages=True) is None
+
+
 def test_the_tools_stage_keeps_the_answer_after_a_short_message_naming_the_subject() -> None:
     call = {"id": "c0", "type": "function", "function": {"name": "read_channel", "arguments": "{}"}}
     question = "When is the Harbour Festival planning meeting?"

@@ -16,7 +16,7 @@ every original in an ``Elision``. What counts as a document list:
   place, one marker for each item left out;
 - each item a string, or an object with a string member (the same key path in at least
   ``BODY_SHARE`` of them, its own or of an object it holds: ``metadata.text``) that is its
-  body: the longest string of most items;
+  body: of those key paths, the one holding the most characters;
 - bodies that read as prose (``prose.reads_as_prose``: no ids, URLs, keys, encoded blobs,
   code, diffs or listings) and make up at least ``PROSE_SHARE`` of the text a reader reads (the result's string values, links aside: a search hit's title and snippet,
   not its URL): an API listing whose objects carry a description among dozens of fields
@@ -230,7 +230,7 @@ def _documents(
         bodies = [m[body] if type(m.get(body)) is str else "" for m in members]
         titles = [_title(m, body) for m in members]
     depth = len(path) + 1
-    if not (reads_as_prose(bodies) or (messages and _messages(items, depth, bodies, titles))):
+    if not (reads_as_prose(bodies) or (messages and _messages(items, depth, body, bodies, titles))):
         return None
     return DocumentList(
         data, path, where, body, tuple(bodies), tuple(titles), ascii_only, single, aligned
@@ -238,14 +238,20 @@ def _documents(
 
 
 def _messages(
-    items: list[Any], depth: int, bodies: Sequence[str], titles: Sequence[str | None]
+    items: list[Any],
+    depth: int,
+    body: tuple[str, ...],
+    bodies: Sequence[str],
+    titles: Sequence[str | None],
 ) -> bool:
     """Whether untitled ``bodies`` are a chat's messages: prose but for their length, in
     items without a status-like field (a log's ``level``, a job's ``status``: records the
-    JSON crusher reads by their status, keeping the errors whatever their words)."""
+    JSON crusher reads by their status, keeping the errors whatever their words), and not
+    in a title member (``{"path", "title", "count"}``: named records, not messages)."""
     return (
         len(bodies) >= MIN_MESSAGES
         and not any(titles)
+        and not (body and body[-1].lower() in TITLE_KEYS)
         and reads_as_prose(bodies, MESSAGE_CHARS, MESSAGE_CHARS)
         and not Paths(items_leaves(items, depth)).status
     )
@@ -269,16 +275,20 @@ def _members(item: Any) -> dict[tuple[str, ...], Any]:
 
 
 def _body_path(items: list[dict[tuple[str, ...], Any]]) -> tuple[str, ...] | None:
-    """The key path of the longest string of most items (None when there is none)."""
-    longest: Counter[tuple[str, ...]] = Counter()
+    """The key path that holds the most characters among those with a string in at least
+    ``BODY_SHARE`` of the items (None when there is none). By characters, not by which
+    member is longest item by item: a chat export's ``ts`` (``"1700001164.000100"``) is
+    longer than its one-word messages, and a few of those must not make the channel one
+    blob."""
+    chars: Counter[tuple[str, ...]] = Counter()
+    strings: Counter[tuple[str, ...]] = Counter()
     for members in items:
-        strings = [(len(v), k) for k, v in members.items() if type(v) is str]
-        if strings:
-            longest[max(strings)[1]] += 1
-    if not longest:
-        return None
-    path, count = longest.most_common(1)[0]
-    return path if count >= BODY_SHARE * len(items) else None
+        for k, v in members.items():
+            if type(v) is str:
+                chars[k] += len(v)
+                strings[k] += 1
+    common = [k for k, n in strings.items() if n >= BODY_SHARE * len(items)]
+    return max(common, key=chars.__getitem__) if common else None
 
 
 def _title(members: Mapping[tuple[str, ...], Any], body: tuple[str, ...]) -> str | None:
