@@ -17,17 +17,18 @@ answer would be cut in two). The forms:
   its commas, semicolons and colons into messages of 25 characters or more (about 50 at the
   median), as people write in chat: too short to read as passages by the prose test.
 
-Configs side by side on the same items: ``default`` (the default pipeline) and ``without``
+Configs side by side on the same items: ``default`` (the default pipeline), ``without``
 (``next_pieces=0`` in the retrieval stage and in the tools stage's ``documents``: no piece is
-kept for going on from a kept one, nor the item before it, so an untitled list's messages are
-ranked alone). Figures per form and config:
+kept for going on from a kept one, nor the item before it) and ``unpulled`` (``item_pull=0``
+there: each message scored by its own words alone, not pulled toward a better neighbour's
+score). Figures per form and config:
 ``evidence`` (the answer in what is sent, mean and 95 % interval), ``token_ratio`` (document
 tokens kept / given), ``p50_ms`` / ``p99_ms`` (wall clock of the pipeline, cold: after
 ``bench.runner.cold_start``, which forgets every text seen, and one warm-up request that loads
 the model). ``evidence_export`` / ``token_ratio_export`` and their ``_without`` are the
 ``export`` form's; ``evidence_log`` / ``token_ratio_log`` the ``log`` form's;
 ``evidence_tool`` / ``token_ratio_tool`` and their ``_without`` the ``tool`` form's, and
-so on for ``export_short`` and ``tool_short``.
+so on for ``export_short`` and ``tool_short``; each with ``_unpulled`` too.
 
     python benchmarks/bench_chat.py --quick --json
 """
@@ -53,9 +54,13 @@ from promptslim.types import Document, Request
 CONFIGS = {
     "default": "prefix+tools+history+retrieval+compress",
     "without": "prefix+tools+history+retrieval:next_pieces=0+compress",
+    "unpulled": "prefix+tools+history+retrieval:item_pull=0+compress",
 }
-#: the tools stage's passages ranked without next pieces too, under ``without``
-WITHOUT_TOOLS = {"name": "tools", "documents": {"next_pieces": 0}}
+#: the tools stage's passages ranked the same way, under each config but the default
+TOOLS = {
+    "without": {"name": "tools", "documents": {"next_pieces": 0}},
+    "unpulled": {"name": "tools", "documents": {"item_pull": 0}},
+}
 FORMS = ("export", "log", "tool", "export_short", "tool_short")
 #: a short message's fewest characters: a shorter piece goes with the next one
 SHORT_CHARS = 25
@@ -151,12 +156,14 @@ def _tool_item(item: BenchItem, channels: list[list[dict[str, str]]]) -> BenchIt
 
 
 def _pipelines() -> dict[str, Any]:
-    """Each config's ``run``; ``without`` ranks the tools stage's passages without next
-    pieces too (``WITHOUT_TOOLS``), which its shorthand cannot say."""
-    default = build_config(CONFIGS["default"]).pipeline
-    stages = [stage_options(part) for part in CONFIGS["without"].split("+")]
-    tools = [WITHOUT_TOOLS if s["name"] == "tools" else s for s in stages]
-    return {"default": default.run, "without": Pipeline.from_config({"stages": tools}).run}
+    """Each config's ``run``; but for the default, its tools stage ranks its passages the
+    way its retrieval stage does (``TOOLS``), which the shorthand cannot say."""
+    runs = {"default": build_config(CONFIGS["default"]).pipeline.run}
+    for name, tools in TOOLS.items():
+        stages = [stage_options(part) for part in CONFIGS[name].split("+")]
+        stages = [tools if s["name"] == "tools" else s for s in stages]
+        runs[name] = Pipeline.from_config({"stages": stages}).run
+    return runs
 
 
 def run(items: list[BenchItem]) -> dict[str, Any]:
@@ -204,12 +211,16 @@ def main() -> None:
         **{
             f"{figure}_{form}{suffix}": _figure(forms[form][name], figure)
             for form in FORMS
-            for name, suffix in (("default", ""), ("without", "_without"))
+            for name, suffix in (
+                ("default", ""),
+                ("without", "_without"),
+                ("unpulled", "_unpulled"),
+            )
             for figure in ("evidence", "token_ratio")
         },
         "n": len(nq),
         "rows": [offset, offset + len(nq)],
-        "configs": {**CONFIGS, "without_tools": WITHOUT_TOOLS},
+        "configs": {**CONFIGS, **{f"{name}_tools": tools for name, tools in TOOLS.items()}},
         "clock": "wall clock of the pipeline, each request after cold_start (models loaded)",
         "machine": machine(),
     }

@@ -11,8 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from promptslim.stages.retrieval import RetrievalStage
-from promptslim.stages.retrieval_lists import PREVIOUS_KEY, expand_lists, follows_of
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from promptslim.stages.retrieval import RetrievalOptions, RetrievalStage
+from promptslim.stages.retrieval_lists import PREVIOUS_KEY, expand_lists, follows_of, pulled
 from promptslim.stages.retrieval_pieces import SENTENCE_CHARS
 from promptslim.stages.tools import ToolsStage
 from promptslim.types import Document, Message, Request
@@ -200,15 +204,67 @@ def _referring_channel() -> Request:
 
 def test_the_message_before_the_best_one_is_kept() -> None:
     """The message before the best one is kept with it, as the sentence before a window is,
-    and the report says why; without next pieces it is not."""
-    out, report = RetrievalStage(scorer="bm25").run_report(_referring_channel())
+    and the report says why; without next pieces it is not (the pull toward a neighbour's
+    score off, which would keep it too: ``test_an_item_scores_toward_its_better_neighbour``)."""
+    out, report = RetrievalStage(scorer="bm25", item_pull=0).run_report(_referring_channel())
     texts = [m["text"] for m in json.loads(out.documents[0].text)]
     assert REFERS_BACK in texts and NEWCOMER in texts
     assert texts.index(NEWCOMER) + 1 == texts.index(REFERS_BACK)  # in the channel's order
     assert {"id": "channel$[4]", "before": "document:channel$[5]"} in report.details["items_before"]
-    out, _ = RetrievalStage(scorer="bm25", next_pieces=0).run_report(_referring_channel())
-    texts = [m["text"] for m in json.loads(out.documents[0].text)]
+    stage = RetrievalStage(scorer="bm25", next_pieces=0, item_pull=0)
+    texts = [m["text"] for m in json.loads(stage.run(_referring_channel()).documents[0].text)]
     assert REFERS_BACK in texts and NEWCOMER not in texts
+
+
+def test_an_item_scores_toward_its_better_neighbour() -> None:
+    """A message that shares no word with the question scores half way to the best one
+    beside it, and passes a cut-off that its own score does not; not with ``item_pull=0``."""
+    channel = _referring_channel()
+    for pull, kept in ((0.5, True), (0.0, False)):
+        stage = RetrievalStage(scorer="bm25", next_pieces=0, cutoff_fraction=0.4, item_pull=pull)
+        out, report = stage.run_report(channel)
+        texts = [m["text"] for m in json.loads(out.documents[0].text)]
+        assert REFERS_BACK in texts and (NEWCOMER in texts) is kept
+        assert "items_before" not in report.details
+    # a titled list's items go on from nothing: no pull
+    titled = json.loads(channel.documents[0].text)
+    for i, message in enumerate(titled):
+        message["title"] = f"Note {i}"
+    request = channel.replace(documents=[Document(id="channel", text=json.dumps(titled))])
+    stage = RetrievalStage(scorer="bm25", next_pieces=0, cutoff_fraction=0.4)
+    assert NEWCOMER not in stage.run(request).documents[0].text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=12),
+    st.lists(st.booleans(), min_size=12, max_size=12),
+    st.floats(0.0, 0.99),
+    st.floats(0.01, 100.0),
+    st.floats(-100.0, 100.0),
+)
+def test_the_pull_stays_between_an_item_and_its_neighbours(
+    raw: list[float], linked: list[bool], pull: float, scale: float, shift: float
+) -> None:
+    """A pulled score lies between the item's own and its best neighbour's, an unlinked
+    candidate's is its own, the best score stays the best, and shifting and scaling the
+    scores shifts and scales the pulled ones (the cut-off's scale means the same)."""
+    scores = dict(enumerate(raw))
+    follows = {i: i + 1 for i in range(len(raw) - 1) if linked[i]}
+    options = RetrievalOptions(item_pull=pull)
+    out = pulled(scores, follows, options)
+    before = {j: i for i, j in follows.items()}
+    near = {
+        i: [scores[j] for j in (follows.get(i), before.get(i)) if j is not None] for i in scores
+    }
+    for i, own in scores.items():
+        assert own <= out[i] <= max([own, *near[i]])
+        if not near[i]:
+            assert out[i] == own
+    assert max(out.values()) == max(scores.values())
+    moved = pulled({i: scale * s + shift for i, s in scores.items()}, follows, options)
+    for i in scores:
+        assert moved[i] == pytest.approx(scale * out[i] + shift, rel=1e-9, abs=1e-6)
 
 
 def test_the_message_before_takes_no_place_at_max_k() -> None:
@@ -224,12 +280,12 @@ def test_the_message_before_takes_no_place_at_max_k() -> None:
 
 def test_a_long_item_before_is_not_kept_for_this() -> None:
     """An item over ``window_chars`` is a passage of its own, not a sentence before."""
-    stage = RetrievalStage(scorer="bm25", window_chars=len(NEWCOMER) - 1)
+    stage = RetrievalStage(scorer="bm25", window_chars=len(NEWCOMER) - 1, item_pull=0)
     out, report = stage.run_report(_referring_channel())
     texts = [m["text"] for m in json.loads(out.documents[0].text)]
     assert REFERS_BACK in texts and not any("Dana" in t for t in texts)
     assert "items_before" not in report.details
-    stage = RetrievalStage(scorer="bm25", window_chars=len(NEWCOMER))
+    stage = RetrievalStage(scorer="bm25", window_chars=len(NEWCOMER), item_pull=0)
     assert NEWCOMER in json.loads(stage.run(_referring_channel()).documents[0].text)[0]["text"]
 
 

@@ -90,7 +90,7 @@ from .base import BaseStage, StageLog
 from .retrieval_cutoff import headings, relevance_cutoff, relevance_k, unranked
 from .retrieval_fit import sent_parts
 from .retrieval_inline import inline_for
-from .retrieval_lists import expand_lists, follows_of, lists_of, report_lists, sent
+from .retrieval_lists import expand_lists, follows_of, lists_of, pulled, report_lists, sent
 from .retrieval_options import (  # noqa: F401  (re-exported: the old import path)
     DEFAULT_COSINE_THRESHOLD,
     DEFAULT_MAX_WINDOWS,
@@ -143,8 +143,7 @@ class RetrievalStage(BaseStage):
     text meets its own model's query) (``store_float=False``, the default; 1.8-2.6x faster a
     cold request on the shape suite, same evidence), or by the float model
     (``store_float=True``, and always without the query's vector). These defaults took a
-    cold request (20 fresh passages) on two cores from 400-500 ms to about 80 ms at the
-    median, at unchanged recall of the default policy; see :class:`~promptslim.backends.scorers.DenseScorer`. ``dense_candidates``: for ``hybrid``,
+    cold request several times faster at unchanged recall (:class:`~promptslim.backends.scorers.DenseScorer`). ``dense_candidates``: for ``hybrid``,
     embed only BM25's best this many documents (a cascade; None embeds all). ``fuzzy`` (on):
     for BM25 and the hybrid, a query term no candidate holds counts as their terms an edit
     from it (a misspelt word of the question; ``promptslim.backends.lexical``).
@@ -183,11 +182,8 @@ class RetrievalStage(BaseStage):
     once from the model and cached on disk: the mean of a window's, against the query's
     vector, on the scale of the windows the model embedded), at the same model cost as
     ``lexical`` (the table holds the vocabulary times the model's dimension in memory: 47 MB
-    for MiniLM, several hundred for a multilingual model's 250,000 word pieces). On the shape
-    suite (200 nq20-dev items a shape, store vectors), evidence 0.970-1.000 with ``static``,
-    0.935-0.995 with ``lexical``, 0.990-1.000 with ``embed``, at a cold P99 of at most 15, 17
-    and 72 ms over the shapes of about 2,300 tokens (``benchmarks/bench_shapes.py``:
-    ``vectors_static``, ``vectors_lexical``, ``vectors``).
+    for MiniLM, several hundred for a multilingual model's 250,000 word pieces;
+    ``benchmarks/bench_shapes.py`` measures the three).
     ``dense_windows`` (None, the default: every window embedded): bound the dense work of a
     request by construction under ``hybrid``: every window is scored by BM25, each document's
     first window is embedded (or takes a store's vector), and of the later windows only BM25's
@@ -207,6 +203,8 @@ class RetrievalStage(BaseStage):
     passages, and the JSON sent holds those kept (``retrieval_lists``); an untitled list (a
     chat) is one text: the items before a best one (100 characters) and after (window_chars).
     So are documents whose metadata's ``previous_id`` names the earlier one each goes on from.
+    ``item_pull`` (0.5; 0: off): such an item scores this share of the way from its own score
+    to its better neighbour's, when higher: a message read with those beside it.
     ``whole_asks`` (on): a request that asks for its documents as a whole (a summary, a
     translation, every one of something in them: ``query.asks_for_whole``) keeps them all, in
     their order, as many as fit the documents budget (``details["whole_ask"]``).
@@ -266,6 +264,7 @@ class RetrievalStage(BaseStage):
         dense_windows_each: int = 1,
         store_float: bool = False,
         next_pieces: int = 1,
+        item_pull: float = 0.5,
         piece_keys: tuple[str, str] = ("source", "start_index"),
         document_lists: bool = True,
         whole_asks: bool = True,
@@ -361,14 +360,14 @@ class RetrievalStage(BaseStage):
             request.protect,
         )
         log.details["scoring_ms"] = (time.perf_counter() - start) * 1e3
-        score_of = {i: float(scores[j]) for j, i in enumerate(valid)}
+        follows = follows_of(listed, documents)
+        score_of = pulled({i: float(scores[j]) for j, i in enumerate(valid)}, follows, options)
         options = unranked(options, score_of, log)
         # best first; equal scores keep their original order (deterministic)
         ranked = sorted(valid, key=lambda i: (-score_of[i], i))
         heads = headings([d.text for d in documents], tokens, options.heading_share, valid)
         k_rel = relevance_k(options, ranked, score_of, parts, heads)
         selected = choose(options, ranked, k_rel, documents, vectors, valid, score_of, tokens, log)
-
         tokens_given = sum(tokens)
         kept, trimmed = sent_parts(
             options,
@@ -382,7 +381,7 @@ class RetrievalStage(BaseStage):
             score_of,
             log,
             heads,
-            follows_of(listed, documents),
+            follows,
         )
         log.details.update(
             scorer="bm25" if "fallback" in log.details else self.get_scorer().name,

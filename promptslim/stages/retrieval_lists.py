@@ -24,9 +24,10 @@ Not expanded (the document stays one candidate, as before):
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 from ..backends.tools.documents import DocumentList, find_documents, parse_json
 from ..budget import allocate
@@ -35,6 +36,9 @@ from ..request import Budget, Request
 from ..tokens import TokenCounter, count_document
 from .base import StageLog
 
+if TYPE_CHECKING:
+    from .retrieval_options import RetrievalOptions
+
 __all__ = [
     "MAX_CANDIDATES",
     "PREVIOUS_KEY",
@@ -42,6 +46,7 @@ __all__ = [
     "expand_lists",
     "follows_of",
     "lists_of",
+    "pulled",
     "report_lists",
     "sent",
 ]
@@ -144,6 +149,28 @@ def _scored(doc: Document, score: float, text: str | None) -> Document:
     if text is not None:
         update["text"] = text
     return doc.model_copy(update=update)
+
+
+def pulled(
+    score_of: dict[int, float], follows: Mapping[int, int], options: RetrievalOptions
+) -> dict[int, float]:
+    """``score_of`` with each candidate that ``follows`` links to another (an untitled list's
+    item, a document naming the one before it) moved ``item_pull`` of the way from its score
+    to its better neighbour's, where that one is higher. A chat message is a sentence or two,
+    and the one after the message that names the subject states the answer in words of its
+    own; the extractive compressor scores a sentence with its neighbour's for that reason.
+    No score passes its neighbour's, so the best stays the best, and the rule is invariant
+    to shifting and scaling the scores, as the cut-off is."""
+    if not options.item_pull or not follows:
+        return score_of
+    before = {j: i for i, j in follows.items()}
+    out = dict(score_of)
+    for i, own in score_of.items():
+        near = [score_of[k] for k in (follows.get(i), before.get(i)) if k is not None]
+        best = max(near, default=own)
+        if best > own:
+            out[i] = own + options.item_pull * (best - own)
+    return out
 
 
 def follows_of(listed: ListedDocuments | None, documents: Sequence[Document]) -> dict[int, int]:

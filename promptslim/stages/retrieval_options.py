@@ -101,6 +101,8 @@ class RetrievalOptions(BaseModel):
     dense_windows_each: int = Field(default=1, ge=0, strict=True)
     store_float: bool = Field(default=False, strict=True)
     next_pieces: int = Field(default=1, ge=0, strict=True)
+    # under 1: a pull of 1 would make an item and its neighbour one score, ranking neither
+    item_pull: float = Field(default=0.5, ge=0.0, lt=1.0, strict=True, allow_inf_nan=False)
     piece_keys: tuple[str, str] = ("source", "start_index")
     document_lists: bool = Field(default=True, strict=True)
     whole_asks: bool = Field(default=True, strict=True)
