@@ -200,10 +200,10 @@ def _figure(measured: dict[str, Any], figure: str) -> float:
 
 def main() -> None:
     p = parser(__doc__.splitlines()[0])
-    p.add_argument("--n", type=int, default=None, help="items (default 200, 40 with --quick)")
+    p.add_argument("--n", type=int, default=None, help="items (default 200, 25 with --quick)")
     p.add_argument("--offset", type=int, default=400, help="the first row read")
     args = p.parse_args()
-    n = args.n or (40 if args.quick else 200)
+    n = args.n or (25 if args.quick else 200)
     nq, offset = rows_from(f"nq:{data_file('nq20-dev.jsonl.gz')}", args.offset, n)
     forms = run(nq)
     result: dict[str, Any] = {
