@@ -308,6 +308,19 @@ def test_documents_that_name_the_one_before_are_one_text() -> None:
         assert (ANSWER in kept) is linked
 
 
+def test_an_empty_document_in_a_chain_is_dropped_and_pulls_nothing() -> None:
+    """A linked document with no text is dropped as any empty one is; the pull reads the
+    scores of the documents ranked, and its neighbours go on without it."""
+    texts = [*CHAT[: SUBJECT + 1], "   ", *CHAT[SUBJECT + 1 :]]
+    request = Request(
+        messages=[Message(role="user", content=QUESTION)],
+        documents=_channel_documents(texts, linked=True),
+    )
+    out, report = RetrievalStage(scorer="bm25").run_report(request)
+    assert CHAT[SUBJECT] in [d.text for d in out.documents]
+    assert any(c.reason == "empty text" for c in report.changes)
+
+
 def test_follows_of_links_only_back_to_an_earlier_document() -> None:
     """A link to a later document, to an unknown id or from two documents to one is no walk
     that could go round or fork: each document goes on in at most one, always after it."""

@@ -142,8 +142,9 @@ class RetrievalStage(BaseStage):
     int8's vectors point where float's do (ONNX's; torch's int8 embeds the query too and each
     text meets its own model's query) (``store_float=False``, the default; 1.8-2.6x faster a
     cold request on the shape suite, same evidence), or by the float model
-    (``store_float=True``, and always without the query's vector). These defaults took a
-    cold request several times faster at unchanged recall (:class:`~promptslim.backends.scorers.DenseScorer`). ``dense_candidates``: for ``hybrid``,
+    (``store_float=True``, and always without the query's vector). These defaults make a cold
+    request several times faster at unchanged recall (``backends.scorers.DenseScorer``).
+    ``dense_candidates``: for ``hybrid``,
     embed only BM25's best this many documents (a cascade; None embeds all). ``fuzzy`` (on):
     for BM25 and the hybrid, a query term no candidate holds counts as their terms an edit
     from it (a misspelt word of the question; ``promptslim.backends.lexical``).

@@ -166,7 +166,8 @@ def pulled(
     before = {j: i for i, j in follows.items()}
     out = dict(score_of)
     for i, own in score_of.items():
-        near = [score_of[k] for k in (follows.get(i), before.get(i)) if k is not None]
+        # a neighbour may be no candidate (an empty document, dropped before scoring)
+        near = [score_of[k] for k in (follows.get(i), before.get(i)) if k in score_of]
         best = max(near, default=own)
         if best > own:
             out[i] = own + options.item_pull * (best - own)
